@@ -1,0 +1,60 @@
+# The lesson bundle's pipeline: author (solutions/*.py) -> sync (solutions/*.ipynb)
+# -> release (notebooks/) -> submit -> autograde -> feedback.
+# Every target creates .venv from requirements-cpu.txt first when it is missing or stale.
+
+PYTHON_BOOTSTRAP ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# nbgrader shells out to alembic: the venv's bin must come first on PATH.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PYTHONDONTWRITEBYTECODE := 1
+export MPLBACKEND := Agg
+
+SUBMISSIONS ?= autograder/samples
+JOBS ?= 1
+SCHEDULER ?=
+NB ?=
+PYTEST_ARGS ?=
+
+.PHONY: venv run test sync release lab validate autograde figures sweep audit test-browser bench-grading clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements-cpu.txt
+	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-cpu.txt
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (performance-05)" >/dev/null
+	touch $@
+
+## run: the worked example, then all five solution notebooks headless; writes runs/performance-05/
+run: venv
+	$(PY) solutions/main.py
+	$(PY) -m autograder.execute solutions
+
+## test: the whole test suite
+test: venv
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+## sync: solutions/*.py (the source) -> solutions/*.ipynb and solutions/main.py
+sync: venv
+	$(PY) -m autograder.sync
+
+## release: the student notebooks, generated from solutions/ by nbgrader generate_assignment
+release: sync
+	$(PY) -m autograder.release
+
+## lab: JupyterLab on the student release
+lab: venv
+	$(VENV)/bin/jupyter lab notebooks
+
+## validate NB=<path>: nbgrader validate, failing (non-zero exit) when a check fails
+validate: venv
+	$(PY) -m autograder.validate $(NB)
+
+## autograde SUBMISSIONS=<dir> [JOBS=n] [SCHEDULER=tcp://host:port]
+autograde: venv
+	$(PY) -m autograder.grade $(SUBMISSIONS) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+
+clean:
+	rm -rf runs

@@ -1,0 +1,1 @@
+"""The bundle's pipeline for assignment performance-05: sync, release, execute, validate, grade."""

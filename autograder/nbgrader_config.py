@@ -1,0 +1,27 @@
+"""nbgrader configuration of the course that holds assignment performance-05.
+
+The release and the grader copy this file into the course folder they build under runs/,
+so every nbgrader command of the bundle reads the same settings.
+"""
+c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
+
+c.CourseDirectory.course_id = "performance"
+# The SQLite gradebook in the course root (nbgrader's default), named here so nothing guesses.
+c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+
+# Pinned kernel: a submission that names another kernel is run with this one (nbgrader #417).
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+c.Execute.kernel_name = "python3"
+# Per cell. The lesson's slowest cell (the small sweep) needs well under a minute.
+c.Execute.timeout = 120
+c.Execute.interrupt_on_timeout = True
+c.Execute.allow_errors = True
+
+# A warning printed on stderr by a passing check must not turn full marks into zero
+# (nbgrader counts any stderr output in a test cell as a failure): drop every stderr stream.
+c.IgnorePattern.pattern = r"(?s).*"
+
+# Students delete cells: put deleted graded and locked cells back from the source.
+c.OverwriteCells.add_missing_cells = True
+c.CheckCellMetadata.enabled = True

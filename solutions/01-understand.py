@@ -1,0 +1,215 @@
+# %% [markdown]
+# # Memory, rematerialization, and optimization tradeoffs
+# ## Stage 1 of 5 · Understand
+#
+# By the end of the five stages you will be able to:
+#
+# - explain why reverse-mode differentiation needs values from the forward pass;
+# - compare ordinary and rematerialized gradients against an independent reverse recurrence
+#   that you write in NumPy;
+# - read saved-residual descriptions and compiled memory estimates without taking one for
+#   the other;
+# - time warm gradient calls honestly, and say why a memory benefit depends on the workload.
+#
+# Each stage runs on its own in a fresh kernel (*Kernel → Restart Kernel and Run All Cells*).
+# Cells that say **Your turn** are yours; the cell after each one checks your answer.
+
+# %% [markdown]
+# ## The problem
+#
+# A model runs out of memory while it is being differentiated. A colleague suggests wrapping
+# every layer in `jax.checkpoint`. Two questions decide whether that is good advice:
+#
+# 1. Does it change the gradient?
+# 2. Does it lower the memory *this* program needs?
+#
+# We will not guess. We will compare gradients, list what differentiation keeps, read the
+# compiler's memory estimate and time both versions, and only then decide.
+
+# %% [markdown]
+# ## The idea: keep an intermediate, or compute it again
+#
+# To differentiate in reverse, the backward pass needs values that the forward pass produced.
+# There are two ways to have them at hand:
+#
+# - **retain** them: store each intermediate until the backward pass has used it;
+# - **rematerialize** them: store less, and rerun part of the forward computation when the
+#   backward pass asks.
+#
+# Rematerialization trades memory for arithmetic *inside one computation*. It has nothing to
+# do with writing a training checkpoint to disk, even though JAX calls the function
+# `jax.checkpoint`.
+
+# %% [markdown]
+# A first look, on a function small enough to see whole. `print_saved_residuals` lists the
+# values that differentiation keeps from the forward pass.
+
+# %%
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import print_saved_residuals
+
+
+def two_steps(v):
+    return jnp.sum(jnp.sin(jnp.cos(v)))
+
+
+print_saved_residuals(two_steps, jnp.arange(3.0))
+
+# %% [markdown]
+# The derivative of `sin(u)` needs `cos(u)`, and the derivative of `cos(v)` needs `sin(v)`, so
+# both are kept. Wrapped in `jax.checkpoint`, only the input is kept; everything else is
+# recomputed from it during the backward pass:
+
+# %%
+print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
+
+# %% [markdown]
+# ## The lifetime of an intermediate
+#
+# Follow one value from birth to last use. In a chain `v0 → v1 → v2 → v3 → loss`, the
+# forward pass creates `v1` early, but the backward pass needs it late, after it has walked
+# back from the loss through `v3` and `v2`:
+#
+# | time → | forward: v1 | forward: v2 | forward: v3 | loss | backward at v3 | backward at v2 | backward at v1 |
+# |---|---|---|---|---|---|---|---|
+# | **retain** `v1` | created | kept | kept | kept | kept | kept | used, freed |
+# | **recompute** `v1` | created | freed | | | | | recomputed from `v0`, used |
+#
+# Retaining holds `v1` across the whole middle of the computation; recomputing frees it early
+# and pays one more forward step later. Which is better depends on how big `v1` is, how
+# expensive it is to recompute, and what else is alive at the same time.
+
+# %% [markdown]
+# ## Three quantities that are easy to confuse
+#
+# This lesson keeps three things apart, everywhere:
+#
+# | quantity | unit | where it comes from |
+# |---|---|---|
+# | saved residual **entries** | entries (one per value) | `print_saved_residuals`: what autodiff plans to keep, before compilation |
+# | estimated **bytes** | bytes | `compiled.memory_analysis()`: what the compiler plans to allocate |
+# | measured **peak memory** | bytes | the process or device, while the program runs |
+#
+# The compiler fuses operations, reuses buffers and can undo a recomputation it finds
+# wasteful, so fewer entries need not mean fewer bytes, and fewer estimated bytes need not
+# mean a lower measured peak.
+
+# %% [markdown]
+# ## Your turn: write down your predictions
+#
+# Before any result is shown, predict what per-layer `jax.checkpoint` does to the lesson's
+# network: four layers `v ← tanh(W @ v)` with a 16×16 matrix `W`, objective `sum(v²)`.
+# Fill in `True` or `False`. Nothing here is graded; stage 5 sets your predictions beside what
+# actually happened, so be honest rather than right.
+
+# %% nbgrader={"solution": true, "grade_id": "predictions"}
+PREDICTIONS = {
+    ### BEGIN SOLUTION
+    # A first guess before measuring anything; stage 5 compares it with what happened.
+    "remat_changes_the_gradient": False,
+    "remat_saves_fewer_residual_entries": True,
+    "remat_lowers_compiled_temp_bytes": True,
+    "remat_is_faster": False,
+    ### END SOLUTION
+}
+
+# %%
+from remat_lesson import save_record
+
+expected_keys = {
+    "remat_changes_the_gradient",
+    "remat_saves_fewer_residual_entries",
+    "remat_lowers_compiled_temp_bytes",
+    "remat_is_faster",
+}
+assert set(PREDICTIONS) == expected_keys, f"PREDICTIONS needs exactly these keys: {sorted(expected_keys)}"
+assert all(isinstance(value, bool) for value in PREDICTIONS.values()), "answer each prediction with True or False"
+save_record("01-understand", {"predictions": PREDICTIONS})
+print("Predictions recorded for stage 5.")
+
+# %% [markdown]
+# ## Follow one layer backward
+#
+# One layer maps a vector `x` to `h = tanh(W x)`. Since `d tanh(u)/du = 1 − tanh(u)²`, the
+# local factor uses the layer's **output** `h`, not its input. Given the cotangent `h̄`
+# (the gradient of the loss with respect to `h`), the cotangent of the input is
+#
+# $$\bar x = W^\top\bigl(\bar h \odot (1 - h^2)\bigr).$$
+#
+# Read it right to left: scale the incoming sensitivity by the tanh factor, elementwise, then
+# send it back through the transposed weights. This is why reverse mode wants `h` at hand:
+# either it was kept, or it has to be recomputed from `x` and `W`.
+
+# %% [markdown]
+# ## Your turn: one layer backward
+#
+# Write `layer_backward(weights, h, h_bar)` in NumPy (no JAX autodiff): it returns `x̄` for
+# one layer `h = tanh(weights @ x)`. `weights` may be rectangular, `m × n`: then `h` and `h_bar`
+# have length `m` and the result has length `n`.
+
+# %% nbgrader={"solution": true, "grade_id": "layer-backward"}
+import numpy as np
+
+
+def layer_backward(weights, h, h_bar):
+    """Cotangent of a layer's input, given its output h = tanh(weights @ x) and h's cotangent."""
+    ### BEGIN SOLUTION
+    weights, h, h_bar = (np.asarray(a, dtype=np.float64) for a in (weights, h, h_bar))
+    return weights.T @ (h_bar * (1.0 - h**2))
+    ### END SOLUTION
+
+
+# %% [markdown]
+# The check compares your rule with **central finite differences**: nudge `x` by `±eps` along
+# each coordinate and watch `⟨h̄, h⟩` change. It knows nothing about your formula, so agreement
+# is real evidence.
+
+# %% nbgrader={"grade": true, "grade_id": "test-layer-backward", "points": 3}
+import numpy as np
+
+from remat_lesson import Checks, W, x
+
+
+def finite_difference_cotangent(weights, x_point, h_bar, eps=1e-6):
+    """d<h_bar, tanh(weights @ x)>/dx by central differences, in float64."""
+    weights, x_point = np.asarray(weights, np.float64), np.asarray(x_point, np.float64)
+    grad = np.zeros_like(x_point)
+    for i in range(x_point.size):
+        step = np.zeros_like(x_point)
+        step[i] = eps
+        up = h_bar @ np.tanh(weights @ (x_point + step))
+        down = h_bar @ np.tanh(weights @ (x_point - step))
+        grad[i] = (up - down) / (2 * eps)
+    return grad
+
+
+checks = Checks(3, where="'Your turn: one layer backward', and the formula above it")
+with checks.item(1, "the lesson's 16x16 layer agrees with finite differences"):
+    w64, x64 = np.asarray(W, np.float64), np.asarray(x, np.float64)
+    h_bar = np.linspace(1.0, -2.0, 16)
+    found = layer_backward(w64, np.tanh(w64 @ x64), h_bar)
+    checks.close(found, finite_difference_cotangent(w64, x64, h_bar), rtol=1e-5, atol=1e-8, what="x_bar")
+### BEGIN HIDDEN TESTS
+rng_hidden = np.random.default_rng(2024)
+with checks.item(1, "a fresh rectangular layer (3 outputs, 5 inputs) agrees with finite differences"):
+    w_rect, x_rect, hb_rect = rng_hidden.normal(size=(3, 5)), rng_hidden.normal(size=5), rng_hidden.normal(size=3)
+    found = layer_backward(w_rect, np.tanh(w_rect @ x_rect), hb_rect)
+    checks.close(found, finite_difference_cotangent(w_rect, x_rect, hb_rect), rtol=1e-5, atol=1e-8, what="x_bar")
+with checks.item(1, "a nearly saturated layer (|h| close to 1) agrees with finite differences"):
+    w_sat = 3.0 * rng_hidden.normal(size=(6, 6))
+    x_sat, hb_sat = rng_hidden.normal(size=6), rng_hidden.normal(size=6)
+    found = layer_backward(w_sat, np.tanh(w_sat @ x_sat), hb_sat)
+    checks.close(found, finite_difference_cotangent(w_sat, x_sat, hb_sat), rtol=1e-4, atol=1e-7, what="x_bar")
+### END HIDDEN TESTS
+checks.score()
+
+# %% [markdown]
+# ## Carry forward
+#
+# - Reverse mode needs forward values; `1 − h²` is the one this network needs per layer.
+# - Keeping a value and recomputing it are two answers to the same need.
+# - Entries, estimated bytes and measured peak are three different quantities.
+#
+# Next, stage 2 builds both policies for the whole network and checks their gradients
+# against a reverse recurrence you write yourself.

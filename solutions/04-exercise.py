@@ -1,0 +1,185 @@
+# %% [markdown]
+# # Stage 4 of 5 · Exercise
+#
+# Two more independent checks that rematerialization leaves the function's derivatives alone:
+# a finite-difference check of a directional derivative, and Hessian-vector products of both
+# policies.
+
+# %%
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from remat_lesson import plain, remat, save_record, x
+
+# %% [markdown]
+# ## A directional derivative, two ways
+#
+# Along a direction `d`, the derivative of `f` at `x` is `∇f(x) · d`. Without any autodiff it
+# can be estimated by a **central difference**,
+#
+# $$D_d f(x) \approx \frac{f(x + \varepsilon d) - f(x - \varepsilon d)}{2\varepsilon},$$
+#
+# whose error shrinks like `ε²`. The one-sided forward difference `(f(x+εd) − f(x))/ε` is
+# simpler but its error shrinks only like `ε`: for a curved function it is visibly off.
+#
+# ## Your turn: a central difference
+#
+# Write `central_difference(fn, x, direction, eps)` returning the central-difference estimate as
+# a Python float. Then set `EPSILON` to the perturbation you use for the lesson's objective
+# (the lesson uses `1e-3` in float32).
+
+# %% nbgrader={"solution": true, "grade_id": "central-difference"}
+def central_difference(fn, x, direction, eps):
+    """(fn(x + eps*d) - fn(x - eps*d)) / (2*eps), as a float."""
+    ### BEGIN SOLUTION
+    return (float(fn(x + eps * direction)) - float(fn(x - eps * direction))) / (2.0 * eps)
+    ### END SOLUTION
+
+
+### BEGIN SOLUTION
+EPSILON = 1e-3
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-central-difference", "points": 3}
+import jax
+import jax.numpy as jnp
+
+from remat_lesson import Checks, plain, x
+
+checks = Checks(3, where="'Your turn: a central difference': central_difference and EPSILON")
+with checks.item(1, "along (1, ..., 1) at the lesson's input it matches grad . d (rtol 3e-3)"):
+    direction = jnp.ones_like(x)
+    automatic = float(jnp.vdot(jax.grad(plain)(x), direction))
+    checks.require(isinstance(EPSILON, float) and 0 < EPSILON < 0.1, "EPSILON a float between 0 and 0.1", f"{EPSILON!r}")
+    checks.close(central_difference(plain, x, direction, EPSILON), automatic, rtol=3e-3, atol=1e-6, what="directional derivative")
+### BEGIN HIDDEN TESTS
+with checks.item(1, "a curved function where a forward difference is visibly wrong: 50 * sum(v**2) at 0"):
+    bowl = lambda v: 50.0 * jnp.sum(v * v)
+    origin, d = jnp.zeros(4), jnp.asarray([1.0, -2.0, 0.5, 1.0])
+    found = central_difference(bowl, origin, d, 1e-2)
+    checks.require(
+        abs(found) < 1e-3,
+        "0.0 (the exact slope; a forward difference would give 3.125 here)",
+        f"{found:.6g}",
+    )
+with checks.item(1, "a fresh function, point and direction: sum(sin(3v)) agrees with its exact slope"):
+    wave = lambda v: jnp.sum(jnp.sin(3.0 * v))
+    point, d = jnp.linspace(-1.0, 1.0, 5), jnp.asarray([0.3, -1.0, 2.0, 0.0, 1.0])
+    exact = float(jnp.sum(3.0 * jnp.cos(3.0 * point) * d))
+    checks.close(central_difference(wave, point, d, 1e-3), exact, rtol=1e-3, atol=1e-5, what="directional derivative")
+### END HIDDEN TESTS
+checks.score()
+
+# %%
+direction = jnp.ones_like(x)
+finite = central_difference(plain, x, direction, EPSILON)
+automatic = float(jnp.vdot(jax.grad(plain)(x), direction))
+print(f"Directional derivative along (1, ..., 1): finite {finite:.7g}, automatic {automatic:.7g}, epsilon {EPSILON:g}")
+
+# %% [markdown]
+# ## Hessian-vector products
+#
+# A gradient check compares first derivatives. A stronger check differentiates once more: the
+# Hessian-vector product `H(x) d` is the directional derivative of the gradient, and JAX
+# computes it without forming `H` by pushing a tangent through the gradient function:
+# `jax.jvp(jax.grad(f), (x,), (d,))`. For the rematerialized policy this differentiates
+# *through* the recomputation too.
+#
+# ## Your turn: Hessian-vector products of both policies
+#
+# Write `hvp(fn, x, direction)` returning `H(x) @ direction` for a scalar function `fn`. Then
+# choose `HVP_DIRECTION`: a **nonuniform** direction of the input's length (the lesson uses
+# `jnp.linspace(-1, 1, 16)`). A uniform direction like `(1, ..., 1)` weights every coordinate
+# alike and can hide an error that a nonuniform one reveals.
+
+# %% nbgrader={"solution": true, "grade_id": "hvp"}
+def hvp(fn, x, direction):
+    """Hessian of fn at x applied to direction, by forward-over-reverse differentiation."""
+    ### BEGIN SOLUTION
+    _, tangent = jax.jvp(jax.grad(fn), (x,), (direction,))
+    return tangent
+    ### END SOLUTION
+
+
+### BEGIN SOLUTION
+HVP_DIRECTION = jnp.linspace(-1.0, 1.0, x.shape[0])
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test-hvp", "points": 3}
+import jax.numpy as jnp
+import numpy as np
+
+from remat_lesson import Checks, make_objective, plain, remat, x
+
+checks = Checks(3, where="'Your turn: Hessian-vector products of both policies': hvp and HVP_DIRECTION")
+with checks.item(1, "plain and remat HVPs along HVP_DIRECTION agree (rtol 3e-5) and are finite"):
+    found_plain, found_remat = hvp(plain, x, HVP_DIRECTION), hvp(remat, x, HVP_DIRECTION)
+    checks.close(found_remat, found_plain, rtol=3e-5, atol=1e-7, what="remat HVP (against plain)")
+with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
+    d = np.asarray(HVP_DIRECTION, np.float64)
+    checks.require(d.shape == (16,), "shape (16,)", f"shape {d.shape}")
+    checks.require(np.ptp(d) > 1e-3, "different entries (a uniform direction is the weaker test)", f"{d[:4]}...")
+### BEGIN HIDDEN TESTS
+with checks.item(1, "a fresh network (depth 3, width 6): both policies agree with an independent reference"):
+    rng_hidden = np.random.default_rng(5)
+    w_fresh = (0.6 * rng_hidden.normal(size=(6, 6))).astype(np.float32)
+    x_fresh = rng_hidden.normal(size=6).astype(np.float32)
+    d_fresh = rng_hidden.normal(size=6).astype(np.float32)
+
+    def _gradient64(point):
+        w64, values = w_fresh.astype(np.float64), [point]
+        for _ in range(3):
+            values.append(np.tanh(w64 @ values[-1]))
+        bar = 2.0 * values[-1]
+        for h in values[:0:-1]:
+            bar = w64.T @ ((1.0 - h * h) * bar)
+        return bar
+
+    # The reference differentiates a JAX-free float64 gradient by central differences.
+    step, x64, d64 = 1e-5, x_fresh.astype(np.float64), d_fresh.astype(np.float64)
+    expected = (_gradient64(x64 + step * d64) - _gradient64(x64 - step * d64)) / (2 * step)
+    for rematerialize in (False, True):
+        found = hvp(make_objective(jnp.asarray(w_fresh), 3, rematerialize), jnp.asarray(x_fresh), jnp.asarray(d_fresh))
+        checks.close(found, expected, rtol=2e-3, atol=1e-4, what=("remat" if rematerialize else "plain") + " HVP")
+### END HIDDEN TESTS
+checks.score()
+
+# %%
+hvp_plain, hvp_remat = np.asarray(hvp(plain, x, HVP_DIRECTION)), np.asarray(hvp(remat, x, HVP_DIRECTION))
+hvp_error = float(np.max(np.abs(hvp_plain - hvp_remat)))
+print(f"Hessian-vector products along a nonuniform direction agree; largest difference {hvp_error:.3g}.")
+print("All finite:", bool(np.isfinite(hvp_plain).all() and np.isfinite(hvp_remat).all()))
+
+# %% [markdown]
+# ## Your turn: why is the HVP the stronger test?
+#
+# In two or three sentences: why would equal first derivatives alone be a weaker test of the
+# rematerialized policy than equal Hessian-vector products along a nonuniform direction?
+
+# %% [markdown] nbgrader={"solution": true, "grade": true, "grade_id": "answer-why-hvp", "points": 2}
+# Equal gradients show that the recomputed forward values were right at this one point. The
+# Hessian-vector product differentiates the whole backward pass once more, recomputation
+# included, so it also tests how the gradient *changes*: the derivatives of the recomputed
+# values, not only the values. A nonuniform direction gives every coordinate a different
+# weight, so errors in different coordinates cannot cancel as they might along (1, …, 1).
+
+# %%
+save_record(
+    "04-exercise",
+    {
+        "directional_derivative": {"finite": finite, "automatic": automatic, "epsilon": EPSILON},
+        "max_abs_error": {"hvp_plain_vs_remat": hvp_error},
+        "hvp_direction": np.asarray(HVP_DIRECTION).tolist(),
+    },
+)
+print("recorded the exercise for stage 5")
+
+# %% [markdown]
+# ## Diagnose the result
+#
+# If the gradients or HVPs differ: compare inputs, weights, random keys and any hidden effect
+# inside the checkpointed function first; recomputation of an impure function need not give
+# the same value twice. If memory does not improve: look at where the boundary sits, the
+# shapes of what is saved, the compiler's buffer estimates and a measured peak of the full
+# step, before adding more checkpoint wrappers.

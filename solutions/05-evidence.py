@@ -1,0 +1,126 @@
+# %% [markdown]
+# # Stage 5 of 5 · Evidence
+#
+# Everything the earlier stages measured, in one place: `runs/performance-05/evidence.json`
+# for machines, `evidence.md` for people, and the figure. Run stages 1 to 4 first; this
+# notebook reads their records and says which ones are missing.
+
+# %%
+from IPython.display import Image, Markdown, display
+
+from remat_evidence import FIGURE_ALT_TEXT, collect, draw_storage_figure, outcomes, write_evidence
+from remat_lesson import runs_dir
+
+evidence = collect(command="05-evidence.ipynb")
+if evidence["missing_stages"]:
+    print("Not recorded yet:", ", ".join(evidence["missing_stages"]), "- run those notebooks, then rerun this one.")
+else:
+    print("Records of all four stages found in", runs_dir())
+
+# %% [markdown]
+# ## The figure: two storage views, two units
+#
+# Look before you read. The upper panel counts saved-residual **entries**; the lower panel shows
+# the compiler's estimated temporary **bytes**. They are different quantities with different
+# units, and they need not tell the same story.
+
+# %%
+figure_paths = draw_storage_figure(evidence, runs_dir())
+print("saved", *[str(path) for path in figure_paths])
+
+# %% tags=["notebook-only"]
+display(Image(filename=str(figure_paths[0]), width=560, metadata={"alt": FIGURE_ALT_TEXT}))
+
+# %% [markdown]
+# *Alt text:* two stacked bar charts. Upper, in entries: what autodiff saves per policy.
+# Lower, in bytes: the compiler's temporary-buffer estimate per policy, or a hatched box reading
+# "memory analysis unavailable on this backend" when the backend gives no estimate.
+
+# %% tags=["read-the-figure"]
+entries, memory = evidence["residual_entries"], evidence["memory"]
+if None in (entries["plain"], entries["remat"]):
+    print("Residual entries were not recorded: run stage 2.")
+else:
+    print(f"Upper panel: plain saves {entries['plain']} entries, per-layer checkpoint {entries['remat']}"
+          + (f", whole-objective checkpoint {entries['whole']}." if entries["whole"] is not None else "."))
+if memory["plain"] is None or memory["remat"] is None:
+    print("Lower panel: memory analysis unavailable, so there is nothing to compare; not zero bytes.")
+else:
+    temps = {p: memory[p]["temp_size_in_bytes"] for p in ("plain", "remat")}
+    verdict = "equal" if temps["plain"] == temps["remat"] else "different"
+    print(f"Lower panel: compiled temp bytes plain {temps['plain']}, remat {temps['remat']}: {verdict}.")
+
+# %% [markdown]
+# Fewer entries mean autodiff *planned* to keep less. Equal temporary bytes mean the compiler,
+# after fusing and reusing buffers, *allocates* the same for this program. Neither panel is a
+# measured peak: that needs the full training step, representative shapes, optimizer state and
+# input buffers, measured on the target device.
+
+# %% [markdown]
+# ## Timings: every sample, no ordering claimed
+
+# %%
+for policy in ("plain", "remat"):
+    samples, summary = evidence["timings_s"][policy], evidence["timing_summary_s"][policy]
+    if not samples:
+        print(f"{policy}: not recorded (run stage 2)")
+        continue
+    print(
+        f"{policy:6s} median {summary['median'] * 1e6:7.1f} µs, spread {summary['min'] * 1e6:.1f}–{summary['max'] * 1e6:.1f} µs, "
+        f"all {summary['count']} samples (µs): {[round(s * 1e6, 1) for s in samples]}"
+    )
+summaries = evidence["timing_summary_s"]
+if summaries["plain"] and summaries["remat"]:
+    overlap = summaries["plain"]["min"] <= summaries["remat"]["max"] and summaries["remat"]["min"] <= summaries["plain"]["max"]
+    print("The two ranges " + ("overlap." if overlap else "do not overlap in this run."))
+print(
+    "No ordering is claimed either way: one call costs microseconds, the scale of dispatch and cache effects,\n"
+    "and which policy was timed first matters as much as the policy. Rerun stage 2 and watch the medians move."
+)
+
+# %% [markdown]
+# ## Your predictions, and what happened
+
+# %%
+happened = outcomes(evidence)
+predicted = evidence["predictions"] or {}
+for question, outcome in happened.items():
+    print(f"{question:38s} predicted {str(predicted.get(question, 'not recorded')):6s} happened {outcome}")
+
+# %% [markdown]
+# ## Your turn: explain the figure
+#
+# In `EXPLANATION`, explain in three to five sentences why fewer saved residuals do not
+# guarantee lower measured memory. Use what you measured. It goes into your evidence file.
+
+# %% nbgrader={"solution": true, "grade": true, "grade_id": "explanation", "points": 2}
+### BEGIN SOLUTION
+EXPLANATION = """
+The residual list is autodiff's plan before compilation: it counts values, not bytes, and
+one 16x16 weight matrix outweighs many 16-element vectors. The compiler then fuses
+operations, reuses buffers and may undo a recomputation it finds wasteful, so the temporary
+bytes it allocates follow what is alive at the same time, not the list: here fewer entries
+became exactly the same temporary bytes. A measured peak adds arguments, outputs, the runtime and
+everything else the step holds (optimizer state, inputs), which no residual list sees.
+"""
+### END SOLUTION
+
+# %%
+assert EXPLANATION.strip(), "write your explanation in EXPLANATION above"
+for path in write_evidence(evidence, EXPLANATION):
+    print("wrote", path)
+
+# %% [markdown]
+# ## Diagnose the result
+#
+# - Gradients or HVPs disagree: compare inputs, weights, random keys and hidden effects in the
+#   checkpointed function before anything else.
+# - Memory did not improve: check where the boundary sits, what shapes are saved, what the
+#   compiler estimates, and a measured peak of the full step, before adding more checkpoints.
+# - Timings flip between runs: that is the spread; report all samples and claim no ordering.
+#
+# ## Carry forward
+#
+# - Recomputation trades kept intermediates for extra work.
+# - Verify the derivative independently before judging a policy.
+# - Saved entries, estimated bytes and measured peak memory stay three separate numbers.
