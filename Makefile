@@ -56,5 +56,21 @@ validate: venv
 autograde: venv
 	$(PY) -m autograder.grade $(SUBMISSIONS) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
+## figures: rerun the worked example and refresh data/ (figure, its data, the recorded execution)
+figures: venv
+	$(PY) -m autograder.figures
+
 clean:
 	rm -rf runs
+
+## audit: the phase 08 performance audit with the reference solution: stages 1-3 write
+## runs/performance-audit, then the stage 4 checker reads it back (non-zero exit on failure)
+## audit-starter: the learner's command, with projects/performance-audit/starter/model.py
+.PHONY: audit audit-starter
+AUDIT_EVIDENCE ?= runs/performance-audit
+
+audit: venv
+	$(PY) projects/performance-audit/run.py --stage all --implementation solution --evidence-dir $(AUDIT_EVIDENCE)
+
+audit-starter: venv
+	$(PY) projects/performance-audit/run.py --stage all --implementation starter --evidence-dir $(AUDIT_EVIDENCE)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, SHIPPED_MODULES, SOLUTIONS
+from .paths import ASSIGNMENT, AUTOGRADER, DATA, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES, SOLUTIONS
 
 
 def build_course(root: Path) -> Path:
@@ -25,6 +25,8 @@ def build_course(root: Path) -> Path:
         if not (SOLUTIONS / name).is_file():
             raise FileNotFoundError(f"{SOLUTIONS / name} is missing: run `make sync` first")
         shutil.copy2(SOLUTIONS / name, source / name)
+    for name in SHIPPED_FILES:
+        shutil.copy2(DATA / name, source / name)
     shutil.copy2(AUTOGRADER / "nbgrader_config.py", root / "nbgrader_config.py")
     return root
 

@@ -39,8 +39,11 @@ class Execution:
         return "".join(texts)
 
 
-def execute_notebook(path: Path, save_to: Path | None = None, timeout: int = 300) -> Execution:
-    """Run every cell of path in a fresh kernel, working directory = the notebook's folder."""
+def execute_notebook(path: Path, save_to: Path | None = None, timeout: int = 300, env: dict | None = None) -> Execution:
+    """Run every cell of path in a fresh kernel, working directory = the notebook's folder.
+
+    env adds to (or overrides) the kernel's environment, e.g. REMAT_LESSON_RUNS_DIR.
+    """
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,
@@ -48,7 +51,7 @@ def execute_notebook(path: Path, save_to: Path | None = None, timeout: int = 300
         kernel_name=KERNEL_NAME,
         resources={"metadata": {"path": str(path.parent)}},
     )
-    env = nbgrader_env()
+    env = {**nbgrader_env(), **(env or {})}
     start = time.perf_counter()
     error, failed = None, None
     try:

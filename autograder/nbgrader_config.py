@@ -16,7 +16,7 @@ c.Execute.kernel_name = "python3"
 # Per cell. The lesson's slowest cell (the small sweep) needs well under a minute.
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
-c.Execute.allow_errors = True
+# (Execute always carries on after an error: nbgrader 0.9.6 has no `allow_errors` setting.)
 
 # A warning printed on stderr by a passing check must not turn full marks into zero
 # (nbgrader counts any stderr output in a test cell as a failure): drop every stderr stream.
@@ -25,3 +25,28 @@ c.IgnorePattern.pattern = r"(?s).*"
 # Students delete cells: put deleted graded and locked cells back from the source.
 c.OverwriteCells.add_missing_cells = True
 c.CheckCellMetadata.enabled = True
+
+# The bundle's grader (python -m autograder.grade) adds its defenses to the stock pipeline:
+# the kernel runs sandboxed (autograder/sandbox.py), and a test cell that does not end with the
+# score report Checks prints gets 0 (so learner code that hides its errors earns nothing).
+# Plain `nbgrader autograde` in a course folder, where the bundle is not importable, keeps
+# nbgrader's own pipeline.
+try:
+    from autograder.preprocessors import RequireScoreReport, SandboxedExecute
+except ImportError:
+    pass
+else:
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+
+    c.Autograde.autograde_preprocessors = [
+        SandboxedExecute,
+        IgnorePattern,
+        # Before LimitOutput, which could cut the report off a long output.
+        RequireScoreReport,
+        ClearMetadataPreprocessor,
+        LimitOutput,
+        SaveAutoGrades,
+        AssignLatePenalties,
+        CheckCellMetadata,
+    ]

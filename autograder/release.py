@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .course import build_course, nbgrader
-from .paths import ASSIGNMENT, DATA, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES
+from .paths import ASSIGNMENT, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES
 
 
 def generate_release(destination: Path) -> list[Path]:
@@ -27,13 +27,9 @@ def generate_release(destination: Path) -> list[Path]:
             if stale.is_file():
                 stale.unlink()
         written = []
-        for name in (*NOTEBOOKS, *SHIPPED_MODULES):
+        for name in (*NOTEBOOKS, *SHIPPED_MODULES, *SHIPPED_FILES):
             shutil.copy2(released / name, destination / name)
             written.append(destination / name)
-        for name in SHIPPED_FILES:
-            if (DATA / name).is_file():
-                shutil.copy2(DATA / name, destination / name)
-                written.append(destination / name)
     return written
 
 

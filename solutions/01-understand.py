@@ -100,19 +100,30 @@ print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
 #
 # Before any result is shown, predict what per-layer `jax.checkpoint` does to the lesson's
 # network: four layers `v ← tanh(W @ v)` with a 16×16 matrix `W`, objective `sum(v²)`.
-# Fill in `True` or `False`. Nothing here is graded; stage 5 sets your predictions beside what
-# actually happened, so be honest rather than right.
+# Set `PREDICTIONS` to a dict with these four keys, each `True` or `False`:
+#
+# ```python
+# PREDICTIONS = {
+#     "remat_changes_the_gradient": ...,
+#     "remat_saves_fewer_residual_entries": ...,
+#     "remat_lowers_compiled_temp_bytes": ...,
+#     "remat_is_faster": ...,
+# }
+# ```
+#
+# Nothing here is graded; stage 5 sets your predictions beside what actually happened, so be
+# honest rather than right.
 
 # %% nbgrader={"solution": true, "grade_id": "predictions"}
+### BEGIN SOLUTION
+# A first guess before measuring anything; stage 5 compares it with what happened.
 PREDICTIONS = {
-    ### BEGIN SOLUTION
-    # A first guess before measuring anything; stage 5 compares it with what happened.
     "remat_changes_the_gradient": False,
     "remat_saves_fewer_residual_entries": True,
     "remat_lowers_compiled_temp_bytes": True,
     "remat_is_faster": False,
-    ### END SOLUTION
 }
+### END SOLUTION
 
 # %%
 from remat_lesson import save_record

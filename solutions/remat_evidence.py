@@ -7,6 +7,7 @@ None (JSON null) and is drawn as "unavailable", never as a zero bar.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from remat_lesson import MEMORY_FIELDS, load_record, median, provenance, runs_dir
@@ -154,6 +155,9 @@ def fill_template(template: str, evidence: dict, explanation: str) -> str:
     values = _template_values(evidence, explanation)
     for key, text in values.items():
         template = template.replace("{{" + key + "}}", text)
+    unfilled = re.findall(r"\{\{(\w+)\}\}", template)
+    if unfilled:
+        raise ValueError(f"the evidence template has placeholders nothing fills: {unfilled}")
     return template
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 UI_TIMEOUT_MS = 60_000  # the longest any single UI wait may take
 CELL_TIMEOUT_MS = 180_000  # the longest one cell (or run-all, or Validate) may take
 
-PANEL = ".jp-NotebookPanel:visible"
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook tab on show
 CELLS = f"{PANEL} .jp-Notebook .jp-Cell"
 DIALOG = ".jp-Dialog"
 SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
@@ -41,17 +41,24 @@ def cell_index(notebook: dict, grade_id: str) -> int:
     raise LookupError(f"no cell with grade_id {grade_id!r}")
 
 
-def first_answer_cell(notebook: dict, defines: str) -> tuple[int, str]:
-    """(index, grade_id) of the first solution cell whose code defines `defines`."""
-    pattern = re.compile(rf"^\s*def\s+{re.escape(defines)}\s*\(", re.M)
-    for index, cell in enumerate(notebook["cells"]):
-        meta = nbgrader_meta(cell)
-        if cell["cell_type"] == "code" and meta.get("solution") and pattern.search(source(cell)):
-            return index, meta["grade_id"]
-    raise LookupError(f"no answer cell defines {defines}()")
+def answer_cells(notebook: dict) -> list[int]:
+    """Indices of the nbgrader solution (answer) code cells, in order."""
+    return [
+        index for index, cell in enumerate(notebook["cells"])
+        if cell["cell_type"] == "code" and nbgrader_meta(cell).get("solution")
+    ]
 
 
-def test_cell_after(notebook: dict, index: int) -> int:
+def answer_defining(notebook: dict, name: str) -> int:
+    """Index of the answer cell whose code defines `name()`."""
+    pattern = re.compile(rf"^\s*def\s+{re.escape(name)}\s*\(", re.M)
+    for index in answer_cells(notebook):
+        if pattern.search(source(notebook["cells"][index])):
+            return index
+    raise LookupError(f"no answer cell defines {name}()")
+
+
+def graded_cell_after(notebook: dict, index: int) -> int:
     """Index of the first graded (test) code cell after cell `index`."""
     for later in range(index + 1, len(notebook["cells"])):
         cell = notebook["cells"][later]
@@ -86,8 +93,8 @@ def wait_kernel_idle(page, timeout: int = UI_TIMEOUT_MS) -> None:
     for the kernel's name in the toolbar and for "Idle" in the status bar as well.
     """
     page.wait_for_function(
-        r"""() => {
-            const root = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+        r"""(panel) => {
+            const root = document.querySelector(panel);
             if (!root) return false;
             const name = root.querySelector('.jp-Toolbar .jp-KernelName');
             const ind = root.querySelector('.jp-Notebook-ExecutionIndicator');
@@ -96,6 +103,7 @@ def wait_kernel_idle(page, timeout: int = UI_TIMEOUT_MS) -> None:
                 && !!ind && ind.getAttribute('data-status') === 'idle'
                 && !!bar && /\|\s*Idle/.test(bar.textContent);
         }""",
+        arg=PANEL,
         timeout=timeout,
     )
 
@@ -130,8 +138,9 @@ def cell_prompt(page, index: int) -> str:
 
 
 def editor_text(page, index: int) -> str:
-    lines = cell(page, index).locator(".jp-InputArea-editor .cm-line")
-    return "\n".join(lines.nth(i).inner_text() for i in range(lines.count())).replace("\u200b", "")
+    """What the cell's editor shows, line by line (textContent: an empty line holds a <br>)."""
+    lines = cell(page, index).locator(".jp-InputArea-editor .cm-content .cm-line")
+    return "\n".join(lines.evaluate_all("els => els.map(e => e.textContent)")).replace("\u200b", "")
 
 
 def run_menu(page, command: str) -> None:
@@ -148,7 +157,7 @@ def wait_all_executed(page, timeout: int = CELL_TIMEOUT_MS) -> None:
         """(panel) => {
             const prompts = [...document.querySelectorAll(panel + ' .jp-InputArea-prompt')];
             const busy = prompts.some(p => p.textContent.includes('*'));
-            const ind = document.querySelector(panel.replace(':visible', '') + ' .jp-Notebook-ExecutionIndicator');
+            const ind = document.querySelector(panel + ' .jp-Notebook-ExecutionIndicator');
             return !busy && ind && ind.getAttribute('data-status') === 'idle';
         }""",
         arg=PANEL,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
 from pathlib import Path
 
 from . import spec
@@ -40,9 +41,18 @@ def learner_code(stage: int, where: str = "the model file"):
     try:
         yield
     except NotImplementedError as unfinished:
-        # The message names the stage whose TODO is still open, which may be an earlier one.
-        raise StageNotReady(stage, str(unfinished) or f"stage {stage}: {where} is not written yet",
-                            f"complete the TODO, then rerun stage {stage}") from None
+        message = str(unfinished) or f"stage {stage}: {where} is not written yet"
+        raise StageNotReady(stage, message, next_step(stage, message)) from None
+
+
+def next_step(stage: int, message: str) -> str:
+    """The message names the stage whose TODO is open, which may be earlier than this one."""
+    named = re.match(r"stage (\d)", message)
+    open_stage = int(named.group(1)) if named else stage
+    if open_stage < stage:
+        return (f"stage {stage} builds on stage {open_stage}: complete that TODO and run "
+                f"stage {open_stage} first")
+    return f"complete the TODO, then rerun stage {stage}"
 
 
 def call(model, stage: int, function_name: str, *args, **kwargs):

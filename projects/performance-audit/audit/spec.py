@@ -31,6 +31,12 @@ POINTER_BYTES = 8
 WARM_REPEATS = 60
 DISPATCH_REPEATS = 60
 TRANSFER_REPEATS = 30
+# A clock probe: a program that runs for milliseconds, where a correct dispatch-only clock
+# reads a small fraction of a synchronized one (measured here: about 1/50). A clock that waits
+# for the result, or a synchronized clock that does not, reads about the same on both.
+PROBE_SIZE = 512
+PROBE_REPEATS = 5
+PROBE_MAX_DISPATCH_SHARE = 0.5
 
 REASONS = ("first call", "cache hit", "new shape", "new dtype", "weak type", "static argument")
 SIGNATURE_FIELDS = ("params", "inputs", "targets", "weight_decay", "activation")

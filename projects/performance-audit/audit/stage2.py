@@ -99,7 +99,9 @@ def check_diagnosis(diagnosis) -> dict:
             STAGE, "diagnose_call", 'must return {"retraced": ..., "recompiled": ..., "reason": ...}')
     require(diagnosis["reason"] in spec.REASONS, STAGE, "name_reason",
             f"returned {diagnosis['reason']!r}; name one of {', '.join(spec.REASONS)}")
-    return {"retraced": diagnosis["retraced"], "recompiled": diagnosis["recompiled"],
+    recompiled = diagnosis["recompiled"]
+    return {"retraced": bool(diagnosis["retraced"]),
+            "recompiled": None if recompiled is None else bool(recompiled),
             "reason": diagnosis["reason"]}
 
 

@@ -1,0 +1,306 @@
+"""The lesson's fixed network and the plumbing that every stage of performance-05 shares.
+
+This module ships with the assignment: the student release gets a copy, and the autograder
+restores it from the source before grading, so the checks below can be trusted. What the
+learner writes (the oracle, the residual count, the memory report, the timing loop, the
+difference quotients) is deliberately not here: it lives in the notebooks' answer cells.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import platform
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.ad_checkpoint import print_saved_residuals
+
+# Trusted copies, taken at import time: the checks use these, so a submission that later
+# rebinds numpy's comparison helpers changes nothing here.
+_np_asarray = np.asarray
+_np_allclose = np.allclose
+_np_abs = np.abs
+_np_isfinite = np.isfinite
+_np_max = np.max
+
+# ---------------------------------------------------------------------------------------
+# The fixed network: four layers of tanh(W @ v), objective sum(v**2).
+# ---------------------------------------------------------------------------------------
+SEED = 18
+WIDTH = 16
+DEPTH = 4
+WEIGHT_SCALE = 0.1
+
+
+def lesson_weights(seed: int = SEED, width: int = WIDTH, scale: float = WEIGHT_SCALE) -> np.ndarray:
+    """The weight matrix W: scale * standard normal, float32, drawn from a fixed seed."""
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(width, width)) * scale).astype(np.float32)
+
+
+def lesson_input(width: int = WIDTH) -> np.ndarray:
+    """The input x: evenly spaced points on [-0.5, 0.5]."""
+    return np.linspace(-0.5, 0.5, width, dtype=np.float32)
+
+
+def make_objective(weights, depth: int = DEPTH, rematerialize: bool = False):
+    """sum(v_L**2) after `depth` layers v <- tanh(W @ v).
+
+    With rematerialize=True every layer is wrapped in jax.checkpoint: the backward pass
+    recomputes what happens inside a layer instead of keeping it.
+    """
+    w = jnp.asarray(weights)
+
+    def layer(v):
+        return jnp.tanh(w @ v)
+
+    step = jax.checkpoint(layer) if rematerialize else layer
+
+    def objective(v):
+        for _ in range(depth):
+            v = step(v)
+        return jnp.sum(v * v)
+
+    return objective
+
+
+W = jnp.asarray(lesson_weights())
+x = jnp.asarray(lesson_input())
+plain = make_objective(W, DEPTH, rematerialize=False)
+remat = make_objective(W, DEPTH, rematerialize=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Plumbing around JAX's diagnostics.
+# ---------------------------------------------------------------------------------------
+def saved_residual_lines(fn, *args) -> list[str]:
+    """What jax.ad_checkpoint.print_saved_residuals prints for fn at args, one line per entry.
+
+    Each line reads like 'f32[16] output of tanh from /path/file.py:17:20 (layer)'; the
+    file:line:column part changes with where the code sits, so count or parse lines and
+    never compare their text.
+    """
+    stream = io.StringIO()
+    with contextlib.redirect_stdout(stream):
+        print_saved_residuals(fn, *args)
+    return [line.strip() for line in stream.getvalue().splitlines() if line.strip()]
+
+
+MEMORY_FIELDS = (
+    "argument_size_in_bytes",
+    "output_size_in_bytes",
+    "temp_size_in_bytes",
+    "alias_size_in_bytes",
+)
+
+#: Set this environment variable to 1 to make the bundle behave as on a backend that has no
+#: memory analysis (the figure, the evidence file and the checks then show "unavailable").
+NO_MEMORY_ANALYSIS_ENV = "REMAT_LESSON_NO_MEMORY_ANALYSIS"
+
+
+def memory_analysis_disabled() -> bool:
+    return os.environ.get(NO_MEMORY_ANALYSIS_ENV, "").strip() not in ("", "0")
+
+
+class WithoutMemoryAnalysis:
+    """A compiled executable as a backend without memory analysis presents it.
+
+    Calls go through unchanged; memory_analysis() returns None or raises
+    NotImplementedError, the two ways real backends say "not available".
+    """
+
+    def __init__(self, compiled, *, raises: bool = False):
+        self._compiled = compiled
+        self._raises = raises
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    def memory_analysis(self):
+        if self._raises:
+            raise NotImplementedError("memory analysis is not implemented on this backend")
+        return None
+
+    def __getattr__(self, name):
+        return getattr(self._compiled, name)
+
+
+def compile_gradient(fn, *args):
+    """jax.jit(jax.grad(fn)) lowered and compiled ahead of time for these argument shapes."""
+    compiled = jax.jit(jax.grad(fn)).lower(*args).compile()
+    return WithoutMemoryAnalysis(compiled) if memory_analysis_disabled() else compiled
+
+
+# ---------------------------------------------------------------------------------------
+# Where a run's results go, and what made them.
+# ---------------------------------------------------------------------------------------
+RUNS_DIR_ENV = "REMAT_LESSON_RUNS_DIR"
+
+
+def runs_dir() -> Path:
+    """runs/performance-05 of the bundle this module sits in, or of the working directory.
+
+    Inside the bundle (solutions/ or notebooks/) results go to the bundle's runs/; a copy
+    elsewhere (an autograder's submission folder, say) keeps them beside itself.
+    """
+    if os.environ.get(RUNS_DIR_ENV):
+        return Path(os.environ[RUNS_DIR_ENV])
+    bundle = Path(__file__).resolve().parent.parent
+    if (bundle / "requirements-cpu.txt").is_file() and (bundle / "solutions").is_dir():
+        return bundle / "runs" / "performance-05"
+    return Path.cwd() / "runs" / "performance-05"
+
+
+def save_record(stage: str, record: dict) -> Path:
+    """Keep one stage's measurements as runs/performance-05/<stage>.json."""
+    path = runs_dir() / f"{stage}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, default=_jsonable) + "\n")
+    return path
+
+
+def load_record(stage: str):
+    """One stage's measurements, or None when that stage has not been run yet."""
+    path = runs_dir() / f"{stage}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _jsonable(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot store {type(value).__name__} in a record")
+
+
+def provenance(command: str | None = None) -> dict:
+    """When, with what and on what a result was produced."""
+    import jaxlib
+
+    try:
+        import matplotlib
+
+        matplotlib_version = matplotlib.__version__
+    except ImportError:  # the figure is optional; the record is not
+        matplotlib_version = None
+    devices = jax.devices()
+    return {
+        "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "numpy": np.__version__,
+        "matplotlib": matplotlib_version,
+        "platform": platform.platform(),
+        "devices": {
+            "backend": jax.default_backend(),
+            "kind": devices[0].device_kind,
+            "count": len(devices),
+        },
+        "memory_analysis": "disabled" if memory_analysis_disabled() else "as the backend reports",
+        "command": command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
+
+
+def median(samples) -> float:
+    ordered = sorted(float(s) for s in samples)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+# ---------------------------------------------------------------------------------------
+# Checks: how every graded cell scores itself and explains each lost point.
+# ---------------------------------------------------------------------------------------
+class CheckFailed(Exception):
+    """A check's expectation did not hold; the message is written for the learner."""
+
+
+class Checks:
+    """Scores one graded cell, check by check, and ends with the points earned.
+
+    A graded cell opens Checks(points, where=...), runs each check in `with
+    checks.item(points, what):` and ends with `checks.score()`. Every item is judged on its
+    own, so one mistake costs only the points of the check it breaks; a failing item says
+    what was expected, what was found and where to look. The cell's last value is the
+    points earned, which nbgrader records as partial credit.
+    """
+
+    def __init__(self, points: float, where: str):
+        self.points = points
+        self.where = where
+        self.results: list[tuple[float, float, str, str | None]] = []
+
+    @contextlib.contextmanager
+    def item(self, points: float, what: str):
+        try:
+            yield
+        except CheckFailed as failure:
+            self.results.append((0.0, points, what, str(failure)))
+        except NotImplementedError:
+            self.results.append((0.0, points, what, "not answered yet: the answer cell still raises NotImplementedError"))
+        except Exception as error:  # the learner's code broke: report it, go on with the next check
+            self.results.append((0.0, points, what, f"your code raised {type(error).__name__}: {error}"))
+        else:
+            self.results.append((float(points), points, what, None))
+
+    def close(self, found, expected, *, rtol: float, atol: float = 0.0, what: str = "values"):
+        """Fail unless found matches expected elementwise within rtol/atol."""
+        try:
+            found_array = _np_asarray(found, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise CheckFailed(f"expected {what} as numbers, found {type(found).__name__}") from None
+        expected_array = _np_asarray(expected, dtype=np.float64)
+        if found_array.shape != expected_array.shape:
+            raise CheckFailed(f"expected {what} of shape {expected_array.shape}, found shape {found_array.shape}")
+        if not bool(_np_isfinite(found_array).all()):
+            raise CheckFailed(f"expected finite {what}, found NaN or infinity")
+        if not _np_allclose(found_array, expected_array, rtol=rtol, atol=atol):
+            error = float(_np_max(_np_abs(found_array - expected_array)))
+            raise CheckFailed(
+                f"expected {what} within rtol={rtol:g} of {_brief(expected_array)}, "
+                f"found {_brief(found_array)} (largest difference {error:.3g})"
+            )
+
+    def require(self, condition, expected: str, found: str = ""):
+        """Fail unless condition holds; `expected` and `found` are shown to the learner."""
+        if not condition:
+            raise CheckFailed(f"expected {expected}" + (f", found {found}" if found else ""))
+
+    def score(self) -> float:
+        """Print the report; return the points earned (the cell's partial credit).
+
+        While autograding, the number is the grade. Elsewhere (a learner running the cell,
+        `nbgrader validate`) a failed check raises, so the cell shows red and validation fails.
+        """
+        declared = sum(points for _, points, _, _ in self.results)
+        grading = os.environ.get("NBGRADER_EXECUTION") == "autograde"
+        if grading and not math.isclose(declared, self.points):
+            raise RuntimeError(f"this graded cell declares {self.points} points but its checks add up to {declared}")
+        earned = sum(earned for earned, _, _, _ in self.results)
+        lines = []
+        for got, points, what, failure in self.results:
+            mark = "PASS" if failure is None else "FAIL"
+            lines.append(f"[{mark}] {got:g}/{points:g}  {what}")
+            if failure is not None:
+                lines.append(f"        {failure}")
+                lines.append(f"        where to look: {self.where}")
+        lines.append(f"{earned:g} of {declared:g} points")
+        print("\n".join(lines))
+        if earned < declared and not grading:
+            raise CheckFailed(f"{declared - earned:g} of {declared:g} points lost: see the report above")
+        return earned
+
+
+def _brief(array: np.ndarray) -> str:
+    flat = array.ravel()
+    shown = ", ".join(f"{v:.6g}" for v in flat[:4])
+    return f"[{shown}{', ...' if flat.size > 4 else ''}]" if array.ndim else f"{float(array):.6g}"

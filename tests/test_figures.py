@@ -1,0 +1,55 @@
+"""data/: the figure's data and provenance, reproducible; the unavailable-memory mode shows nulls."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autograder.figures import FIGURE_STEM, regenerate
+from autograder.paths import DATA
+
+PROVENANCE_KEYS = {"utc", "python", "jax", "jaxlib", "numpy", "matplotlib", "platform", "devices", "command"}
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("figures")
+    return out, regenerate(out)
+
+
+def test_committed_data_has_schema_and_provenance():
+    data = json.loads((DATA / f"{FIGURE_STEM}.json").read_text())
+    assert PROVENANCE_KEYS <= set(data["provenance"])
+    assert set(data["provenance"]["devices"]) == {"backend", "kind", "count"}
+    assert set(data["residual_entries"]) == {"plain", "remat", "whole"}
+    for report in data["memory"].values():
+        assert report is None or set(report) == {
+            "argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes"
+        }
+    header = (DATA / "reference-execution.txt").read_text().splitlines()[: len(PROVENANCE_KEYS) + 1]
+    assert {line.split(":")[0].lstrip("# ") for line in header if line.startswith("# ")} >= PROVENANCE_KEYS
+    for suffix in (".png", ".svg"):
+        assert (DATA / f"{FIGURE_STEM}{suffix}").stat().st_size > 5_000
+
+
+def test_regeneration_reproduces_the_deterministic_fields(regenerated):
+    out, fresh = regenerated
+    committed = json.loads((DATA / f"{FIGURE_STEM}.json").read_text())
+    assert fresh["residual_entries"] == committed["residual_entries"]
+    assert fresh["memory"] == committed["memory"]
+    assert fresh["memory_analysis_available"] == committed["memory_analysis_available"]
+    for name, error in fresh["max_abs_error"].items():
+        assert error < 1e-6 and committed["max_abs_error"][name] < 1e-6
+    assert fresh["directional_derivative"]["finite"] == pytest.approx(committed["directional_derivative"]["finite"], rel=1e-6)
+    assert (out / "storage-views.png").is_file()
+
+
+def test_unavailable_memory_analysis_gives_nulls_and_the_availability_panel(tmp_path):
+    data = regenerate(tmp_path, {"REMAT_LESSON_NO_MEMORY_ANALYSIS": "1"})
+    assert data["memory"] == {"plain": None, "remat": None, "whole": None}
+    assert data["memory_analysis_available"] == {"plain": False, "remat": False, "whole": False}
+    assert data["residual_entries"] == {"plain": 9, "remat": 6, "whole": 2}  # entries do not depend on it
+    svg = (tmp_path / f"{FIGURE_STEM}.svg").read_text()
+    assert "memory analysis unavailable on this backend" in svg
+    assert "256 B" not in svg and ">0 B<" not in svg
+    assert data["provenance"]["memory_analysis"] == "disabled"

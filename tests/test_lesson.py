@@ -1,0 +1,90 @@
+"""The lesson runs, and what it measured reproduces the recorded facts (JAX 0.9.2, CPU).
+
+Every figure is read from what the notebooks recorded while they ran, never from a
+constant that a notebook prints.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autograder.paths import NOTEBOOKS
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_solution_notebook_runs_clean_in_a_fresh_kernel(solution_runs, name):
+    run = solution_runs.executions[name]
+    assert run.error is None, f"{name} failed at cell {run.failed_cell}:\n{run.error}"
+    assert run.stderr == [], f"{name} wrote to stderr: {run.stderr}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_release_notebook_stops_only_at_an_unanswered_stub(release_runs, name):
+    run = release_runs.executions[name]
+    if run.error is None:
+        return  # a stage whose answer cells all come after its last cell that needs them
+    failed = run.notebook.cells[run.failed_cell]
+    error = next(o for o in failed.outputs if o.output_type == "error")
+    unanswered_stub = error.ename == "NotImplementedError" and "raise NotImplementedError()" in failed.source
+    unanswered_check = error.ename == "CheckFailed" and "not answered yet" in "".join(
+        o.get("text", "") for o in failed.outputs if o.output_type == "stream"
+    )
+    assert unanswered_stub or unanswered_check, f"{name}: unexpected {error.ename} at cell {run.failed_cell}: {error.evalue}"
+    earlier_errors = [
+        i for i, cell in enumerate(run.notebook.cells[: run.failed_cell]) if any(o.output_type == "error" for o in cell.get("outputs", []))
+    ]
+    assert earlier_errors == []
+
+
+def test_residual_entries_reproduce_the_recorded_counts(solution_runs):
+    build, experiment = solution_runs.record("02-build.json"), solution_runs.record("03-experiment.json")
+    assert build["residual_entries"] == {"plain": 9, "remat": 6}
+    assert experiment["residual_entries"] == {"whole": 2}
+    assert build["residual_kinds"]["plain"] == {"from a constant": 1, "output of tanh": 4, "output of sub": 4}
+    assert build["residual_kinds"]["remat"] == {"from a constant": 1, "from the argument v": 1, "output of tanh": 4}
+
+
+def test_compiled_memory_estimates_reproduce(solution_runs):
+    build, experiment = solution_runs.record("02-build.json"), solution_runs.record("03-experiment.json")
+    expected = {"argument_size_in_bytes": 64, "output_size_in_bytes": 64, "temp_size_in_bytes": 256, "alias_size_in_bytes": 0}
+    assert build["memory"] == {"plain": expected, "remat": expected}
+    assert experiment["memory"]["whole"]["temp_size_in_bytes"] == 256
+
+
+def test_gradients_match_the_oracle_and_each_other(solution_runs):
+    evidence = solution_runs.record("evidence.json")
+    errors = evidence["max_abs_error"]
+    # rtol 3e-5 of a gradient whose entries are O(1e-3); the absolute bound below is looser than that.
+    assert errors["plain_vs_oracle"] < 3e-5 * 1e-2 + 1e-7
+    assert errors["remat_vs_oracle"] < 3e-5 * 1e-2 + 1e-7
+    assert errors["hvp_plain_vs_remat"] < 1e-6
+
+
+def test_directional_derivative_reproduces(solution_runs):
+    derivative = solution_runs.record("evidence.json")["directional_derivative"]
+    assert derivative["epsilon"] == pytest.approx(1e-3)
+    assert derivative["finite"] == pytest.approx(0.0074045, abs=2e-7)
+    assert derivative["finite"] == pytest.approx(derivative["automatic"], rel=3e-3)
+
+
+def test_timings_keep_every_sample(solution_runs):
+    evidence = solution_runs.record("evidence.json")
+    for policy in ("plain", "remat"):
+        samples = evidence["timings_s"][policy]
+        assert len(samples) == 7 and all(s > 0 for s in samples)
+        assert evidence["timing_summary_s"][policy]["median"] == pytest.approx(float(np.median(samples)))
+
+
+def test_evidence_file_has_the_promised_schema(solution_runs):
+    evidence = solution_runs.record("evidence.json")
+    assert set(evidence["residual_entries"]) == {"plain", "remat", "whole"}
+    assert set(evidence["memory"]) == {"plain", "remat", "whole"}
+    assert set(evidence["max_abs_error"]) == {"plain_vs_oracle", "remat_vs_oracle", "hvp_plain_vs_remat"}
+    assert set(evidence["directional_derivative"]) == {"finite", "automatic", "epsilon"}
+    assert set(evidence["timings_s"]) == {"plain", "remat"}
+    assert {"utc", "python", "jax", "jaxlib", "numpy", "platform", "devices"} <= set(evidence["provenance"])
+    assert evidence["provenance"]["jax"] == "0.9.2"
+    assert evidence["missing_stages"] == []
+    markdown = (solution_runs.runs_dir / "evidence.md").read_text()
+    assert "{{" not in markdown, "a placeholder of the evidence template was left unfilled"
+    assert (solution_runs.runs_dir / "storage-views.png").stat().st_size > 10_000

@@ -1,0 +1,254 @@
+"""The phase 08 performance audit: runner, starter, solution and the stage 4 checker.
+
+The runner is always started as a subprocess, the way a learner runs it. Timing relations
+are only those the checker itself applies to real evidence (medians, and a first call that
+includes compilation), so no test depends on how fast this machine is.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PROJECT = REPO / "projects" / "performance-audit"
+RUNNER = PROJECT / "run.py"
+
+
+def run_audit(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(RUNNER), *arguments], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+def audit(stage: str, implementation: str, evidence_dir: Path) -> subprocess.CompletedProcess:
+    return run_audit("--stage", stage, "--implementation", implementation,
+                     "--evidence-dir", str(evidence_dir))
+
+
+@pytest.fixture(scope="module")
+def solution_evidence(tmp_path_factory) -> Path:
+    evidence_dir = tmp_path_factory.mktemp("solution-evidence")
+    result = audit("all", "solution", evidence_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return evidence_dir
+
+
+@pytest.fixture
+def evidence_copy(solution_evidence, tmp_path) -> Path:
+    copy = tmp_path / "evidence"
+    shutil.copytree(solution_evidence, copy)
+    return copy
+
+
+def test_solution_passes_every_stage_and_keeps_the_evidence(solution_evidence):
+    expected = ["evidence.json", "stage1-calculations.json", "stage2-conditions.json",
+                "stage2-cache-misses.log", "compiled-summary.json", "compiled-baseline.hlo.txt",
+                "timings.json"]
+    for name in expected:
+        assert (solution_evidence / name).stat().st_size > 0, name
+    assert len(list((solution_evidence / "jaxpr").glob("*.txt"))) == 6
+    index = json.loads((solution_evidence / "evidence.json").read_text())
+    assert index["implementation"] == "solution"
+    assert sorted(index["stages"]) == ["1", "2", "3"]
+    assert index["provenance"]["jax"] and index["provenance"]["command"]
+
+
+def test_checker_reads_good_evidence_back_and_passes(solution_evidence):
+    result = audit("4", "solution", solution_evidence)
+    assert result.returncode == 0, result.stdout
+    assert "0 failed" in result.stdout
+    assert "[FAIL]" not in result.stdout
+
+
+def edit_json(path: Path, change) -> None:
+    payload = json.loads(path.read_text())
+    change(payload)
+    path.write_text(json.dumps(payload))
+
+
+def condition(payload: dict, name: str) -> dict:
+    return next(row for row in payload["conditions"] if row["name"] == name)
+
+
+def repeat_recompiled(evidence_dir: Path) -> None:
+    def change(payload):
+        observed = condition(payload, "same_shape_again")["observed"]
+        observed["cache_size_after"] = observed["cache_size_before"] + 1
+        observed["compile_events"] = 1
+    edit_json(evidence_dir / "stage2-conditions.json", change)
+
+
+def wrong_reason(evidence_dir: Path) -> None:
+    def change(payload):
+        condition(payload, "weak_python_scalar")["diagnosis"]["reason"] = "new dtype"
+    edit_json(evidence_dir / "stage2-conditions.json", change)
+
+
+def missing_jaxpr(evidence_dir: Path) -> None:
+    (evidence_dir / "jaxpr" / "new_batch_shape.txt").unlink()
+
+
+def repeat_jaxpr_differs(evidence_dir: Path) -> None:
+    path = evidence_dir / "jaxpr" / "same_shape_again.txt"
+    path.write_text(path.read_text().replace("tanh", "logistic", 1))
+
+
+def jaxpr_changed_beyond_the_condition(evidence_dir: Path) -> None:
+    path = evidence_dir / "jaxpr" / "new_input_dtype.txt"
+    path.write_text(path.read_text().replace('"targets": "float32[16,4]"',
+                                             '"targets": "float16[16,4]"'))
+
+
+def dispatch_slower_than_sync(evidence_dir: Path) -> None:
+    def change(payload):
+        slowest = max(payload["warm_synchronized_s"])
+        payload["dispatch_only_s"] = [slowest * 2] * len(payload["dispatch_only_s"])
+    edit_json(evidence_dir / "timings.json", change)
+
+
+def dispatch_clock_waits_for_the_result(evidence_dir: Path) -> None:
+    def change(payload):
+        probe = payload["clock_probe"]
+        probe["dispatch_only_s"] = list(probe["synchronized_s"])
+    edit_json(evidence_dir / "timings.json", change)
+
+
+def warm_slower_than_first_call(evidence_dir: Path) -> None:
+    def change(payload):
+        payload["first_call_s"] = min(payload["warm_synchronized_s"]) / 2
+    edit_json(evidence_dir / "timings.json", change)
+
+
+def samples_dropped(evidence_dir: Path) -> None:
+    def change(payload):
+        payload["warm_synchronized_s"] = payload["warm_synchronized_s"][:3]
+    edit_json(evidence_dir / "timings.json", change)
+
+
+def numpy_disagrees(evidence_dir: Path) -> None:
+    def change(payload):
+        payload["numpy_checks"][0]["worst_tolerance_ratio"] = 40.0
+    edit_json(evidence_dir / "stage1-calculations.json", change)
+
+
+def unavailable_recorded_as_zero(evidence_dir: Path) -> None:
+    def change(payload):
+        payload["compiler"]["cost_analysis"]["flops"] = 0.0
+    edit_json(evidence_dir / "stage1-calculations.json", change)
+
+
+def provenance_incomplete(evidence_dir: Path) -> None:
+    def change(payload):
+        del payload["stages"]["1"]["provenance"]["jax"]
+    edit_json(evidence_dir / "evidence.json", change)
+
+
+def field_missing(evidence_dir: Path) -> None:
+    def change(payload):
+        del payload["final_cache_size"]
+    edit_json(evidence_dir / "stage2-conditions.json", change)
+
+
+BROKEN_EVIDENCE = {
+    "repeat_recompiled": (repeat_recompiled, "same_shape_again: a repeated call reuses the program"),
+    "wrong_reason": (wrong_reason, "weak_python_scalar: diagnosis names 'weak type'"),
+    "missing_jaxpr": (missing_jaxpr, "missing or empty: jaxpr/new_batch_shape.txt"),
+    "repeat_jaxpr_differs": (repeat_jaxpr_differs,
+                             "same_shape_again: JAXPR differs from baseline only where"),
+    "jaxpr_changed_beyond_the_condition": (jaxpr_changed_beyond_the_condition,
+                                           "new_input_dtype: JAXPR differs from baseline only where"),
+    "dispatch_slower_than_sync": (dispatch_slower_than_sync,
+                                  "dispatch time is not mistaken for execution time"),
+    "dispatch_clock_waits_for_the_result": (dispatch_clock_waits_for_the_result,
+                                            "the dispatch clock stops before the work ends"),
+    "warm_slower_than_first_call": (warm_slower_than_first_call,
+                                    "warm calls are faster than the first call"),
+    "samples_dropped": (samples_dropped, "all warm_synchronized_s samples kept"),
+    "numpy_disagrees": (numpy_disagrees, "jitted loss and gradient match NumPy (tanh)"),
+    "unavailable_recorded_as_zero": (unavailable_recorded_as_zero,
+                                     "unavailable analyses are None, never 0"),
+    "provenance_incomplete": (provenance_incomplete, "stage 1 provenance is complete"),
+    "field_missing": (field_missing, "evidence is readable"),
+}
+
+
+def failure_blocks(report: str) -> list[str]:
+    """Each [FAIL] line of the checker's report together with its expected/found/fix lines."""
+    blocks = []
+    for line in report.splitlines():
+        if "[FAIL]" in line:
+            blocks.append(line)
+        elif blocks and line.startswith(" " * 9):
+            blocks[-1] += "\n" + line
+    return blocks
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_EVIDENCE))
+def test_checker_fails_on_broken_evidence_and_says_what(case, evidence_copy):
+    breaks, message = BROKEN_EVIDENCE[case]
+    breaks(evidence_copy)
+    result = audit("4", "solution", evidence_copy)
+    assert result.returncode == 1, result.stdout
+    assert any(message in block for block in failure_blocks(result.stdout)), result.stdout
+    assert "expected:" in result.stdout and "fix:" in result.stdout
+
+
+def test_checker_rejects_evidence_from_the_other_implementation(solution_evidence):
+    result = audit("4", "starter", solution_evidence)
+    assert result.returncode == 1
+    assert "evidence comes from --implementation starter" in result.stdout
+    assert "--implementation starter" in result.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("stage, message", [
+    ("1", "stage 1: write mlp_loss"),
+    ("2", "stage 2: write make_counted_step"),
+    ("3", "stage 3: write time_host_to_device"),
+    ("all", "stage 1: write mlp_loss"),
+])
+def test_starter_stops_with_the_stage_message(stage, message, tmp_path):
+    result = audit(stage, "starter", tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_starter_check_without_evidence_says_to_run_the_stages(tmp_path):
+    result = audit("4", "starter", tmp_path)
+    assert result.returncode == 1
+    assert "run stages 1 to 3 first" in result.stdout
+    assert "--implementation starter" in result.stdout
+
+
+def test_implementation_is_required():
+    result = run_audit("--stage", "1", "--evidence-dir", "unused")
+    assert result.returncode == 2
+    assert "--implementation" in result.stderr
+    assert "Choose --implementation starter" in result.stderr
+
+
+def stage_functions(path: Path) -> dict[str, str | None]:
+    """Each top-level public function, with the stage named by its NotImplementedError."""
+    functions = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            messages = [ast.literal_eval(raised.exc.args[0]) for raised in ast.walk(node)
+                        if isinstance(raised, ast.Raise) and isinstance(raised.exc, ast.Call)
+                        and getattr(raised.exc.func, "id", "") == "NotImplementedError"]
+            functions[node.name] = messages[0] if messages else None
+    return functions
+
+
+def test_starter_and_solution_define_the_same_functions():
+    starter = stage_functions(PROJECT / "starter" / "model.py")
+    solution = stage_functions(PROJECT / "solution" / "model.py")
+    assert sorted(starter) == sorted(solution)
+    for name, message in starter.items():
+        assert message and message.startswith(("stage 1:", "stage 2:", "stage 3:")), name
+        assert name in message, f"{name}'s message should name the function to write"
+    assert not any(solution.values()), "the solution leaves no TODO"

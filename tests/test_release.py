@@ -1,0 +1,63 @@
+"""One source of truth: solutions/*.py -> solutions/*.ipynb -> notebooks/, with no leak and no drift."""
+from __future__ import annotations
+
+import json
+import re
+
+import nbformat
+import pytest
+
+from autograder import sync
+from autograder.paths import NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES, SOLUTIONS
+from autograder.release import generate_release
+
+LEAK_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def test_solution_notebooks_and_main_py_are_in_sync_with_their_sources():
+    stale = sync.render(check=True)
+    assert stale == [], f"run `make sync`: out of date: {stale}"
+
+
+def test_release_regenerates_identically(tmp_path):
+    written = generate_release(tmp_path)
+    assert sorted(p.name for p in written) == sorted((*NOTEBOOKS, *SHIPPED_MODULES, *SHIPPED_FILES))
+    committed = sorted(p.name for p in RELEASE.iterdir() if p.is_file())
+    assert committed == sorted(p.name for p in written), "notebooks/ holds files the release does not make"
+    drifted = [p.name for p in written if p.read_bytes() != (RELEASE / p.name).read_bytes()]
+    assert drifted == [], f"notebooks/ differs from a fresh release (run `make release`): {drifted}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_release_has_no_solution_code_and_no_hidden_tests(name):
+    release_text = (RELEASE / name).read_text()
+    for marker in LEAK_MARKERS:
+        assert marker not in release_text, f"{name} leaks '{marker}'"
+    solution = nbformat.read(SOLUTIONS / name, as_version=4)
+    pattern = r"### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)### END \1"
+    visible = "\n".join(re.sub(pattern, "", cell.source, flags=re.S) for cell in solution.cells)
+    for cell in solution.cells:
+        for region in re.findall(pattern, cell.source, re.S):
+            for line in region[1].splitlines():
+                # Every substantial line of an answer or a hidden test, unless the notebook also
+                # shows it in public code, must be absent from the release.
+                if len(line.strip()) > 25 and line.strip() not in visible:
+                    assert json.dumps(line.strip())[1:-1] not in release_text, f"{name} leaks: {line.strip()}"
+
+
+@pytest.mark.parametrize("folder", [SOLUTIONS, RELEASE])
+def test_committed_notebooks_carry_no_outputs(folder):
+    for name in NOTEBOOKS:
+        notebook = nbformat.read(folder / name, as_version=4)
+        assert all(not cell.get("outputs") for cell in notebook.cells), f"{folder.name}/{name} has outputs"
+        assert notebook.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_graded_cells_declare_the_points_their_checks_add_up_to():
+    for name in NOTEBOOKS:
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade") and not meta.get("solution"):
+                declared = float(re.search(r"Checks\((\d+(?:\.\d+)?)", cell.source).group(1))
+                items = sum(float(p) for p in re.findall(r"checks\.item\((\d+(?:\.\d+)?)", cell.source))
+                assert declared == meta["points"] == items, f"{name} {meta['grade_id']}: {declared}, {meta['points']}, {items}"
