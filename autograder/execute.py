@@ -50,6 +50,8 @@ def execute_notebook(path: Path, save_to: Path | None = None, timeout: int = 300
         timeout=timeout,
         kernel_name=KERNEL_NAME,
         resources={"metadata": {"path": str(path.parent)}},
+        # The kernel's notice about unencrypted loopback TCP is noise in every run's log.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
     env = {**nbgrader_env(), **(env or {})}
     start = time.perf_counter()

@@ -232,15 +232,16 @@ def test_implementation_is_required():
     assert "Choose --implementation starter" in result.stderr
 
 
-def stage_functions(path: Path) -> dict[str, str | None]:
-    """Each top-level public function, with the stage named by its NotImplementedError."""
+def stage_functions(path: Path) -> dict[str, tuple]:
+    """Each top-level public function: (its argument names, its NotImplementedError message)."""
     functions = {}
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
             messages = [ast.literal_eval(raised.exc.args[0]) for raised in ast.walk(node)
                         if isinstance(raised, ast.Raise) and isinstance(raised.exc, ast.Call)
                         and getattr(raised.exc.func, "id", "") == "NotImplementedError"]
-            functions[node.name] = messages[0] if messages else None
+            arguments = tuple(argument.arg for argument in node.args.args)
+            functions[node.name] = (arguments, messages[0] if messages else None)
     return functions
 
 
@@ -248,7 +249,8 @@ def test_starter_and_solution_define_the_same_functions():
     starter = stage_functions(PROJECT / "starter" / "model.py")
     solution = stage_functions(PROJECT / "solution" / "model.py")
     assert sorted(starter) == sorted(solution)
-    for name, message in starter.items():
+    for name, (arguments, message) in starter.items():
+        assert arguments == solution[name][0], f"{name} takes different arguments"
         assert message and message.startswith(("stage 1:", "stage 2:", "stage 3:")), name
         assert name in message, f"{name}'s message should name the function to write"
-    assert not any(solution.values()), "the solution leaves no TODO"
+    assert not any(message for _, message in solution.values()), "the solution leaves no TODO"

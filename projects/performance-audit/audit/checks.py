@@ -69,7 +69,7 @@ def fix_in(ev: EvidenceDir, function_name: str, advice: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def index_findings(ev: EvidenceDir, stage: int) -> Iterable[Finding]:
+def evidence_index_entry(ev: EvidenceDir, stage: int) -> Iterable[Finding]:
     index = evidence.read_index(ev.root)
     recorded = index.get("stages", {}).get(str(stage))
     if recorded is None:
@@ -273,12 +273,12 @@ def diagnosis_names_the_reason(ev: EvidenceDir) -> Iterable[Finding]:
 # ---------------------------------------------------------------------------------------
 
 SUMMARY, HLO, TIMINGS = spec.STAGE_FILES[3][:3]
-SIGNATURE_PREFIX = "# signature: "
+SIGNATURE_PREFIX = spec.JAXPR_SIGNATURE_PREFIX
 
 
 def read_jaxpr(ev: EvidenceDir, name: str):
     """(signature dict, program text) of one retained JAXPR file, or None if missing."""
-    path = ev.root / "jaxpr" / f"{name}.txt"
+    path = ev.root / spec.JAXPR_FILE.format(condition=name)
     if not path.is_file():
         return None
     lines = path.read_text().splitlines()
@@ -297,7 +297,8 @@ def jaxprs_differ_only_where_the_condition_changed(ev: EvidenceDir) -> Iterable[
         if retained is None or baseline is None:
             which = condition.name if retained is None else spec.BASELINE
             yield Finding(3, f"{condition.name}: JAXPR retained", False,
-                          expected=f"jaxpr/{which}.txt with a '# signature:' line",
+                          expected=f"{spec.JAXPR_FILE.format(condition=which)} with a "
+                                   f"'{SIGNATURE_PREFIX.strip()}' line",
                           found="missing or without signature",
                           fix=f"rerun stage 3: {ev.rerun(3)}")
             continue
@@ -418,24 +419,29 @@ def run_checks(evidence_dir: Path, implementation: str, stages: Iterable[int]) -
                         expected=f"{evidence_dir / spec.EVIDENCE_INDEX}", found="missing or not JSON",
                         fix=f"run stages 1 to 3 first: {ev.rerun('all')}")]
     for stage in (s for s in stages if s in spec.STAGE_FILES):
-        stage_index = list(index_findings(ev, stage))
+        stage_index = safely(evidence_index_entry, ev, stage)
         findings.extend(stage_index)
         if not all(finding.passed for finding in stage_index):
             continue  # the stage's files are missing or foreign: its checks would only repeat that
         for check_stage, function in CHECKS:
             if check_stage == stage:
-                findings.extend(safely(function, ev, stage))
+                findings.extend(safely(function, ev))
     if 4 in stages:
         for check_stage, function in CHECKS:
             if check_stage == 4:
-                findings.extend(safely(function, ev, 4))
+                findings.extend(safely(function, ev))
     return findings
 
 
-def safely(function, ev: EvidenceDir, stage: int) -> list[Finding]:
+def safely(function, ev: EvidenceDir, stage: int | None = None) -> list[Finding]:
     """Run one check; a malformed file becomes a finding instead of a traceback."""
+    if stage is None:
+        stage = next(check_stage for check_stage, known in CHECKS if known is function)
+        arguments = (ev,)
+    else:
+        arguments = (ev, stage)  # the index check takes the stage it reports on
     try:
-        return list(function(ev))
+        return list(function(*arguments))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OSError,
             statistics.StatisticsError) as error:
         return [Finding(stage, f"{function.__name__.replace('_', ' ')}: evidence is readable", False,

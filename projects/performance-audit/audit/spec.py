@@ -80,6 +80,8 @@ STAGE_FILES = {
     3: ("compiled-summary.json", "compiled-baseline.hlo.txt", "timings.json")
        + tuple(f"jaxpr/{condition.name}.txt" for condition in CONDITIONS),
 }
+JAXPR_FILE = "jaxpr/{condition}.txt"
+JAXPR_SIGNATURE_PREFIX = "# signature: "  # the line of input types at the top of a JAXPR file
 PROVENANCE_FIELDS = ("utc_time", "python", "jax", "jaxlib", "numpy", "platform", "backend",
                      "devices", "command", "implementation")
 

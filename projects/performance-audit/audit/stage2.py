@@ -139,12 +139,13 @@ def format_explanations(rows) -> str:
 
 def print_table(rows) -> None:
     print("Stage 2: changed-condition diagnosis")
-    print(f"  {'condition':<26}{'traces':>7}{'cache':>8}{'compiles':>9}  "
+    print(f"  {'condition':<26}{'traces':>7}{'cache':>7}{'compiles':>9}{'compile ms':>11}  "
           f"{'retraced':<9}{'recompiled':<11}reason")
     for row in rows:
         observed, diagnosis = row["observed"], row["diagnosis"]
         cache_change = ("?" if observed["cache_size_before"] is None
                         else f"+{observed['cache_size_after'] - observed['cache_size_before']}")
+        compile_ms = f"{sum(observed['compile_seconds']) * 1e3:.0f}" if observed["compile_events"] else "-"
         print(f"  {row['name']:<26}{observed['traces_after'] - observed['traces_before']:>+7}"
-              f"{cache_change:>8}{observed['compile_events']:>9}  "
+              f"{cache_change:>7}{observed['compile_events']:>9}{compile_ms:>11}  "
               f"{str(diagnosis['retraced']):<9}{str(diagnosis['recompiled']):<11}{diagnosis['reason']}")

@@ -16,11 +16,10 @@ from .stage2 import cache_size, watching_jax
 
 STAGE = 3
 SUMMARY_FILE, HLO_FILE, TIMINGS_FILE = spec.STAGE_FILES[STAGE][:3]
-SIGNATURE_PREFIX = "# signature: "
 
 
 def jaxpr_file(condition_name: str) -> str:
-    return f"jaxpr/{condition_name}.txt"
+    return spec.JAXPR_FILE.format(condition=condition_name)
 
 
 def signature(traced, static_kwargs) -> dict:
@@ -40,7 +39,7 @@ def write_jaxprs(model, evidence_dir: Path) -> dict[str, str]:
             traced = jitted_step.trace(*args, **static_kwargs)
         header = (f"# JAXPR of the audited step, condition {condition.name}: "
                   f"{condition.what_changed}\n"
-                  f"{SIGNATURE_PREFIX}{json.dumps(signature(traced, static_kwargs))}\n")
+                  f"{spec.JAXPR_SIGNATURE_PREFIX}{json.dumps(signature(traced, static_kwargs))}\n")
         evidence.write_text(evidence_dir / jaxpr_file(condition.name), header + str(traced.jaxpr))
         artifacts[jaxpr_file(condition.name)] = f"stage 3: JAXPR for condition {condition.name}"
     return artifacts
