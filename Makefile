@@ -8,7 +8,6 @@ PY := $(VENV)/bin/python
 # nbgrader shells out to alembic: the venv's bin must come first on PATH.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
-export MPLBACKEND := Agg
 
 SUBMISSIONS ?= autograder/samples
 JOBS ?= 1
@@ -25,6 +24,8 @@ $(VENV)/.installed: requirements-cpu.txt
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-cpu.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (performance-05)" >/dev/null
+	# JupyterLab's Validate button reads nbgrader config from the environment: same timeout and stderr rule as grading.
+	mkdir -p $(VENV)/etc/jupyter && cp autograder/nbgrader_config.py $(VENV)/etc/jupyter/nbgrader_config.py
 	touch $@
 
 ## run: the worked example, then all five solution notebooks headless; writes runs/performance-05/
@@ -74,3 +75,23 @@ audit: venv
 
 audit-starter: venv
 	$(PY) projects/performance-audit/run.py --stage all --implementation starter --evidence-dir $(AUDIT_EVIDENCE)
+
+## sweep: when does rematerialization save memory? Full depth sweep (L up to 256, D=128, B=1024) on CPU;
+##        writes data/remat-sweep.csv, its provenance JSON and the memory and time figures (a few minutes)
+.PHONY: sweep
+sweep: venv
+	$(PY) solutions/remat_sweep_reference.py --out data
+
+## test-browser: the learner's path in JupyterLab, in headless Chromium (Debian's /usr/bin/chromium:
+##               tests/browser/install-chromium.sh); screenshots, server log and console in runs/browser/.
+##               Exclude these tests from `make test` with PYTEST_ARGS='-m "not browser"'.
+.PHONY: test-browser
+test-browser: venv
+	$(PY) -m pytest tests/browser -m browser $(PYTEST_ARGS)
+
+## bench-grading [K=16] [BENCH_JOBS=2]: stock serial nbgrader vs the parallel grader; writes runs/bench/grading.json
+K ?= 16
+BENCH_JOBS ?= 2
+.PHONY: bench-grading
+bench-grading: venv
+	$(PY) -m autograder.bench_grading --copies $(K) --jobs $(BENCH_JOBS)

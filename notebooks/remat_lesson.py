@@ -275,29 +275,35 @@ class Checks:
         if not condition:
             raise CheckFailed(f"expected {expected}" + (f", found {found}" if found else ""))
 
-    def score(self) -> float:
-        """Print the report; return the points earned (the cell's partial credit).
+    def score(self):
+        """Print the report; while autograding, return the points earned (the partial credit).
 
-        While autograding, the number is the grade. Elsewhere (a learner running the cell,
-        `nbgrader validate`) a failed check raises, so the cell shows red and validation fails.
+        Elsewhere (a learner running the cell, `nbgrader validate`) nothing is returned, since
+        a number would read as partial credit, and a failed check raises with the failures in
+        its message, so the cell shows red and validation fails with the reasons.
         """
         declared = sum(points for _, points, _, _ in self.results)
         grading = os.environ.get("NBGRADER_EXECUTION") == "autograde"
         if grading and not math.isclose(declared, self.points):
             raise RuntimeError(f"this graded cell declares {self.points} points but its checks add up to {declared}")
         earned = sum(earned for earned, _, _, _ in self.results)
-        lines = []
+        lines, failures = [], []
         for got, points, what, failure in self.results:
             mark = "PASS" if failure is None else "FAIL"
             lines.append(f"[{mark}] {got:g}/{points:g}  {what}")
             if failure is not None:
                 lines.append(f"        {failure}")
                 lines.append(f"        where to look: {self.where}")
+                failures.append(f"{what}: {failure}")
         lines.append(f"{earned:g} of {declared:g} points")
         print("\n".join(lines))
-        if earned < declared and not grading:
-            raise CheckFailed(f"{declared - earned:g} of {declared:g} points lost: see the report above")
-        return earned
+        if grading:
+            return earned
+        if failures:
+            raise CheckFailed(
+                f"{declared - earned:g} of {declared:g} points lost. Where to look: {self.where}.\n- " + "\n- ".join(failures)
+            )
+        return None
 
 
 def _brief(array: np.ndarray) -> str:

@@ -50,7 +50,7 @@ compiled = {name: compile_gradient(fn, x) for name, fn in (("plain", plain), ("r
 for name, executable in compiled.items():
     print(f"{name}: {executable.memory_analysis()}")
 
-# %% tags=["check-whole"]
+# %%
 def temp_bytes(executable):
     analysis = executable.memory_analysis()
     return None if analysis is None else analysis.temp_size_in_bytes

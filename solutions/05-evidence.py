@@ -6,7 +6,7 @@
 # notebook reads their records and says which ones are missing.
 
 # %%
-from IPython.display import Image, Markdown, display
+from IPython.display import Image, display
 
 from remat_evidence import FIGURE_ALT_TEXT, collect, draw_storage_figure, outcomes, write_evidence
 from remat_lesson import runs_dir
@@ -36,7 +36,7 @@ display(Image(filename=str(figure_paths[0]), width=560, metadata={"alt": FIGURE_
 # Lower, in bytes: the compiler's temporary-buffer estimate per policy, or a hatched box reading
 # "memory analysis unavailable on this backend" when the backend gives no estimate.
 
-# %% tags=["read-the-figure"]
+# %%
 entries, memory = evidence["residual_entries"], evidence["memory"]
 if None in (entries["plain"], entries["remat"]):
     print("Residual entries were not recorded: run stage 2.")

@@ -584,7 +584,7 @@ print("recorded the exercise for stage 5")
 # 05-evidence.ipynb
 # ======================================================================================
 
-from IPython.display import Image, Markdown, display
+from IPython.display import Image, display
 
 from remat_evidence import FIGURE_ALT_TEXT, collect, draw_storage_figure, outcomes, write_evidence
 from remat_lesson import runs_dir

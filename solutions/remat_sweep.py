@@ -3,8 +3,9 @@
 The network is a stack of L layers x <- tanh(x @ W_l) applied to a batch x of shape (B, D),
 with loss 0.5 * sum(x**2) and float32 throughout. Every policy below computes that same loss;
 they differ only in what the backward pass keeps and what it recomputes. The gradient is
-taken with respect to the weights, shape (L, D, D). Keep B >= D: with a smaller batch the
-activations are no bigger than the gradient buffers and can hide inside them.
+taken with respect to the weights, shape (L, D, D). Keep B >= D: with a smaller batch an
+activation is smaller than one layer's weight gradient, XLA can keep it inside the gradient's
+output buffer, and the temporary bytes no longer count it.
 
 For every (policy, L, D, B) the sweep keeps three views of memory apart, because they answer
 different questions:
@@ -33,7 +34,6 @@ import csv
 import ctypes
 import gc
 import importlib
-import inspect
 import json
 import math
 import os
@@ -213,7 +213,9 @@ def op_counts(lowered_text: str, compiled_text: str | None) -> dict[str, int | N
     """Dots and optimization barriers in the program text before and after compilation.
 
     These count ops as written, not as executed: a loop body is counted once however many
-    times it runs.
+    times it runs. XLA expands every barrier before it prints the compiled program (on CPU
+    early, before a later CSE pass; on GPU only after scheduling), so no barrier after
+    compilation proves nothing by itself: whether a recomputation survived shows in the dots.
     """
     return {
         "dots_lowered": len(_LOWERED_DOT.findall(lowered_text)),
@@ -313,11 +315,15 @@ COLUMNS = (
     "policy", "depth", "width", "batch",
     "residual_entries", "residual_bytes",
     "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
-    "peak_bytes", "peak_note",
+    "peak_bytes", "peak_note", "rss_baseline_bytes",
     "dots_lowered", "dots_compiled", "barriers_lowered", "barriers_compiled",
     "time_median_s", "time_vs_plain", "time_samples_s",
     "max_abs_diff_vs_plain", "compile_s",
 )
+
+
+_TEXT_COLUMNS = ("policy", "peak_note")
+_FLOAT_COLUMNS = ("time_median_s", "time_vs_plain", "max_abs_diff_vs_plain", "compile_s")
 
 
 class GradientMismatch(AssertionError):
@@ -403,14 +409,21 @@ def sweep_size(
 def run_sweep(
     depths: Iterable[int] = SMALL_DEPTHS, width: int = SMALL_WIDTH, batch: int = SMALL_BATCH, *,
     policies: Iterable[str] | None = None, extra_policies: Mapping[str, Loss | str] | None = None,
-    repeats: int = 5, peak: bool = True, peak_jobs: int = 2, progress: Callable[[str], None] | None = None,
+    repeats: int = 5, peak: bool | str = "deepest", peak_jobs: int = 2,
+    progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Rows for every policy at every depth. The defaults are a small sweep for the notebook.
 
     `policies` picks shipped policies by name (all of them by default; the plain policy is
     always included, as the reference for the gradient and for time). `extra_policies` adds
-    callables loss(weights, x), or 'module:name' strings, under the names given.
+    callables loss(weights, x), or 'module:name' strings, under the names given. `peak` says
+    where to measure the fresh-process peak: True (every depth), "deepest" (the default: one
+    fresh process per policy instead of one per row, which is most of a small sweep's time),
+    or False.
     """
+    depths = sorted(depths)
+    if peak not in (True, False, "deepest"):
+        raise ValueError(f"peak must be True, False or 'deepest', not {peak!r}")
     chosen = dict(POLICIES) if policies is None else {name: POLICIES[name] for name in policies}
     chosen = {BASELINE: POLICIES[BASELINE], **chosen}
     for name, loss in (extra_policies or {}).items():
@@ -418,7 +431,8 @@ def run_sweep(
     rows = []
     for depth in depths:
         start = time.perf_counter()
-        rows.extend(sweep_size(chosen, depth, width, batch, repeats=repeats, peak=peak, peak_jobs=peak_jobs))
+        measure = peak is True or (peak == "deepest" and depth == depths[-1])
+        rows.extend(sweep_size(chosen, depth, width, batch, repeats=repeats, peak=measure, peak_jobs=peak_jobs))
         if progress:
             progress(f"L={depth} D={width} B={batch}: {len(chosen)} policies in {time.perf_counter() - start:.1f} s")
     return rows
@@ -454,13 +468,14 @@ def read_csv(path: Path) -> list[dict]:
             for key, text in raw.items():
                 if text == "":
                     row[key] = None
-                elif key in ("policy", "peak_note"):
+                elif key in _TEXT_COLUMNS:
                     row[key] = text
                 elif key == "time_samples_s":
                     row[key] = [float(s) for s in text.split()]
+                elif key in _FLOAT_COLUMNS:
+                    row[key] = float(text)
                 else:
-                    number = float(text)
-                    row[key] = int(number) if number.is_integer() and key not in ("time_median_s", "time_vs_plain", "compile_s", "max_abs_diff_vs_plain") else number
+                    row[key] = int(text)
             rows.append(row)
     return rows
 
@@ -481,7 +496,7 @@ def plot_memory(rows: list[dict], path: Path | None = None):
     import matplotlib.pyplot as plt
 
     mib = 2.0**20
-    figure, axes = plt.subplots(figsize=(7.5, 5))
+    figure, axes = plt.subplots(figsize=(10, 5.5))
     grouped = _by_policy(rows)
     depths = sorted({row["depth"] for row in rows})
     for index, (name, group) in enumerate(grouped.items()):
@@ -504,12 +519,13 @@ def plot_memory(rows: list[dict], path: Path | None = None):
         axes.text(0.5, 0.5, "memory analysis unavailable on this backend", ha="center", transform=axes.transAxes)
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
+    _label_depths(axes, depths)
     widths = sorted({(r["width"], r["batch"]) for r in rows})
     shape = ", ".join(f"D={d}, B={b}" for d, b in widths)
     axes.set_xlabel("depth L (layers)")
     axes.set_ylabel("MiB")
     axes.set_title(f"Gradient memory against depth ({shape}, float32, {jax.default_backend()})")
-    axes.legend(fontsize=7, ncol=2)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.grid(True, which="both", alpha=0.3)
     figure.tight_layout()
     _save(figure, path)
@@ -520,7 +536,7 @@ def plot_time(rows: list[dict], path: Path | None = None):
     """Median warm gradient time of each policy divided by the plain policy's, against depth."""
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(7.5, 4.5))
+    figure, axes = plt.subplots(figsize=(10, 4.5))
     plain = {r["depth"]: median(r["time_samples_s"]) for r in rows if r["policy"] == BASELINE}
     for index, (name, group) in enumerate(_by_policy(rows).items()):
         points = [(r["depth"], median(r["time_samples_s"]) / plain[r["depth"]]) for r in group if r["depth"] in plain]
@@ -533,14 +549,24 @@ def plot_time(rows: list[dict], path: Path | None = None):
             axes.errorbar(xs, ys, yerr=[np.maximum(below, 0), np.maximum(above, 0)], fmt="o-", color=f"C{index % 10}", capsize=3, label=name)
     axes.axhline(1.0, color="0.5", lw=1)
     axes.set_xscale("log", base=2)
+    _label_depths(axes, sorted({row["depth"] for row in rows}))
     axes.set_xlabel("depth L (layers)")
     axes.set_ylabel("median time / plain median")
     axes.set_title("Warm gradient time relative to the plain unrolled policy (bars: quartiles)")
-    axes.legend(fontsize=7, ncol=2)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.grid(True, which="both", alpha=0.3)
     figure.tight_layout()
     _save(figure, path)
     return figure
+
+
+def _label_depths(axes, depths):
+    """Tick the swept depths themselves (16, 32, ...) rather than powers of two."""
+    from matplotlib.ticker import NullLocator
+
+    axes.set_xticks(depths)
+    axes.set_xticklabels([str(depth) for depth in depths])
+    axes.xaxis.set_minor_locator(NullLocator())
 
 
 def _save(figure, path):

@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,15 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from labdriver import UI_TIMEOUT_MS
-
-ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".venv"
-# The bundle whose notebooks/ and solutions/ are tested (another checkout, if given).
-BUNDLE = Path(os.environ.get("BROWSER_TEST_BUNDLE", ROOT)).resolve()
-RELEASE = BUNDLE / "notebooks"
-SOLUTIONS = BUNDLE / "solutions"
-SHOTS = ROOT / "runs" / "browser"
+from labdriver import BUNDLE, RELEASE, SHOTS, UI_TIMEOUT_MS, VENV
 
 CHROMIUM = os.environ.get("BROWSER_TEST_CHROMIUM", "/usr/bin/chromium")
 # As root, without a sandbox; the background-networking flags keep Chromium from dialling out
@@ -105,10 +96,18 @@ class LabServer:
     root_dir: Path  # what the file browser shows (the copy of notebooks/)
     process: subprocess.Popen
     log_path: Path
-    venv: Path = field(default=VENV)
+    env: dict = field(default_factory=dict)  # the server's environment (its kernels inherit it)
+
+    def fresh_copy(self, name: str) -> Path:
+        """Put the release's `name` back into the lab's tree, as shipped (earlier tests edit it)."""
+        target = self.root_dir / name
+        shutil.copy2(RELEASE / name, target)
+        return target
 
     def lab_url(self, path: str) -> str:
-        return f"{self.url}/lab/tree/{path}?token={self.token}"
+        """The notebook's URL in a workspace of its own: no tabs restored from earlier pages."""
+        workspace = f"w{uuid.uuid4().hex[:12]}"
+        return f"{self.url}/lab/workspaces/{workspace}/tree/{path}?token={self.token}"
 
     def api(self, method: str, path: str, body: dict | None = None, timeout: float = 30):
         data = None if body is None else json.dumps(body).encode()
@@ -192,7 +191,7 @@ def lab_bundle(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def lab_server(lab_bundle, shots_dir, chromium_path) -> LabServer:
+def lab_server(chromium_path, lab_bundle, shots_dir) -> LabServer:
     jupyter = VENV / "bin" / "jupyter"
     assert jupyter.is_file(), f"{jupyter} is missing: run `make venv` first"
     private = lab_bundle.parent / "jupyter-private"
@@ -233,7 +232,7 @@ def lab_server(lab_bundle, shots_dir, chromium_path) -> LabServer:
     )
     server = LabServer(
         url=f"http://127.0.0.1:{port}", token=token, bundle=lab_bundle,
-        root_dir=lab_bundle / "notebooks", process=process, log_path=log_path,
+        root_dir=lab_bundle / "notebooks", process=process, log_path=log_path, env=env,
     )
     try:
         deadline = time.monotonic() + SERVER_START_S
@@ -290,7 +289,7 @@ class Shots:
 
 
 @pytest.fixture
-def page(browser, lab_server, shots_dir, request):
+def page(chromium_path, browser, lab_server, shots_dir, request):
     """A fresh browser page (own context) with console capture; kernels are shut down after."""
     context = browser.new_context(viewport={"width": 1440, "height": 960}, service_workers="block")
     context.set_default_timeout(UI_TIMEOUT_MS)

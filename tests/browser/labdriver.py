@@ -6,8 +6,17 @@ change of JupyterLab's major version is the first suspect when one stops matchin
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv"
+# The bundle whose notebooks/ and solutions/ are tested (another checkout, if given).
+BUNDLE = Path(os.environ.get("BROWSER_TEST_BUNDLE", ROOT)).resolve()
+RELEASE = BUNDLE / "notebooks"
+SOLUTIONS = BUNDLE / "solutions"
+SHOTS = ROOT / "runs" / "browser"  # screenshots, server log, browser console
 
 UI_TIMEOUT_MS = 60_000  # the longest any single UI wait may take
 CELL_TIMEOUT_MS = 180_000  # the longest one cell (or run-all, or Validate) may take
@@ -78,12 +87,33 @@ def learner_answer(solution_notebook: dict, grade_id: str) -> str:
 # --------------------------------------------------------------------------------------
 # JupyterLab in the browser
 # --------------------------------------------------------------------------------------
-def open_notebook(page, server, name: str) -> None:
-    """Open a notebook by URL and wait until its cells are shown."""
+def open_notebook(page, server, name: str, cells: int | None = None) -> None:
+    """Open a notebook by URL and wait until its cells are there.
+
+    JupyterLab attaches the cells of a long notebook to the page lazily, as they come into
+    view. Given `cells` (the notebook's cell count), scroll down as a reader would until all
+    of them are attached and every Markdown cell is rendered, then back to the top: from then
+    on the n-th .jp-Cell is the notebook's n-th cell.
+    """
     page.goto(server.lab_url(name), wait_until="domcontentloaded", timeout=UI_TIMEOUT_MS)
     page.wait_for_selector(f"{PANEL} .jp-Notebook .jp-Cell", state="attached", timeout=UI_TIMEOUT_MS)
-    tab = page.locator(f".lm-TabBar-tab.jp-mod-current .lm-TabBar-tabLabel")
+    tab = page.locator(".lm-TabBar-tab.jp-mod-current .lm-TabBar-tabLabel")
     tab.filter(has_text=Path(name).name).wait_for(timeout=UI_TIMEOUT_MS)
+    if cells is None:
+        return
+    page.wait_for_function(
+        """([panel, n]) => {
+            const all = document.querySelectorAll(panel + ' .jp-Notebook .jp-Cell');
+            const pending = document.querySelectorAll(panel + ' .jp-MarkdownCell:not(.jp-mod-rendered)');
+            if (all.length === n && pending.length === 0) return true;
+            (pending.length ? pending[0] : all[all.length - 1]).scrollIntoView({block: 'end'});
+            return false;
+        }""",
+        arg=[PANEL, cells],
+        timeout=UI_TIMEOUT_MS,
+        polling=250,
+    )
+    show(page, page.locator(CELLS).first)
 
 
 def wait_kernel_idle(page, timeout: int = UI_TIMEOUT_MS) -> None:
@@ -128,6 +158,33 @@ def cell(page, index: int):
     return page.locator(CELLS).nth(index)
 
 
+def show(page, locator) -> None:
+    """Scroll an element into the notebook's view and wait until it stays there, painted.
+
+    Cells above it may still grow (outputs arriving, lazily rendered cells), which moves it
+    again; and off-screen cells are not painted (content-visibility), so a screenshot taken
+    right after a jump can show an empty notebook. Poll until its position holds.
+    """
+    page.wait_for_function(
+        """(el) => {
+            const r = el.getBoundingClientRect();
+            const fits = r.height <= window.innerHeight - 160;  // below the menu and toolbars
+            const inView = r.height > 0 && r.top >= 0 && (fits ? r.bottom <= window.innerHeight : r.top < 240);
+            if (!inView) {
+                el.scrollIntoView({block: fits ? 'center' : 'start'});
+                el.__lastTop = undefined;
+                return false;
+            }
+            const steady = el.__lastTop === r.top;
+            el.__lastTop = r.top;
+            return steady;
+        }""",
+        arg=locator.element_handle(),
+        polling=200,
+        timeout=UI_TIMEOUT_MS,
+    )
+
+
 def cell_outputs_text(page, index: int) -> str:
     outputs = cell(page, index).locator(".jp-OutputArea-output")
     return "\n".join(outputs.nth(i).inner_text() for i in range(outputs.count()))
@@ -165,11 +222,19 @@ def wait_all_executed(page, timeout: int = CELL_TIMEOUT_MS) -> None:
     )
 
 
-def wait_cell_executed(page, index: int, timeout: int = CELL_TIMEOUT_MS) -> str:
-    """Wait until cell `index` shows an execution count ([n]:); return its prompt."""
+def run_cell(page, index: int, key: str = "Shift+Enter", timeout: int = CELL_TIMEOUT_MS) -> str:
+    """Press `key` on the selected cell `index` and wait for a new execution count; return it.
+
+    The cell may show a count from an earlier run: wait for a different one (counts only grow),
+    so the wait cannot end before the new run has even started.
+    """
     prompt = cell(page, index).locator(".jp-InputArea-prompt").first
+    before = prompt.inner_text().strip()
+    page.keyboard.press(key)
     page.wait_for_function(
-        "(el) => /\\[\\d+\\]/.test(el.textContent)", arg=prompt.element_handle(), timeout=timeout
+        "([el, before]) => /\\[\\d+\\]/.test(el.textContent) && el.textContent.trim() !== before",
+        arg=[prompt.element_handle(), before],
+        timeout=timeout,
     )
     wait_all_executed(page, timeout)
     return cell_prompt(page, index)
