@@ -20,6 +20,7 @@ c.Execute.interrupt_on_timeout = True
 
 # A warning printed on stderr by a passing check must not turn full marks into zero
 # (nbgrader counts any stderr output in a test cell as a failure): drop every stderr stream.
+c.IgnorePattern.enabled = True  # off by default in nbgrader 0.9.6
 c.IgnorePattern.pattern = r"(?s).*"
 
 # Students delete cells: put deleted graded and locked cells back from the source.
@@ -28,16 +29,39 @@ c.CheckCellMetadata.enabled = True
 
 # The bundle's grader (python -m autograder.grade) adds its defenses to the stock pipeline:
 # the kernel runs sandboxed (autograder/sandbox.py), and a test cell that does not end with the
-# score report Checks prints gets 0 (so learner code that hides its errors earns nothing).
+# score report Checks prints gets 0 (so learner code that hides its errors earns nothing), and
+# duplicated or deleted graded cells no longer stop a notebook from being graded.
 # Plain `nbgrader autograde` in a course folder, where the bundle is not importable, keeps
 # nbgrader's own pipeline.
 try:
-    from autograder.preprocessors import RequireScoreReport, SandboxedExecute
+    from autograder.preprocessors import (
+        DeduplicateIdsCleanly,
+        RequireScoreReport,
+        RestoreMissingCells,
+        SandboxedExecute,
+    )
 except ImportError:
     pass
 else:
     from nbconvert.preprocessors import ClearMetadataPreprocessor
-    from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        ClearOutput,
+        IgnorePattern,
+        LimitOutput,
+        OverwriteKernelspec,
+        SaveAutoGrades,
+    )
+
+    # Duplicated or deleted graded cells make the stock pair fail and lose the whole notebook.
+    c.Autograde.sanitize_preprocessors = [
+        ClearOutput,
+        DeduplicateIdsCleanly,
+        OverwriteKernelspec,
+        RestoreMissingCells,
+        CheckCellMetadata,
+    ]
 
     c.Autograde.autograde_preprocessors = [
         SandboxedExecute,

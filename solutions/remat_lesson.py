@@ -245,8 +245,15 @@ class Checks:
             yield
         except CheckFailed as failure:
             self.results.append((0.0, points, what, str(failure)))
-        except NotImplementedError:
-            self.results.append((0.0, points, what, "not answered yet: the answer cell still raises NotImplementedError"))
+        except NotImplementedError as error:
+            # The release's stub raises a bare NotImplementedError(); anything with a message is
+            # the learner's code passing on an error it should have handled.
+            reason = (
+                f"your code raised NotImplementedError: {error}"
+                if str(error)
+                else "not answered yet: the answer cell still raises NotImplementedError"
+            )
+            self.results.append((0.0, points, what, reason))
         except Exception as error:  # the learner's code broke: report it, go on with the next check
             self.results.append((0.0, points, what, f"your code raised {type(error).__name__}: {error}"))
         else:

@@ -10,8 +10,9 @@ writes data/remat-sweep.csv, data/remat-sweep.provenance.json and the two figure
 from __future__ import annotations
 
 import argparse
-import math
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -105,7 +106,7 @@ REFERENCE_POLICIES = {
 FULL_DEPTHS = (16, 32, 64, 128, 256)
 FULL_WIDTH = 128
 FULL_BATCH = 1024
-FULL_REPEATS = 7
+FULL_REPEATS = 5
 
 
 def run_full_sweep(depths=FULL_DEPTHS, width=FULL_WIDTH, batch=FULL_BATCH, repeats=FULL_REPEATS, peak=True, progress=print):
@@ -125,15 +126,34 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
-    rows = run_full_sweep(args.depths, args.width, args.batch, args.repeats, peak=not args.no_peak)
+    with tempfile.TemporaryDirectory(prefix="remat-sweep-cache-") as cache:
+        # The fresh processes that measure peaks load the big executables compiled here from
+        # JAX's persistent cache instead of compiling them a second time.
+        jax.config.update("jax_compilation_cache_dir", cache)
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
+        rows = run_full_sweep(args.depths, args.width, args.batch, args.repeats, peak=not args.no_peak)
     settings = {"depths": args.depths, "width": args.width, "batch": args.batch, "repeats": args.repeats,
-                "policies": sorted({row["policy"] for row in rows}), "seconds": round(time.perf_counter() - start, 1)}
+                "policies": sorted({row["policy"] for row in rows}), "seconds": round(time.perf_counter() - start, 1),
+                **_largest_resident_sets()}
     command = " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)])
     csv_path = remat_sweep.write_csv(rows, args.out / "remat-sweep.csv", command=command, settings=settings)
     remat_sweep.plot_memory(rows, args.out / "remat-sweep-memory.png")
     remat_sweep.plot_time(rows, args.out / "remat-sweep-time.png")
     print(f"wrote {csv_path} and its figures in {settings['seconds']} s")
     print(summary(rows))
+
+
+def _largest_resident_sets() -> dict:
+    """How much memory the sweep itself needed: this process and its largest fresh process, in MiB."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return {}
+    per_mib = 2**20 if sys.platform == "darwin" else 2**10  # ru_maxrss: bytes on macOS, KiB on Linux
+    return {
+        "max_rss_sweep_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / per_mib, 1),
+        "max_rss_fresh_process_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / per_mib, 1),
+    }
 
 
 def summary(rows) -> str:
