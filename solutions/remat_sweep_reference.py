@@ -144,16 +144,17 @@ def main(argv=None):
 
 
 def _largest_resident_sets() -> dict:
-    """How much memory the sweep itself needed: this process and its largest fresh process, in MiB."""
+    """How much memory the sweep process itself needed at most, in MiB.
+
+    (Its children's ru_maxrss is no help: on Linux a child inherits the parent's high-water
+    mark when it forks, so that figure reports the parent's size, not the child's.)
+    """
     try:
         import resource
     except ImportError:  # not on this platform
         return {}
     per_mib = 2**20 if sys.platform == "darwin" else 2**10  # ru_maxrss: bytes on macOS, KiB on Linux
-    return {
-        "max_rss_sweep_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / per_mib, 1),
-        "max_rss_fresh_process_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / per_mib, 1),
-    }
+    return {"max_rss_sweep_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / per_mib, 1)}
 
 
 def summary(rows) -> str:
