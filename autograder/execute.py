@@ -30,14 +30,6 @@ class Execution:
     failed_cell: int | None = None
     stderr: list[str] = field(default_factory=list)
 
-    def code_output(self, tag: str) -> str:
-        """All text a code cell tagged `tag` printed (for tests that read what ran)."""
-        texts = []
-        for cell in self.notebook.cells:
-            if cell.cell_type == "code" and tag in cell.metadata.get("tags", []):
-                texts += [out.get("text", "") for out in cell.outputs if out.output_type == "stream"]
-        return "".join(texts)
-
 
 def execute_notebook(path: Path, save_to: Path | None = None, timeout: int = 300, env: dict | None = None) -> Execution:
     """Run every cell of path in a fresh kernel, working directory = the notebook's folder.
