@@ -1,7 +1,9 @@
-"""The grader's two autograde preprocessors: a sandboxed, timed Execute and the score-report check.
+"""The grader's preprocessors, in place of or beside nbgrader's own.
 
-nbgrader_config.py puts them in `Autograde.autograde_preprocessors`: SandboxedExecute instead
-of Execute, RequireScoreReport just before SaveAutoGrades.
+nbgrader_config.py puts them in `Autograde.autograde_preprocessors` (SandboxedExecute instead
+of Execute, RequireScoreReport before SaveAutoGrades) and `Autograde.sanitize_preprocessors`
+(DeduplicateIdsCleanly and RestoreMissingCells instead of DeduplicateIds and OverwriteCells,
+whose failures on duplicated or deleted cells would lose a learner's whole notebook).
 """
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import re
 import time
 
 from nbformat.notebooknode import NotebookNode
+from nbclient.util import run_sync
 from nbgrader import utils
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor, OverwriteCells
 
 from .sandbox import SandboxedKernelManager
 
@@ -34,6 +37,13 @@ class SandboxedExecute(Execute):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
 
+    async def async_start_new_kernel(self, **kwargs):
+        start = time.perf_counter()
+        try:
+            return await super().async_start_new_kernel(**kwargs)
+        finally:
+            TIMINGS["kernel_start"] += time.perf_counter() - start
+
     async def async_start_new_kernel_client(self):
         start = time.perf_counter()
         try:
@@ -42,12 +52,19 @@ class SandboxedExecute(Execute):
             TIMINGS["kernel_start"] += time.perf_counter() - start
 
     async def async_execute_cell(self, cell, cell_index, *args, **kwargs):
+        if cell.cell_type != "code":
+            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
         start = time.perf_counter()
         try:
             return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
         finally:
-            test = cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell)
+            test = utils.is_grade(cell) and not utils.is_solution(cell)
             TIMINGS["cells"].append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
+
+    # nbclient binds the blocking names to its own coroutines: rebind them to ours.
+    start_new_kernel = run_sync(async_start_new_kernel)
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+    execute_cell = run_sync(async_execute_cell)
 
 
 def score_report(cell: NotebookNode) -> tuple[float, float] | None:
@@ -95,3 +112,46 @@ class RequireScoreReport(NbGraderPreprocessor):
                         NotebookNode(output_type="error", ename="ScoreReportMissing", evalue=message, traceback=[f"ScoreReportMissing: {message}"])
                     )
         return cell, resources
+
+
+class DeduplicateIdsCleanly(DeduplicateIds):
+    """nbgrader's DeduplicateIds, leaving no empty nbgrader metadata behind.
+
+    A learner who pastes a graded cell twice gets the earlier copies turned into plain cells.
+    Stock DeduplicateIds leaves `"nbgrader": {}` on them, and OverwriteCells (with
+    add_missing_cells) then fails with KeyError 'grade_id', losing the whole notebook.
+    """
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if cell.metadata.get("nbgrader") == {}:
+            del cell.metadata["nbgrader"]
+        return cell, resources
+
+
+class RestoreMissingCells(OverwriteCells):
+    """nbgrader's OverwriteCells, restoring a deleted test cell even when its answer cell is gone too.
+
+    Stock add_missing_grade_cells inserts a missing cell after the source cell just before it,
+    and fails with KeyError when that one was deleted as well. Here it goes after the nearest
+    earlier source cell still present (or first, when none is).
+    """
+
+    def add_missing_grade_cells(self, nb, resources):
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source_nb.source_cells]
+        solution_ids = {cell.name for cell in source_nb.solution_cells}
+        for grade_cell in sorted(source_nb.grade_cells, key=lambda c: order.index(c.name)):
+            present = {
+                cell.metadata["nbgrader"]["grade_id"]: index
+                for index, cell in enumerate(nb.cells)
+                if "grade_id" in cell.metadata.get("nbgrader", {})
+            }
+            if grade_cell.name in present:
+                continue
+            self.log.warning("Missing grade cell %s: restored from the source", grade_cell.name)
+            source_cell = source_nb.source_cells[order.index(grade_cell.name)]
+            restored = self.missing_cell_transform(source_cell, grade_cell.max_score, is_solution=grade_cell.name in solution_ids)
+            earlier = [present[name] for name in order[: order.index(grade_cell.name)] if name in present]
+            nb.cells.insert(max(earlier) + 1 if earlier else 0, restored)
+        return nb, resources

@@ -1,0 +1,444 @@
+"""Autograde a class's submissions of performance-05: scores, feedback and grades.csv.
+
+    python -m autograder.grade SUBMISSIONS [--jobs N] [--scheduler tcp://host:port]
+                               [--out DIR] [--cell-timeout S]
+
+SUBMISSIONS holds <student_id>/<notebook>.ipynb (any of the five notebooks). Each student is
+graded in a scratch course of their own (their own gradebook; the kernel sandboxed), on this
+process (--jobs 1), on a local Dask cluster (--jobs N) or on a running Dask scheduler; the
+results are merged into one class gradebook, OUT/course/gradebook.db, from which OUT/grades.csv
+is exported. OUT/cells.csv has one row per graded cell, OUT/feedback/<student>/ the feedback.
+A submission that breaks (unreadable notebook, kernel death, timeout) scores 0 where it
+breaks and is named; the others are graded all the same. Exit 0 when grading ran, 2 on bad
+arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import shutil
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .course import build_course, nbgrader_env
+from .paths import ASSIGNMENT, NOTEBOOKS, ROOT, RUNS
+from .progress import Progress
+from .tampering import scan_notebook
+from .worker import StudentResult, StudentTask, grade_student, quiet_gradebook_warnings, valid_student_id, warm_up
+
+DEFAULT_OUT = RUNS / "autograde"
+CELL_COLUMNS = ("student_id", "notebook", "grade_id", "score", "max_score")
+# Files a collected submission may carry besides notebooks (nbgrader collect writes timestamp.txt).
+EXTRA_FILES = ("timestamp.txt",)
+
+
+class UsageError(ValueError):
+    """Bad arguments: the command line or the submissions folder is not what grading needs."""
+
+
+@dataclass
+class GradingResult:
+    cells: list[dict]
+    broken: dict[str, list[str]]
+    flagged: dict[str, list[str]]
+    seconds: float
+    students: list[str]
+    timings: dict[str, list[dict]] = field(default_factory=dict)
+    student_seconds: dict[str, float] = field(default_factory=dict)
+    out: Path | None = None
+
+
+# ----------------------------------------------------------------------------------------
+# Reading the submissions folder
+# ----------------------------------------------------------------------------------------
+def find_submissions(folder: Path) -> dict[str, dict[str, Path]]:
+    """{student_id: {notebook or extra file name: path}}; UsageError when the layout is wrong."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise UsageError(f"the submissions folder {folder} does not exist")
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is a file: give the folder that holds <student_id>/<notebook>.ipynb")
+    layout = f"expected {folder}/<student_id>/<notebook>.ipynb, notebooks among: {', '.join(NOTEBOOKS)}"
+    found: dict[str, dict[str, Path]] = {}
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_file():
+            if entry.suffix == ".ipynb":
+                raise UsageError(f"{entry} sits at the top of the submissions folder; {layout}")
+            continue
+        if not valid_student_id(entry.name):
+            raise UsageError(f"{entry.name!r} is not usable as a student id (letters, digits and _.@+- only)")
+        files: dict[str, Path] = {}
+        for item in sorted(entry.iterdir()):
+            if item.name.startswith("."):
+                continue
+            if item.is_dir():
+                hint = " (that is nbgrader's submitted/ layout: give the notebooks directly)" if item.name == ASSIGNMENT else ""
+                raise UsageError(f"{item} is a folder{hint}; {layout}")
+            if item.suffix == ".ipynb":
+                if item.name not in NOTEBOOKS:
+                    raise UsageError(f"{item} is not a notebook of {ASSIGNMENT}; {layout}")
+                files[item.name] = item
+            elif item.name in EXTRA_FILES:
+                files[item.name] = item
+        if not any(name.endswith(".ipynb") for name in files):
+            raise UsageError(f"{entry} holds no notebooks; {layout}")
+        found[entry.name] = files
+    if not found:
+        raise UsageError(f"{folder} holds no student folders; {layout}")
+    return found
+
+
+def read_notebook(path: Path) -> tuple[bytes | None, nbformat.NotebookNode | None, str | None]:
+    """(bytes, notebook, None) for a readable notebook, (None, None, why) otherwise."""
+    data = path.read_bytes()
+    try:
+        with warnings.catch_warnings():  # nbformat's warnings about cell ids: nbgrader copes
+            warnings.simplefilter("ignore")
+            notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
+    except UnicodeDecodeError:
+        return None, None, "not a notebook (the file is not UTF-8 text)"
+    except Exception as error:  # nbformat raises several kinds for a damaged file
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return None, None, f"not a readable notebook ({first})"
+    if not isinstance(notebook.get("cells"), list):
+        return None, None, "not a readable notebook (it has no cell list)"
+    return data, notebook, None
+
+
+# ----------------------------------------------------------------------------------------
+# The class course: one gradebook, built fresh each run
+# ----------------------------------------------------------------------------------------
+def _api(course: Path):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable
+    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config), config
+
+
+def prepare_class_course(course: Path) -> tuple[dict[str, bytes], int]:
+    """Build the class course with the assignment in its gradebook; return the task template
+    (config, source, the still-empty gradebook) and the configured per-cell timeout."""
+    import os
+
+    os.environ.update({k: v for k, v in nbgrader_env().items() if k in ("PATH", "MPLBACKEND")})
+    build_course(course)
+    api, config = _api(course)
+    outcome = api.generate_assignment(ASSIGNMENT, force=True, create=True)
+    if not outcome["success"]:
+        raise RuntimeError(f"nbgrader generate_assignment failed:\n{outcome.get('log', '')}{outcome.get('error', '')}")
+    template = {"nbgrader_config.py": (course / "nbgrader_config.py").read_bytes(),
+                "gradebook.db": (course / "gradebook.db").read_bytes()}
+    for path in sorted((course / "source").rglob("*")):
+        if path.is_file() and ".ipynb_checkpoints" not in path.parts:
+            template[str(path.relative_to(course))] = path.read_bytes()
+    return template, int(config.Execute.timeout)
+
+
+def merge_into_gradebook(course: Path, results: list[StudentResult], flagged: dict[str, dict[str, list[str]]]) -> None:
+    """Write each student's scratch results into the class gradebook, in one process, in order."""
+    from nbgrader.api import Gradebook
+
+    quiet_gradebook_warnings()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "performance") as gb:
+        for result in sorted(results, key=lambda r: r.student_id):
+            gb.update_or_create_student(result.student_id)
+            extra = {"timestamp": result.timestamp} if result.timestamp else {}
+            submission = gb.update_or_create_submission(ASSIGNMENT, result.student_id, **extra)
+            for notebook in submission.notebooks:
+                graded = result.notebooks.get(notebook.name)
+                for grade in notebook.grades:
+                    saved = graded["grades"].get(grade.name) if graded else None
+                    # Not graded (missing, unreadable or broken notebook): 0, like nbgrader does for a missing one.
+                    grade.auto_score = saved["auto_score"] if saved else 0.0
+                    grade.needs_manual_grade = saved["needs_manual_grade"] if saved else False
+                for comment in notebook.comments:
+                    comment.auto_comment = graded["comments"].get(comment.name) if graded else None
+                notebook.late_submission_penalty = graded["late_penalty"] if graded else None
+                notebook.flagged = bool(flagged.get(result.student_id, {}).get(f"{notebook.name}.ipynb"))
+            gb.db.commit()
+
+
+def source_cell_order(course: Path) -> dict[str, list[str]]:
+    """Graded cells' grade_ids per notebook, in the order they appear in the course's source
+    (the one the class gradebook was built from)."""
+    order = {}
+    for name in NOTEBOOKS:
+        notebook = nbformat.read(course / "source" / ASSIGNMENT / name, as_version=4)
+        order[Path(name).stem] = [
+            c.metadata["nbgrader"]["grade_id"] for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")
+        ]
+    return order
+
+
+def read_cells(course: Path, students: list[str]) -> list[dict]:
+    """One row per graded cell per student; score empty while a cell awaits manual grading."""
+    from nbgrader.api import Gradebook
+
+    rows = []
+    order = source_cell_order(course)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in sorted(students):
+            for name in NOTEBOOKS:
+                notebook = gb.find_submission_notebook(Path(name).stem, ASSIGNMENT, student)
+                grades = {g.name: g for g in notebook.grades}
+                for grade_id in order[Path(name).stem]:
+                    grade = grades[grade_id]
+                    score = "" if grade.needs_manual_grade else float(grade.score)
+                    rows.append({"student_id": student, "notebook": Path(name).stem, "grade_id": grade_id,
+                                 "score": score, "max_score": float(grade.max_score)})
+    return rows
+
+
+def export_grades(course: Path, destination: Path) -> None:
+    """nbgrader's own CSV export of the class gradebook."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        CsvExportPlugin(to=str(destination)).export(gb)
+
+
+def _flag_note(html: str, findings: list[str]) -> str:
+    items = "".join(f"<li>{_escape(f)}</li>" for f in findings)
+    note = (
+        '<div class="alert alert-warning" style="border:2px solid #c60;padding:1em;margin:1em">'
+        "<strong>Flagged for instructor review.</strong> The grader found code that can interfere "
+        f"with grading; an instructor will look at it. Your scores are unchanged.<ul>{items}</ul></div>"
+    )
+    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + note, html, count=1)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_student_files(out: Path, course: Path, result: StudentResult, submission: dict[str, Path],
+                        findings: dict[str, list[str]]) -> None:
+    """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
+    student = result.student_id
+    submitted = course / "submitted" / student / ASSIGNMENT
+    autograded = course / "autograded" / student / ASSIGNMENT
+    feedback = course / "feedback" / student / ASSIGNMENT
+    for folder in (submitted, autograded, feedback, out / "feedback" / student):
+        folder.mkdir(parents=True, exist_ok=True)
+    for name, path in submission.items():
+        shutil.copyfile(path, submitted / name)
+    for name, text in result.autograded.items():
+        (autograded / name).write_text(text)
+    for name in SHIPPED_MODULES:
+        source = course / "source" / ASSIGNMENT / name
+        if result.autograded and source.exists():
+            shutil.copyfile(source, autograded / name)
+    for name, html in result.feedback.items():
+        notes = findings.get(Path(name).stem + ".ipynb")
+        if notes:
+            html = _flag_note(html, notes)
+        (feedback / name).write_text(html)
+        (out / "feedback" / student / name).write_text(html)
+
+
+# ----------------------------------------------------------------------------------------
+# Running the tasks: here, or on Dask
+# ----------------------------------------------------------------------------------------
+def _broken_result(student_id: str, why: str) -> StudentResult:
+    return StudentResult(student_id, broken=[f"the whole submission: {why}; graded 0"])
+
+
+def run_here(tasks, template, progress) -> list[StudentResult]:
+    results = []
+    for task in tasks:
+        for attempt in (1, 2):
+            try:
+                result = grade_student(task, template)
+                break
+            except Exception as error:  # the machinery failed on this submission: retry once
+                if attempt == 2:
+                    result = _broken_result(task.student_id, f"grading failed twice ({type(error).__name__}: {error})")
+        progress.update(result)
+        results.append(result)
+    return results
+
+
+def run_on_dask(tasks, template, progress, jobs: int, scheduler: str | None) -> list[StudentResult]:
+    import logging
+
+    import dask
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    # A task that kills its worker fails at once (not after three workers) and is retried here, once.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = None
+        if scheduler is None:
+            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
+        client = Client(cluster if cluster is not None else scheduler, timeout="30s")
+        try:
+            client.run(warm_up)
+            shared = client.scatter(template, broadcast=True)
+            attempts, results = {}, []
+            futures = as_completed()
+            for task in tasks:
+                attempts[task.student_id] = 1
+                futures.add(client.submit(grade_student, task, shared, key=f"grade-{task.student_id}-1", pure=False))
+            by_key = {f"grade-{t.student_id}": t for t in tasks}
+            for future in futures:
+                task = by_key[future.key.rsplit("-", 1)[0]]
+                try:
+                    result = future.result()
+                except Exception as error:
+                    if attempts[task.student_id] < 2:
+                        attempts[task.student_id] += 1
+                        key = f"grade-{task.student_id}-{attempts[task.student_id]}"
+                        futures.add(client.submit(grade_student, task, shared, key=key, pure=False))
+                        continue
+                    result = _broken_result(task.student_id, f"its grading worker failed twice ({type(error).__name__}: {error})")
+                progress.update(result)
+                results.append(result)
+            return results
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+# ----------------------------------------------------------------------------------------
+# The whole run
+# ----------------------------------------------------------------------------------------
+def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: str | None = None,
+          cell_timeout: int | None = None, progress_stream=None) -> GradingResult:
+    """Grade every student in submissions; write OUT; UsageError on bad arguments."""
+    started = time.perf_counter()
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {jobs}")
+    if cell_timeout is not None and cell_timeout < 1:
+        raise UsageError(f"--cell-timeout must be at least 1 second, not {cell_timeout}")
+    if scheduler is not None and not re.match(r"^(tcp|tls|ws|wss|inproc)://\S+$", scheduler):
+        raise UsageError(f"--scheduler wants an address like tcp://host:8786, not {scheduler!r}")
+    submissions = Path(submissions).resolve()
+    found = find_submissions(submissions)
+    out = Path(out).resolve()
+    if out == submissions or submissions.is_relative_to(out):
+        raise UsageError(f"--out {out} would overwrite the submissions in {submissions}")
+    course = out / "course"
+    for stale in ("feedback", "grades.csv", "cells.csv", "flags.csv"):
+        target = out / stale
+        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    template, configured_timeout = prepare_class_course(course)
+    timeout = cell_timeout or configured_timeout
+
+    tasks, broken, flagged, findings_by_nb = [], {}, {}, {}
+    for student, files in found.items():
+        notebooks, extra = {}, {}
+        for name, path in files.items():
+            if not name.endswith(".ipynb"):
+                extra[name] = path.read_bytes()
+                continue
+            data, notebook, why = read_notebook(path)
+            if why:
+                broken.setdefault(student, []).append(f"{name}: {why}; graded 0")
+                continue
+            notebooks[name] = data
+            findings = scan_notebook(notebook)
+            if findings:
+                findings_by_nb.setdefault(student, {})[name] = findings
+                flagged.setdefault(student, []).extend(f"{name}: {f}" for f in findings)
+        tasks.append(StudentTask(student, notebooks, timeout, hide=[str(submissions), str(out)], extra_files=extra))
+
+    progress = Progress(len(tasks), stream=progress_stream)
+    if jobs == 1 and scheduler is None:
+        results = run_here(tasks, template, progress)
+    else:
+        results = run_on_dask(tasks, template, progress, jobs, scheduler)
+
+    merge_into_gradebook(course, results, findings_by_nb)
+    for result in results:
+        if result.broken:
+            broken.setdefault(result.student_id, []).extend(result.broken)
+        write_student_files(out, course, result, found[result.student_id], findings_by_nb.get(result.student_id, {}))
+    students = sorted(found)
+    cells = read_cells(course, students)
+    with open(out / "cells.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CELL_COLUMNS)
+        writer.writeheader()
+        writer.writerows(cells)
+    export_grades(course, out / "grades.csv")
+    with open(out / "flags.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("student_id", "finding"))
+        for student in sorted(flagged):
+            writer.writerows((student, finding) for finding in flagged[student])
+    seconds = time.perf_counter() - started
+    progress.finish(seconds)
+    return GradingResult(
+        cells=cells, broken={k: broken[k] for k in sorted(broken)}, flagged=flagged, seconds=seconds,
+        students=students, timings={r.student_id: r.timings for r in results},
+        student_seconds={r.student_id: r.seconds for r in results}, out=out,
+    )
+
+
+def score_table(result: GradingResult) -> str:
+    """Students x notebooks, points/max; * marks cells still waiting for a manual grade."""
+    totals: dict[tuple[str, str], list] = {}
+    for row in result.cells:
+        entry = totals.setdefault((row["student_id"], row["notebook"]), [0.0, 0.0, False])
+        entry[0] += row["score"] if row["score"] != "" else 0.0
+        entry[1] += row["max_score"]
+        entry[2] |= row["score"] == ""
+    stems = [Path(n).stem for n in NOTEBOOKS]
+    width = max([len("student")] + [len(s) for s in result.students])
+    header = f"{'student':<{width}}  " + "  ".join(f"{s[:13]:>13}" for s in stems) + f"  {'total':>11}"
+    lines = [header, "-" * len(header)]
+    for student in result.students:
+        cells, got, most = [], 0.0, 0.0
+        for stem in stems:
+            score, maximum, manual = totals.get((student, stem), [0.0, 0.0, False])
+            got, most = got + score, most + maximum
+            cells.append(f"{score:g}/{maximum:g}{'*' if manual else ''}".rjust(13))
+        mark = " !" if student in result.broken else (" ?" if student in result.flagged else "")
+        lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
+    lines.append("* includes cells awaiting manual grading (formgrader on OUT/course);"
+                 " ! broken submission; ? flagged for review")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
+    parser.add_argument("--jobs", type=int, default=1, help="students graded at once on a local Dask cluster (default 1: here)")
+    parser.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where results go (default {DEFAULT_OUT.relative_to(ROOT)})")
+    parser.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: nbgrader_config.py)")
+    args = parser.parse_args(argv)
+    try:
+        result = grade(args.submissions, args.out, args.jobs, args.scheduler, args.cell_timeout)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(score_table(result))
+    for student, reasons in result.broken.items():
+        for reason in reasons:
+            print(f"BROKEN  {student}: {reason}")
+    for student, findings in result.flagged.items():
+        for finding in findings:
+            print(f"REVIEW  {student}: {finding}")
+    where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out
+    print(f"wrote {where}/grades.csv, cells.csv, flags.csv, feedback/ and the gradebook {where}/course/gradebook.db")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

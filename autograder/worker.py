@@ -1,0 +1,270 @@
+"""Grade one student in a scratch course of their own: the task a grading worker runs.
+
+Everything the task needs travels with it (the course template, the submission's bytes) and
+everything it produces comes back as data (scores, autograded notebooks, feedback HTML), so a
+worker may run in this process, in a local Dask worker or on another machine, and no two tasks
+ever share a gradebook file. The parent merges the results into the class gradebook.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .hidden_tests import strip_hidden_tests
+from .paths import ASSIGNMENT, NOTEBOOKS
+from .sandbox import bwrap_path, kill_live_kernels
+
+
+@dataclass
+class StudentTask:
+    student_id: str
+    notebooks: dict[str, bytes]  # file name -> bytes, already checked to be readable notebooks
+    cell_timeout: int
+    hide: list[str] = field(default_factory=list)  # more folders the kernel must not see
+    extra_files: dict[str, bytes] = field(default_factory=dict)  # timestamp.txt and the like
+
+
+@dataclass
+class StudentResult:
+    student_id: str
+    timestamp: str | None = None
+    notebooks: dict = field(default_factory=dict)  # notebook name -> grades, comments, penalty
+    autograded: dict[str, str] = field(default_factory=dict)  # file name -> notebook JSON
+    feedback: dict[str, str] = field(default_factory=dict)  # file name -> HTML
+    broken: list[str] = field(default_factory=list)
+    timings: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    worker: str = ""
+
+
+def _api(course: Path, cell_timeout: int, hide: list[str]):
+    """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    # The config names the gradebook relative to the course; this process runs elsewhere.
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable
+    config.Execute.timeout = cell_timeout
+    # The kernel's own log (a warning about unencrypted loopback TCP per kernel) is noise here.
+    config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
+    config.SandboxedKernelManager.hide = [str(course.parent), *hide]
+    names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
+    if "RequireScoreReport" not in names:
+        raise RuntimeError("nbgrader_config.py did not install the grader's preprocessors")
+    coursedir = CourseDirectory(config=config)
+    return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def _autograde_one(api, student_id: str, notebook: str):
+    from nbgrader.converters import Autograde
+    from nbgrader.utils import capture_log, temp_attrs
+
+    with temp_attrs(api.coursedir, assignment_id=ASSIGNMENT, student_id=student_id, notebook_id=notebook):
+        app = Autograde(coursedir=api.coursedir, parent=api)
+        app.force = True
+        app.create_student = True
+        return capture_log(app)
+
+
+def _why_it_broke(log: str) -> str:
+    if "DeadKernelError" in log or "Kernel died" in log:
+        return "the kernel died while running it (a crash, os._exit, or running out of memory)"
+    if "UnresponsiveKernelError" in log:
+        return "the kernel stopped responding and could not be interrupted"
+    if "NoSuchKernel" in log:
+        return "the notebook's kernel could not be started"
+    errors = [line for line in log.splitlines() if "Error" in line or "Exception" in line]
+    return "nbgrader could not grade it: " + (errors[-1].strip() if errors else "see the grading log")
+
+
+def _cell_trouble(path: Path, timeout: int) -> list[str]:
+    """Timeouts inside a notebook that was graded: those cells scored 0, say so."""
+    notebook = nbformat.read(path, as_version=4)
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error" and out.get("ename") in ("CellTimeoutError", "TimeoutError"):
+                found.append(f"cell {index + 1} ran longer than the {timeout} s limit and was stopped")
+    return found
+
+
+def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
+    """Join consecutive stdout (or stderr) outputs of a cell: how the kernel happened to flush
+    them varies from run to run, and the feedback should not."""
+    for cell in notebook.cells:
+        merged = []
+        for out in cell.get("outputs", []):
+            if merged and out.output_type == "stream" and merged[-1].output_type == "stream" and merged[-1].name == out.name:
+                merged[-1].text += out.text
+            else:
+                merged.append(out)
+        if cell.cell_type == "code":
+            cell.outputs = merged
+
+
+def quiet_gradebook_warnings() -> None:
+    """Warnings that say nothing to an instructor. nbgrader's add_submission trips SQLAlchemy
+    autoflush warnings; the rows come out right."""
+    from sqlalchemy.exc import SAWarning
+
+    warnings.filterwarnings("ignore", message=r"Object of type <Submitted", category=SAWarning)
+    # Notebooks saved by older tools lack cell ids; nbformat fills them in and warns each time.
+    warnings.filterwarnings("ignore", message=r"Cell is missing an id field")
+
+
+def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        try:
+            submission = gb.find_submission(ASSIGNMENT, student_id)
+        except MissingEntry:
+            return None, {}
+        timestamp = submission.timestamp.isoformat() if submission.timestamp else None
+        notebooks = {}
+        for nb in submission.notebooks:
+            notebooks[nb.name] = {
+                "grades": {
+                    g.name: {"auto_score": g.auto_score, "needs_manual_grade": bool(g.needs_manual_grade)}
+                    for g in nb.grades
+                },
+                "comments": {c.name: c.auto_comment for c in nb.comments},
+                "late_penalty": nb.late_submission_penalty,
+            }
+        return timestamp, notebooks
+
+
+def _watchdog(seconds: float, fired: list) -> threading.Timer:
+    """Kill the kernel if one notebook runs past `seconds` (a kernel that ignores interrupts)."""
+
+    def fire():
+        fired.append(True)
+        kill_live_kernels()
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResult:
+    """Autograde one student's notebooks and generate their feedback, in a scratch course.
+
+    template: the course files by relative path (config, source, the class gradebook before
+    any student was added), the same for every task.
+    """
+    started = time.perf_counter()
+    from . import preprocessors  # imported here so the worker process loads it once, on first use
+
+    result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")  # nbgrader runs alembic
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    bwrap_path()  # warns once per worker when the sandbox is unavailable
+    quiet_gradebook_warnings()
+    scratch = Path(tempfile.mkdtemp(prefix="performance-05-grade-"))
+    try:
+        course = scratch / "course"
+        for relative, data in template.items():
+            (course / relative).parent.mkdir(parents=True, exist_ok=True)
+            (course / relative).write_bytes(data)
+        submitted = course / "submitted" / task.student_id / ASSIGNMENT
+        submitted.mkdir(parents=True)
+        for name, data in {**task.extra_files, **task.notebooks}.items():
+            (submitted / name).write_bytes(data)
+        api = _api(course, task.cell_timeout, task.hide)
+        autograded = course / "autograded" / task.student_id / ASSIGNMENT
+
+        for name in NOTEBOOKS:
+            if name not in task.notebooks:
+                continue
+            code_cells = sum(1 for c in json.loads(task.notebooks[name])["cells"] if c.get("cell_type") == "code")
+            preprocessors.reset_timings()
+            fired: list = []
+            timer = _watchdog(task.cell_timeout * (code_cells + 2) + 60, fired)
+            t0 = time.perf_counter()
+            try:
+                outcome = _autograde_one(api, task.student_id, Path(name).stem)
+            finally:
+                timer.cancel()
+            seconds = time.perf_counter() - t0
+            cells = preprocessors.TIMINGS["cells"]
+            first = cells[0]["seconds"] if cells else 0.0
+            tests = sum(c["seconds"] for c in cells if c["test"])
+            work = sum(c["seconds"] for c in cells[1:] if not c["test"])
+            result.timings.append({
+                "notebook": name,
+                "total": seconds,
+                "kernel_start": preprocessors.TIMINGS["kernel_start"],
+                "first_cell_imports": first,
+                "notebook_work": work,
+                "hidden_and_public_tests": tests,
+                "nbgrader_overhead": max(0.0, seconds - preprocessors.TIMINGS["kernel_start"] - first - work - tests),
+            })
+            path = autograded / name
+            if not outcome["success"] or not path.exists():
+                reason = "it ran past its time limit and was stopped" if fired else _why_it_broke(outcome.get("log", "") + (outcome.get("error") or ""))
+                result.broken.append(f"{name}: {reason}; graded 0")
+                continue
+            result.broken += [f"{name}: {trouble}; that cell scored 0" for trouble in _cell_trouble(path, task.cell_timeout)]
+
+        result.timestamp, result.notebooks = _read_grades(course, task.student_id)
+        # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
+        graded = {p.name for p in autograded.glob("*.ipynb")} if autograded.exists() else set()
+        result.notebooks = {k: v for k, v in result.notebooks.items() if f"{k}.ipynb" in graded}
+
+        for path in sorted(autograded.glob("*.ipynb")) if autograded.exists() else []:
+            notebook = nbformat.read(path, as_version=4)
+            strip_hidden_tests(notebook)
+            coalesce_streams(notebook)
+            nbformat.write(notebook, path)
+            result.autograded[path.name] = nbformat.writes(notebook)
+
+        t0 = time.perf_counter()
+        if result.autograded:
+            outcome = api.generate_feedback(ASSIGNMENT, task.student_id)
+            if not outcome["success"]:
+                result.broken.append("feedback could not be generated: " + _why_it_broke(outcome.get("log", "")))
+        feedback_dir = course / "feedback" / task.student_id / ASSIGNMENT
+        for path in sorted(feedback_dir.glob("*.html")) if feedback_dir.exists() else []:
+            result.feedback[path.name] = path.read_text()
+        result.timings.append({"notebook": "(feedback)", "total": time.perf_counter() - t0})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def warm_up() -> str:
+    """Import what grading needs, once per worker process, before the first task arrives."""
+    import nbconvert.exporters  # noqa: F401
+    import nbgrader.apps  # noqa: F401
+    import nbgrader.converters  # noqa: F401
+
+    from . import preprocessors  # noqa: F401
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
+
+
+def valid_student_id(name: str) -> bool:
+    return bool(_SAFE_ID.match(name))

@@ -1,0 +1,311 @@
+"""The grading engine: scores stored in the gradebook, parallel = serial, broken submissions,
+hostile code, hidden tests kept out of feedback, and validate's exit status.
+
+One small class is graded once serially (module fixture); the parallel and scheduler runs
+grade the same class and must produce the same files. No wall-clock thresholds here: timing
+lives in `make bench-grading`.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder.grade import grade
+from autograder.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, ROOT, SOLUTIONS
+from autograder.sandbox import bwrap_path
+
+PY = sys.executable
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def _copy_all(source: Path, student: Path) -> None:
+    student.mkdir(parents=True)
+    for name in NOTEBOOKS:
+        shutil.copyfile(source / name, student / name)
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory) -> Path:
+    """perfect: the solution notebooks; blank: the release as handed out; broken: one damaged notebook."""
+    root = tmp_path_factory.mktemp("submissions")
+    _copy_all(SOLUTIONS, root / "perfect")
+    _copy_all(RELEASE, root / "blank")
+    (root / "broken").mkdir()
+    text = (SOLUTIONS / "01-understand.ipynb").read_text()
+    (root / "broken" / "01-understand.ipynb").write_text(text[: len(text) // 2])
+    return root
+
+
+@pytest.fixture(scope="module")
+def serial(klass, tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial")
+    return grade(klass, out, jobs=1, progress_stream=io.StringIO())
+
+
+def _stored_grades(out: Path, student: str) -> dict[str, list]:
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}") as gb:
+        submission = gb.find_submission(ASSIGNMENT, student)
+        return {
+            nb.name: [(g.name, g.score, g.max_score, g.needs_manual_grade, g.cell_type) for g in nb.grades]
+            for nb in submission.notebooks
+        }
+
+
+def test_perfect_submission_gets_full_marks_in_the_gradebook(serial):
+    stored = _stored_grades(serial.out, "perfect")
+    assert set(stored) == {Path(n).stem for n in NOTEBOOKS}
+    auto = [g for grades in stored.values() for g in grades if not g[3]]
+    assert auto, "no autograded cells found"
+    for name, score, maximum, _, _ in auto:
+        assert score == maximum, f"{name}: {score}/{maximum}"
+    # Written answers wait for a human, and cells.csv leaves their score empty.
+    manual = {g[0] for grades in stored.values() for g in grades if g[3]}
+    assert manual == {"answer-why-hvp", "explanation"}
+    rows = [r for r in serial.cells if r["student_id"] == "perfect"]
+    assert {r["grade_id"] for r in rows if r["score"] == ""} == manual
+    assert "perfect" not in serial.broken and "perfect" not in serial.flagged
+
+
+def test_blank_submission_gets_zeros(serial):
+    stored = _stored_grades(serial.out, "blank")
+    assert all(score == 0 for grades in stored.values() for _, score, *_ in grades)
+    assert "blank" not in serial.broken
+
+
+def test_malformed_notebook_is_reported_and_the_class_still_graded(serial):
+    assert any("01-understand.ipynb" in reason and "not a readable notebook" in reason for reason in serial.broken["broken"])
+    stored = _stored_grades(serial.out, "broken")
+    assert all(score == 0 for grades in stored.values() for _, score, *_ in grades)
+    assert {r["student_id"] for r in serial.cells} == {"perfect", "blank", "broken"}
+
+
+def test_output_files(serial):
+    with open(serial.out / "cells.csv") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == ["student_id", "notebook", "grade_id", "score", "max_score"]
+        rows = list(reader)
+    graded_cells = sum(
+        1 for n in NOTEBOOKS for c in nbformat.read(SOLUTIONS / n, as_version=4).cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+    )
+    assert len(rows) == 3 * graded_cells
+    with open(serial.out / "grades.csv") as handle:
+        grades = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert set(grades) == {"perfect", "blank", "broken"}
+    assert float(grades["blank"]["score"]) == 0
+    for student in ("perfect", "blank"):
+        assert sorted(p.name for p in (serial.out / "feedback" / student).glob("*.html")) == sorted(
+            Path(n).stem + ".html" for n in NOTEBOOKS
+        )
+
+
+def test_feedback_shows_check_messages_but_never_hidden_tests(serial):
+    hidden = []
+    for name in NOTEBOOKS:
+        # Lines of hidden tests that appear nowhere in what learners were given.
+        released = "\n".join(c.source for c in nbformat.read(RELEASE / name, as_version=4).cells)
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
+            match = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
+            if match:
+                hidden += [line.strip() for line in match.group(1).splitlines()
+                           if len(line.strip()) > 25 and line.strip() not in released]
+    assert hidden, "the lesson has hidden tests to hide"
+    pages = list((serial.out / "feedback").rglob("*.html"))
+    autograded = list((serial.out / "course" / "autograded").rglob("*.ipynb"))
+    assert pages and autograded
+    for path in pages + autograded:
+        text = path.read_text()
+        if path.suffix == ".html":
+            import html as html_module
+
+            text = html_module.unescape(re.sub(r"<[^>]+>", "", text))
+        assert "BEGIN HIDDEN TESTS" not in text, path
+        if "blank" in path.parts:  # a solution may share a line with a hidden test; the release cannot
+            for line in hidden:
+                assert line not in text, f"{path} shows hidden test source: {line}"
+    blank = (serial.out / "feedback" / "blank" / "02-build.html").read_text()
+    assert "where to look" in blank and "[FAIL]" in blank
+
+
+def _normalised(out: Path) -> dict[str, str]:
+    """Files that must match between runs, minus what legitimately varies (times, timestamps)."""
+    files = {"cells.csv": (out / "cells.csv").read_text()}
+    grades = list(csv.DictReader(open(out / "grades.csv")))
+    files["grades.csv"] = json.dumps([{k: v for k, v in row.items() if k != "timestamp"} for row in grades])
+    for page in sorted((out / "feedback").rglob("*.html")):
+        text = page.read_text()
+        text = re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?(\+00:00| UTC)?", "<timestamp>", text)
+        # Measured times differ from run to run, like timestamps: every decimal number goes.
+        # (Scores are compared exactly below, through cells.csv and the gradebook.)
+        text = re.sub(r"\d+\.\d+(e[-+]?\d+)?", "<n>", text)
+        text = re.sub(r"\d+(?=\s*(µs|ms|ns|s)\b)", "<n>", text)
+        text = re.sub(r"[ \t]+", " ", text)
+        text = re.sub(r"/tmp/performance-05-grade-\w+/course/autograded/\w+/performance-05", "<submission>", text)
+        files[str(page.relative_to(out))] = text
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}") as gb:
+        rows = []
+        for student in ("perfect", "blank", "broken"):
+            for nb in gb.find_submission(ASSIGNMENT, student).notebooks:
+                rows += [(student, nb.name, g.name, g.auto_score, g.manual_score, g.needs_manual_grade) for g in nb.grades]
+                rows += [(student, nb.name, c.name, c.auto_comment) for c in nb.comments]
+                rows.append((student, nb.name, nb.flagged, nb.late_submission_penalty))
+        files["gradebook"] = json.dumps(rows)
+    return files
+
+
+def _assert_same(expected: dict, found: dict) -> None:
+    assert sorted(found) == sorted(expected)
+    for name in expected:
+        assert found[name] == expected[name], f"{name} differs"
+
+
+def test_parallel_grading_matches_serial(klass, serial, tmp_path):
+    parallel = grade(klass, tmp_path / "parallel", jobs=2, progress_stream=io.StringIO())
+    assert parallel.broken.keys() == serial.broken.keys()
+    _assert_same(_normalised(serial.out), _normalised(parallel.out))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_grading_on_a_running_scheduler_matches_serial(klass, serial, tmp_path):
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask = str(Path(PY).parent / "dask")
+    logs = open(tmp_path / "dask.log", "w")
+    scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                                 cwd=ROOT, env=ENV, stdout=logs, stderr=subprocess.STDOUT)
+    worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--nworkers", "2", "--no-dashboard"],
+                              cwd=ROOT, env=ENV, stdout=logs, stderr=subprocess.STDOUT)
+    try:
+        from dask.distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout="5s") as client:
+                    if len(client.scheduler_info()["workers"]) >= 2:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "dask.log").read_text()
+            time.sleep(1)
+        remote = grade(klass, tmp_path / "remote", scheduler=address, progress_stream=io.StringIO())
+        _assert_same(_normalised(serial.out), _normalised(remote.out))
+    finally:
+        for process in (worker, scheduler):
+            process.terminate()
+        for process in (worker, scheduler):
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        logs.close()
+
+
+def _with_answer(source_notebook: Path, grade_id: str, code: str) -> nbformat.NotebookNode:
+    notebook = nbformat.read(source_notebook, as_version=4)
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            cell.source = code
+    return notebook
+
+
+def test_timeouts_and_hidden_errors_score_zero_and_are_named(tmp_path):
+    """A cell that hangs is stopped; code that hides its errors gets 0 and a flag."""
+    subs = tmp_path / "subs"
+    (subs / "sleepy").mkdir(parents=True)
+    (subs / "sneaky").mkdir()
+    sleepy = _with_answer(RELEASE / "01-understand.ipynb", "layer-backward", "import time\ntime.sleep(600)")
+    nbformat.write(sleepy, subs / "sleepy" / "01-understand.ipynb")
+    sneaky = _with_answer(RELEASE / "01-understand.ipynb", "layer-backward", (
+        "import os\n"
+        "print('SOLUTIONS VISIBLE:', os.path.exists(%r))\n"
+        "get_ipython().showtraceback = lambda *args, **kwargs: None\n"
+        "def layer_backward(weights, h, h_bar):\n"
+        "    raise SystemExit('no report for you')\n"
+    ) % str(SOLUTIONS / "01-understand.py"))
+    nbformat.write(sneaky, subs / "sneaky" / "01-understand.ipynb")
+    result = grade(subs, tmp_path / "out", cell_timeout=8, progress_stream=io.StringIO())
+    assert any("01-understand.ipynb" in r and "limit" in r for r in result.broken["sleepy"]), result.broken
+    scores = {(r["student_id"], r["grade_id"]): r["score"] for r in result.cells}
+    assert scores[("sleepy", "test-layer-backward")] == 0
+    assert scores[("sneaky", "test-layer-backward")] == 0
+    assert any("IPython" in f for f in result.flagged["sneaky"])
+    page = (tmp_path / "out" / "feedback" / "sneaky" / "01-understand.html").read_text()
+    assert "Flagged for instructor review" in page
+    autograded = (tmp_path / "out" / "course" / "autograded" / "sneaky" / ASSIGNMENT / "01-understand.ipynb").read_text()
+    if bwrap_path():
+        assert "SOLUTIONS VISIBLE: False" in autograded
+    with Gradebook(f"sqlite:///{tmp_path / 'out' / 'course' / 'gradebook.db'}") as gb:
+        assert gb.find_submission_notebook("01-understand", ASSIGNMENT, "sneaky").flagged
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([PY, "-m", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("layout", ["missing", "empty", "flat", "unknown", "nested"])
+def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
+    subs = tmp_path / "subs"
+    if layout != "missing":
+        subs.mkdir()
+    if layout == "flat":
+        shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / NOTEBOOKS[0])
+    elif layout == "unknown":
+        (subs / "ann").mkdir()
+        shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / "homework.ipynb")
+    elif layout == "nested":
+        (subs / "ann" / ASSIGNMENT).mkdir(parents=True)
+        shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / ASSIGNMENT / NOTEBOOKS[0])
+    run = _cli("autograder.grade", str(subs), "--out", str(tmp_path / "out"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.startswith("error: ") and str(subs) in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_validate_fails_a_failing_notebook_and_passes_a_passing_one(tmp_path):
+    blank = _cli("autograder.validate", str(RELEASE / "01-understand.ipynb"))
+    assert blank.returncode == 1, blank.stdout + blank.stderr
+    assert "VALIDATION FAILED" in blank.stdout
+    # The solution, alone in a folder: validate brings the shipped modules from notebooks/.
+    shutil.copyfile(SOLUTIONS / "01-understand.ipynb", tmp_path / "01-understand.ipynb")
+    perfect = _cli("autograder.validate", str(tmp_path / "01-understand.ipynb"))
+    assert perfect.returncode == 0, perfect.stdout + perfect.stderr
+    assert "Success" in perfect.stdout
+    missing = _cli("autograder.validate", str(tmp_path / "nope.ipynb"))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_a_test_cell_without_its_score_report_scores_zero():
+    """The preprocessor alone: a test cell that 'passed' silently gets an error output."""
+    from nbgrader.utils import determine_grade
+
+    from autograder.preprocessors import RequireScoreReport
+
+    meta = {"nbgrader": {"grade": True, "solution": False, "grade_id": "t", "points": 3, "locked": True}}
+    silent = nbformat.v4.new_code_cell("checks.score()", metadata=meta)
+    honest = nbformat.v4.new_code_cell("checks.score()", metadata=meta, outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="[PASS] 3/3  it works\n3 of 3 points\n"),
+        nbformat.v4.new_output("execute_result", data={"text/plain": "3.0"}, execution_count=1),
+    ])
+    for cell in (silent, honest):
+        RequireScoreReport().preprocess_cell(cell, {}, 0)
+    assert determine_grade(silent)[0] == 0
+    assert determine_grade(honest)[0] == 3
