@@ -17,16 +17,19 @@ PYTEST_ARGS ?=
 
 .PHONY: venv run test sync release lab validate autograde figures sweep audit test-browser bench-grading clean
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed $(VENV)/etc/jupyter/nbgrader_config.py
 
 $(VENV)/.installed: requirements-cpu.txt
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-cpu.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (performance-05)" >/dev/null
-	# JupyterLab's Validate button reads nbgrader config from the environment: same timeout and stderr rule as grading.
-	mkdir -p $(VENV)/etc/jupyter && cp autograder/nbgrader_config.py $(VENV)/etc/jupyter/nbgrader_config.py
 	touch $@
+
+# JupyterLab's Validate button reads nbgrader config from the environment: give it the
+# course's timeout and stderr rule, refreshed whenever the course config changes.
+$(VENV)/etc/jupyter/nbgrader_config.py: autograder/nbgrader_config.py $(VENV)/.installed
+	mkdir -p $(@D) && cp $< $@
 
 ## run: the worked example, then all five solution notebooks headless; writes runs/performance-05/
 run: venv

@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 
 from .course import build_course, nbgrader_env
-from .paths import ASSIGNMENT, NOTEBOOKS, ROOT, RUNS
+from .paths import ASSIGNMENT, NOTEBOOKS, ROOT, RUNS, SHIPPED_MODULES
 from .progress import Progress
 from .tampering import scan_notebook
 from .worker import StudentResult, StudentTask, grade_student, quiet_gradebook_warnings, valid_student_id, warm_up
