@@ -1,20 +1,18 @@
 """Every release notebook opens in JupyterLab and renders: headings visible, no error dialog.
 
-And the evidence notebook, once run as the solutions run it (a copy of
-solutions/05-evidence.ipynb executed headless with nbconvert, beside the files the release
-ships), shows its figure as an image when opened in JupyterLab.
+And the evidence notebook, as the test session's run of the solutions left it (the same
+executions the lesson tests read), shows its figure as an image when opened in JupyterLab.
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
+
+import nbformat
 
 import pytest
 
 import labdriver as lab
-from labdriver import RELEASE, SOLUTIONS, VENV
+from labdriver import RELEASE
 
 pytestmark = pytest.mark.browser
 
@@ -64,33 +62,13 @@ def test_release_notebook_renders(page, lab_server, name):
 
 
 @pytest.fixture(scope="session")
-def executed_evidence(lab_server, tmp_path_factory):
-    """The solution notebooks executed headless in order (stage 5 reads the records of stages
-    1-4), in a scratch copy of solutions/; the executed evidence notebook goes into the lab's tree."""
-    work = tmp_path_factory.mktemp("solutions-run")
-    shutil.copytree(SOLUTIONS, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    for shipped in lab_server.root_dir.iterdir():  # what ships beside the notebooks (the template)
-        if shipped.is_file() and not (work / shipped.name).exists():
-            shutil.copy2(shipped, work / shipped.name)
-    stages = sorted(p.name for p in work.glob("[0-9][0-9]-*.ipynb"))
-    assert EVIDENCE in stages, f"solutions/{EVIDENCE} is missing"
-    env = dict(os.environ)
-    env.update(
-        {
-            "PATH": f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-            "MPLBACKEND": "Agg",
-            "REMAT_LESSON_RUNS_DIR": str(work / "runs" / "performance-05"),
-        }
-    )
-    result = subprocess.run(
-        [str(VENV / "bin" / "jupyter"), "nbconvert", "--to", "notebook", "--execute", *stages,
-         "--ExecutePreprocessor.timeout=300", "--output-dir", str(work / "executed")],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert result.returncode == 0, f"executing the solution notebooks failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+def executed_evidence(lab_server, solution_runs):
+    """The evidence notebook as the session's solution run left it (stages 1-4 ran before it,
+    so it found their records), put into the lab's tree."""
+    assert solution_runs.executions[EVIDENCE].error is None, "the solution notebooks failed: see test_lesson"
     target = lab_server.root_dir / "solutions-executed" / EVIDENCE
     target.parent.mkdir(exist_ok=True)
-    shutil.copy2(work / "executed" / EVIDENCE, target)
+    nbformat.write(solution_runs.executions[EVIDENCE].notebook, target)
     return f"solutions-executed/{EVIDENCE}"
 
 
