@@ -1,7 +1,7 @@
 """Autograde a class's submissions of performance-05: scores, feedback and grades.csv.
 
     python -m autograder.grade SUBMISSIONS [--jobs N] [--scheduler tcp://host:port]
-                               [--out DIR] [--cell-timeout S]
+                               [--out DIR] [--cell-timeout S] [--no-compile-cache] [--no-fork]
 
 SUBMISSIONS holds <student_id>/<notebook>.ipynb (any of the five notebooks). Each student is
 graded in a scratch course of their own (their own gradebook; the kernel sandboxed), on this
@@ -28,6 +28,7 @@ import nbformat
 
 from .course import build_course, nbgrader_env
 from .paths import ASSIGNMENT, NOTEBOOKS, ROOT, RUNS, SHIPPED_MODULES
+from .compile_cache import fill_from_source, into_template
 from .progress import Progress
 from .tampering import scan_notebook
 from .worker import StudentResult, StudentTask, grade_student, quiet_gradebook_warnings, valid_student_id, warm_up
@@ -52,6 +53,7 @@ class GradingResult:
     timings: dict[str, list[dict]] = field(default_factory=dict)
     student_seconds: dict[str, float] = field(default_factory=dict)
     out: Path | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # wall seconds of each step of the run
 
 
 # ----------------------------------------------------------------------------------------
@@ -257,7 +259,12 @@ def _broken_result(student_id: str, why: str) -> StudentResult:
     return StudentResult(student_id, broken=[f"the whole submission: {why}; graded 0"])
 
 
-def run_here(tasks, template, progress) -> list[StudentResult]:
+def run_here(tasks, template, progress, compile_cache: bool = True, phases: dict | None = None) -> list[StudentResult]:
+    if compile_cache:
+        mark = time.perf_counter()
+        template = into_template(template, [fill_from_source(name, template) for name in NOTEBOOKS], progress)
+        if phases is not None:
+            phases["compile_cache"] = time.perf_counter() - mark
     results = []
     for task in tasks:
         for attempt in (1, 2):
@@ -272,7 +279,8 @@ def run_here(tasks, template, progress) -> list[StudentResult]:
     return results
 
 
-def run_on_dask(tasks, template, progress, jobs: int, scheduler: str | None) -> list[StudentResult]:
+def run_on_dask(tasks, template, progress, jobs: int, scheduler: str | None, compile_cache: bool = True,
+                phases: dict | None = None) -> list[StudentResult]:
     import logging
 
     import dask
@@ -287,6 +295,15 @@ def run_on_dask(tasks, template, progress, jobs: int, scheduler: str | None) -> 
         client = Client(cluster if cluster is not None else scheduler, timeout="30s")
         try:
             client.run(warm_up)
+            if compile_cache:
+                mark = time.perf_counter()
+                # Slowest notebook first, so the workers finish filling it at about the same time.
+                order = sorted(NOTEBOOKS, key=lambda name: name != "03-experiment.ipynb")
+                filled = client.gather([client.submit(fill_from_source, name, template, key=f"cache-{name}", pure=False)
+                                        for name in order])
+                template = into_template(template, filled, progress)
+                if phases is not None:
+                    phases["compile_cache"] = time.perf_counter() - mark
             shared = client.scatter(template, broadcast=True)
             attempts, results = {}, []
             futures = as_completed()
@@ -318,8 +335,14 @@ def run_on_dask(tasks, template, progress, jobs: int, scheduler: str | None) -> 
 # The whole run
 # ----------------------------------------------------------------------------------------
 def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: str | None = None,
-          cell_timeout: int | None = None, progress_stream=None) -> GradingResult:
-    """Grade every student in submissions; write OUT; UsageError on bad arguments."""
+          cell_timeout: int | None = None, progress_stream=None, compile_cache: bool = True,
+          fork_kernels: bool = True) -> GradingResult:
+    """Grade every student in submissions; write OUT; UsageError on bad arguments.
+
+    compile_cache and fork_kernels only change how long grading takes, never a grade: the
+    first shares the source notebooks' compiled programs (autograder/compile_cache.py), the
+    second forks each kernel from a warm process per student (autograder/zygote.py).
+    """
     started = time.perf_counter()
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {jobs}")
@@ -339,6 +362,7 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
     out.mkdir(parents=True, exist_ok=True)
     template, configured_timeout = prepare_class_course(course)
     timeout = cell_timeout or configured_timeout
+    phases = {"setup": time.perf_counter() - started}
 
     tasks, broken, flagged, findings_by_nb = [], {}, {}, {}
     for student, files in found.items():
@@ -356,13 +380,17 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
             if findings:
                 findings_by_nb.setdefault(student, {})[name] = findings
                 flagged.setdefault(student, []).extend(f"{name}: {f}" for f in findings)
-        tasks.append(StudentTask(student, notebooks, timeout, hide=[str(submissions), str(out)], extra_files=extra))
+        tasks.append(StudentTask(student, notebooks, timeout, hide=[str(submissions), str(out)], extra_files=extra,
+                                 fork_kernels=fork_kernels))
 
     progress = Progress(len(tasks), stream=progress_stream)
+    mark = time.perf_counter()
     if jobs == 1 and scheduler is None:
-        results = run_here(tasks, template, progress)
+        results = run_here(tasks, template, progress, compile_cache, phases)
     else:
-        results = run_on_dask(tasks, template, progress, jobs, scheduler)
+        results = run_on_dask(tasks, template, progress, jobs, scheduler, compile_cache, phases)
+    phases["students"] = time.perf_counter() - mark - phases.get("compile_cache", 0.0)
+    mark = time.perf_counter()
 
     merge_into_gradebook(course, results, findings_by_nb)
     for result in results:
@@ -381,12 +409,14 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
         writer.writerow(("student_id", "finding"))
         for student in sorted(flagged):
             writer.writerows((student, finding) for finding in flagged[student])
+    phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
     progress.finish(seconds)
     return GradingResult(
         cells=cells, broken={k: broken[k] for k in sorted(broken)}, flagged=flagged, seconds=seconds,
         students=students, timings={r.student_id: r.timings for r in results},
         student_seconds={r.student_id: r.seconds for r in results}, out=out,
+        phases={k: round(v, 2) for k, v in phases.items()},
     )
 
 
@@ -422,9 +452,14 @@ def main(argv=None) -> int:
     parser.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where results go (default {DEFAULT_OUT.relative_to(ROOT)})")
     parser.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: nbgrader_config.py)")
+    parser.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
+                        help="every kernel compiles for itself (slower; grades are the same)")
+    parser.add_argument("--no-fork", dest="fork_kernels", action="store_false",
+                        help="a fresh kernel process per notebook instead of forks of a warm one (slower; same grades)")
     args = parser.parse_args(argv)
     try:
-        result = grade(args.submissions, args.out, args.jobs, args.scheduler, args.cell_timeout)
+        result = grade(args.submissions, args.out, args.jobs, args.scheduler, args.cell_timeout,
+                       compile_cache=args.compile_cache, fork_kernels=args.fork_kernels)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

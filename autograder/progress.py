@@ -37,6 +37,11 @@ class Progress:
             )
         self.stream.flush()
 
+    def note(self, line: str) -> None:
+        """A line of its own (before the first student, so the bar is not cut)."""
+        self.stream.write(line.rstrip("\n") + "\n")
+        self.stream.flush()
+
     def finish(self, seconds: float) -> None:
         graded = self.done - self.broken
         per = seconds / self.done if self.done else 0.0

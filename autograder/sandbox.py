@@ -3,9 +3,9 @@
 The kernel gets a read-only view of the machine with these folders replaced by empty ones:
 the bundle (solutions, tests, samples; its virtual environment is put back read-only), the
 grading output, the submissions of the whole class, every scratch course (source notebooks
-and gradebooks) and /tmp. Two folders come back: the learner's autograded folder, writable,
-as the kernel's working directory /tmp/submission, and the kernel's own connection file,
-read-only.
+and gradebooks) and /tmp. What comes back: the learner's autograded folder, writable, as the
+kernel's working directory /tmp/submission; read-only, the kernel's own connection file and the
+run's compile cache (autograder/compile_cache.py).
 
 The network namespace stays shared because the kernel talks ZMQ over loopback; the kernel's
 connection key (one per kernel, in a folder no other kernel can see) keeps other kernels out.
@@ -16,21 +16,39 @@ Without bwrap the kernel runs unsandboxed after one loud warning.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import signal
 import sys
 import tempfile
+import time
+import uuid
 import warnings
 from pathlib import Path
+from queue import Empty
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import List, Unicode
+from traitlets import Bool, List, Unicode, default
 
+from .compile_cache import reading_env
 from .paths import ROOT
+from .zygote import ForkedKernel, zygote_for
 
 _warned = False
+SANDBOX_ENV = {
+    # Caches that normally go to $HOME (read-only here) go to the private /tmp instead.
+    "MPLCONFIGDIR": "/tmp/matplotlib",
+    "IPYTHONDIR": "/tmp/ipython",
+    # In its own PID namespace the kernel's parent is bwrap's init (pid 1) or the zygote, and
+    # ipykernel's parent poller would read a change as "the grader exited": turn the poller off
+    # (--die-with-parent does its job).
+    "JPY_PARENT_PID": "1",
+}
+# A learner's records stay in their own folder, wherever the grader itself keeps runs.
+SANDBOX_UNSET = ("REMAT_LESSON_RUNS_DIR",)
 #: Where the kernel sees its working directory (inside its private /tmp).
 INSIDE = "/tmp/submission"
 #: Process groups of the kernels running now, so a watchdog can end a submission that hangs.
@@ -93,14 +111,16 @@ def bwrap_command(command: list[str], workdir: str, readable: list[str], hide: l
     # The learner's folder appears at one fixed path, whatever scratch folder holds it, so paths
     # in outputs (and in feedback) are the same on every run and say nothing about the grader.
     argv += ["--bind", str(Path(workdir).resolve()), INSIDE, "--dev", "/dev", "--proc", "/proc", "--chdir", INSIDE]
-    # Caches that normally go to $HOME (read-only here) go to the private /tmp instead.
-    argv += ["--setenv", "MPLCONFIGDIR", "/tmp/matplotlib", "--setenv", "IPYTHONDIR", "/tmp/ipython"]
-    # In its own PID namespace the kernel's parent is bwrap's init (pid 1), which ipykernel's
-    # parent poller reads as "the grader exited": turn the poller off (--die-with-parent does its job).
-    argv += ["--setenv", "JPY_PARENT_PID", "1"]
-    # A learner's records stay in their own folder, wherever the grader itself keeps runs.
-    argv += ["--unsetenv", "REMAT_LESSON_RUNS_DIR"]
+    for name, value in SANDBOX_ENV.items():
+        argv += ["--setenv", name, value]
+    for name in SANDBOX_UNSET:
+        argv += ["--unsetenv", name]
     return argv + ["--", *command]
+
+
+def sandbox_env(env: dict[str, str]) -> dict[str, str]:
+    """env as a sandboxed process sees it (what bwrap_command's --setenv and --unsetenv do)."""
+    return {**{k: v for k, v in env.items() if k not in SANDBOX_UNSET}, **SANDBOX_ENV}
 
 
 def _children() -> dict[int, list[int]]:
@@ -133,28 +153,106 @@ def _command_name(pid: int) -> str:
         return ""
 
 
+class PromptKernelClient(AsyncKernelClient):
+    """jupyter_client's client, ready as soon as the kernel answers.
+
+    The stock wait_for_ready then waits for 0.2 s of silence on IOPub, and starts over (after up
+    to a second) when IOPub was not yet connected: fixed waits paid by every notebook graded.
+    Here IOPub is drained of what is already there once the kernel has answered on shell and
+    published on IOPub, which is all that wait checks for.
+    """
+
+    async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout if timeout is not None else float("inf"))
+        asked, answered = float("-inf"), False
+        while True:
+            if not answered and time.monotonic() - asked > 1.0:
+                self.kernel_info()  # again after a second without an answer, as stock does
+                asked = time.monotonic()
+            if not answered:
+                try:
+                    msg = await self.shell_channel.get_msg(timeout=0.05)
+                except Empty:
+                    msg = None
+                if msg is not None and msg["msg_type"] == "kernel_info_reply":
+                    answered = True
+                    self._handle_kernel_info_reply(msg)
+            if answered:
+                try:
+                    await self.iopub_channel.get_msg(timeout=0.2)
+                except Empty:
+                    answered, asked = False, float("-inf")  # IOPub was not connected yet: ask again
+                else:
+                    break
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+        while True:  # drain what the kernel published at startup
+            try:
+                await self.iopub_channel.get_msg(timeout=0.01)
+            except Empty:
+                break
+
+    wait_for_ready = _async_wait_for_ready
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel runs under bwrap (see the module docstring)."""
 
     _sandboxed = False
+    _zygote = None
+
+    @default("client_factory")
+    def _prompt_client(self):
+        return PromptKernelClient
 
     hide = List(Unicode(), help="Folders the kernel must not see (emptied in its view).").tag(config=True)
     readable = List(Unicode(), help="Extra folders the kernel may read.").tag(config=True)
+    fork_kernels = Bool(False, help="Fork each kernel from a warm zygote per sandbox (autograder/zygote.py).").tag(config=True)
+    compile_cache = Unicode("", help="A compile cache the kernel loads from, read-only (autograder/compile_cache.py).").tag(config=True)
 
     async def _async_pre_start_kernel(self, **kw):
         bwrap = bwrap_path()
-        private = None
-        if bwrap is not None and not self.connection_file:
+        self._sandboxed = bwrap is not None
+        workdir = kw.get("cwd") or os.getcwd()
+        readable = [*self.readable, *([self.compile_cache] if self.compile_cache else [])]
+        self._zygote = None
+        if self.fork_kernels:
+            def wrap(command, folder):
+                return bwrap_command(command, workdir, [*readable, folder], list(self.hide), bwrap) if bwrap else command
+
+            # One zygote per sandbox: the same student, folder and views.
+            self._zygote = zygote_for((workdir, tuple(self.hide), tuple(readable), bwrap), wrap)
+            if not self.connection_file:
+                self.connection_file = os.path.join(self._zygote.folder, f"kernel-{uuid.uuid4().hex}.json")
+        elif bwrap is not None and not self.connection_file:
             # Its own folder, so the kernel sees its own key and no other kernel's.
             private = tempfile.mkdtemp(prefix="kernel-")
             self.connection_file = os.path.join(private, "connection.json")
         command, kw = await super()._async_pre_start_kernel(**kw)
-        self._sandboxed = bwrap is not None
-        if bwrap is None:
+        if self.compile_cache:
+            kw["env"].update(reading_env(Path(self.compile_cache)))
+        if bwrap is None or self._zygote is not None:
             return command, kw
-        workdir = kw.get("cwd") or os.getcwd()
-        readable = [*self.readable, os.path.dirname(self.connection_file)]
+        readable.append(os.path.dirname(self.connection_file))
         return bwrap_command(command, workdir, readable, list(self.hide), bwrap), kw
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        if self._zygote is None:
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+        split = kernel_cmd.index("-m")
+        interpreter, args = kernel_cmd[:split], kernel_cmd[split + 2:]  # around `-m ipykernel_launcher`
+        env = sandbox_env(kw["env"]) if self._sandboxed else dict(kw["env"])
+        cwd = INSIDE if self._sandboxed else (kw.get("cwd") or os.getcwd())
+        # The first kernel of a student waits for the zygote's imports: off the event loop.
+        # A fresh sandboxed kernel is pid 2 of its namespace (after bwrap's init), and that number
+        # is in its cell files' names, so in tracebacks and feedback: forks take the same names.
+        kernel = await asyncio.to_thread(self._zygote.fork, interpreter, args, cwd, env, 2 if self._sandboxed else None)
+        provisioner = self.provisioner
+        provisioner.process, provisioner.pid, provisioner.pgid = kernel, kernel.pid, kernel.pid
+        provisioner.cwd = kw.get("cwd")
+        self._reconcile_connection_info(provisioner.connection_info)
 
     async def _async_post_start_kernel(self, **kw) -> None:
         await super()._async_post_start_kernel(**kw)
@@ -167,6 +265,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         # jupyter_client interrupts by signalling the whole process group, bwrap included, and
         # bwrap dies of SIGINT (taking the kernel with it). Signal the processes inside only.
         process = getattr(self.provisioner, "process", None)
+        if isinstance(process, ForkedKernel):
+            # A forked kernel is not under bwrap: it and what it started, nothing else.
+            for pid in [process.pid, *_descendants(process.pid)]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGINT)
+            return
         if process is None or not self._sandboxed:
             return await super()._async_interrupt_kernel()
         for pid in _descendants(process.pid):

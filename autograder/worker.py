@@ -22,9 +22,11 @@ from pathlib import Path
 
 import nbformat
 
+from .compile_cache import usable_cache
 from .hidden_tests import strip_hidden_tests
 from .paths import ASSIGNMENT, NOTEBOOKS
 from .sandbox import bwrap_path, kill_live_kernels
+from .zygote import stop_zygotes
 
 
 @dataclass
@@ -34,6 +36,7 @@ class StudentTask:
     cell_timeout: int
     hide: list[str] = field(default_factory=list)  # more folders the kernel must not see
     extra_files: dict[str, bytes] = field(default_factory=dict)  # timestamp.txt and the like
+    fork_kernels: bool = True  # kernels forked from a warm zygote (autograder/zygote.py)
 
 
 @dataclass
@@ -49,7 +52,7 @@ class StudentResult:
     worker: str = ""
 
 
-def _api(course: Path, cell_timeout: int, hide: list[str]):
+def _api(course: Path, cell_timeout: int, hide: list[str], fork_kernels: bool = True):
     """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
@@ -61,9 +64,14 @@ def _api(course: Path, cell_timeout: int, hide: list[str]):
     config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
     config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable
     config.Execute.timeout = cell_timeout
+    # The outputs are in once the last cell has run: end the kernel at once, not after polling it.
+    config.Execute.shutdown_kernel = "immediate"
     # The kernel's own log (a warning about unencrypted loopback TCP per kernel) is noise here.
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
     config.SandboxedKernelManager.hide = [str(course.parent), *hide]
+    cache = usable_cache(course)
+    config.SandboxedKernelManager.compile_cache = str(cache) if cache else ""
+    config.SandboxedKernelManager.fork_kernels = fork_kernels
     names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
     if "RequireScoreReport" not in names:
         raise RuntimeError("nbgrader_config.py did not install the grader's preprocessors")
@@ -189,7 +197,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         submitted.mkdir(parents=True)
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
-        api = _api(course, task.cell_timeout, task.hide)
+        api = _api(course, task.cell_timeout, task.hide, task.fork_kernels)
         autograded = course / "autograded" / task.student_id / ASSIGNMENT
 
         for name in NOTEBOOKS:
@@ -247,6 +255,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             result.feedback[path.name] = path.read_text()
         result.timings.append({"notebook": "(feedback)", "total": time.perf_counter() - t0})
     finally:
+        stop_zygotes()
         shutil.rmtree(scratch, ignore_errors=True)
     result.seconds = time.perf_counter() - started
     return result

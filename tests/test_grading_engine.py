@@ -178,6 +178,14 @@ def test_parallel_grading_matches_serial(klass, serial, tmp_path):
     _assert_same(_normalised(serial.out), _normalised(parallel.out))
 
 
+def test_grading_without_the_speedups_matches(klass, serial, tmp_path):
+    """The compile cache and the forked kernels change how long grading takes, nothing else."""
+    plain = grade(klass, tmp_path / "plain", jobs=1, progress_stream=io.StringIO(), compile_cache=False, fork_kernels=False)
+    assert plain.broken.keys() == serial.broken.keys()
+    assert "compile_cache" in serial.phases and "compile_cache" not in plain.phases
+    _assert_same(_normalised(serial.out), _normalised(plain.out))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
