@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import re
 import shutil
 import sys
@@ -28,7 +29,7 @@ import nbformat
 
 from .course import build_course, nbgrader_env
 from .paths import ASSIGNMENT, NOTEBOOKS, ROOT, RUNS, SHIPPED_MODULES
-from .compile_cache import fill_from_source, into_template
+from .compile_cache import Filled, fill_from_source, into_template
 from .progress import Progress
 from .tampering import scan_notebook
 from .worker import StudentResult, StudentTask, grade_student, quiet_gradebook_warnings, valid_student_id, warm_up
@@ -130,22 +131,24 @@ def _api(course: Path):
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config), config
 
 
-def prepare_class_course(course: Path) -> tuple[dict[str, bytes], int]:
-    """Build the class course with the assignment in its gradebook; return the task template
-    (config, source, the still-empty gradebook) and the configured per-cell timeout."""
-    import os
+def source_files(course: Path) -> dict[str, bytes]:
+    """The course's source folder by relative path: what the compile cache is filled from."""
+    return {str(p.relative_to(course)): p.read_bytes() for p in sorted((course / "source").rglob("*"))
+            if p.is_file() and ".ipynb_checkpoints" not in p.parts}
 
+
+def prepare_class_course(course: Path, built: bool = False) -> tuple[dict[str, bytes], int]:
+    """Build the class course (unless built) with the assignment in its gradebook; return the task
+    template (config, source, the still-empty gradebook) and the configured per-cell timeout."""
     os.environ.update({k: v for k, v in nbgrader_env().items() if k in ("PATH", "MPLBACKEND")})
-    build_course(course)
+    if not built:
+        build_course(course)
     api, config = _api(course)
     outcome = api.generate_assignment(ASSIGNMENT, force=True, create=True)
     if not outcome["success"]:
         raise RuntimeError(f"nbgrader generate_assignment failed:\n{outcome.get('log', '')}{outcome.get('error', '')}")
     template = {"nbgrader_config.py": (course / "nbgrader_config.py").read_bytes(),
-                "gradebook.db": (course / "gradebook.db").read_bytes()}
-    for path in sorted((course / "source").rglob("*")):
-        if path.is_file() and ".ipynb_checkpoints" not in path.parts:
-            template[str(path.relative_to(course))] = path.read_bytes()
+                "gradebook.db": (course / "gradebook.db").read_bytes(), **source_files(course)}
     return template, int(config.Execute.timeout)
 
 
@@ -259,76 +262,102 @@ def _broken_result(student_id: str, why: str) -> StudentResult:
     return StudentResult(student_id, broken=[f"the whole submission: {why}; graded 0"])
 
 
-def run_here(tasks, template, progress, compile_cache: bool = True, phases: dict | None = None) -> list[StudentResult]:
-    if compile_cache:
-        mark = time.perf_counter()
-        template = into_template(template, [fill_from_source(name, template) for name in NOTEBOOKS], progress)
-        if phases is not None:
-            phases["compile_cache"] = time.perf_counter() - mark
-    results = []
-    for task in tasks:
-        for attempt in (1, 2):
-            try:
-                result = grade_student(task, template)
-                break
-            except Exception as error:  # the machinery failed on this submission: retry once
-                if attempt == 2:
-                    result = _broken_result(task.student_id, f"grading failed twice ({type(error).__name__}: {error})")
-        progress.update(result)
-        results.append(result)
-    return results
+class HereRunner:
+    """Grading in this process, one student after another (--jobs 1)."""
 
+    def __enter__(self):
+        return self
 
-def run_on_dask(tasks, template, progress, jobs: int, scheduler: str | None, compile_cache: bool = True,
-                phases: dict | None = None) -> list[StudentResult]:
-    import logging
+    def __exit__(self, *exc):
+        return False
 
-    import dask
-    from dask.distributed import Client, LocalCluster, as_completed
+    def start_filling(self, source: dict[str, bytes]) -> None:
+        self._source = source
 
-    # A task that kills its worker fails at once (not after three workers) and is retried here, once.
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = None
-        if scheduler is None:
-            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
-        client = Client(cluster if cluster is not None else scheduler, timeout="30s")
-        try:
-            client.run(warm_up)
-            if compile_cache:
-                mark = time.perf_counter()
-                # Slowest notebook first, so the workers finish filling it at about the same time.
-                order = sorted(NOTEBOOKS, key=lambda name: name != "03-experiment.ipynb")
-                filled = client.gather([client.submit(fill_from_source, name, template, key=f"cache-{name}", pure=False)
-                                        for name in order])
-                template = into_template(template, filled, progress)
-                if phases is not None:
-                    phases["compile_cache"] = time.perf_counter() - mark
-            shared = client.scatter(template, broadcast=True)
-            attempts, results = {}, []
-            futures = as_completed()
-            for task in tasks:
-                attempts[task.student_id] = 1
-                futures.add(client.submit(grade_student, task, shared, key=f"grade-{task.student_id}-1", pure=False))
-            by_key = {f"grade-{t.student_id}": t for t in tasks}
-            for future in futures:
-                task = by_key[future.key.rsplit("-", 1)[0]]
+    def filled(self) -> list[Filled]:
+        return [fill_from_source(name, self._source) for name in NOTEBOOKS]
+
+    def run(self, tasks, template, progress) -> list[StudentResult]:
+        results = []
+        for task in tasks:
+            for attempt in (1, 2):
                 try:
-                    result = future.result()
-                except Exception as error:
-                    if attempts[task.student_id] < 2:
-                        attempts[task.student_id] += 1
-                        key = f"grade-{task.student_id}-{attempts[task.student_id]}"
-                        futures.add(client.submit(grade_student, task, shared, key=key, pure=False))
-                        continue
-                    result = _broken_result(task.student_id, f"its grading worker failed twice ({type(error).__name__}: {error})")
-                progress.update(result)
-                results.append(result)
-            return results
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+                    result = grade_student(task, template)
+                    break
+                except Exception as error:  # the machinery failed on this submission: retry once
+                    if attempt == 2:
+                        result = _broken_result(task.student_id, f"grading failed twice ({type(error).__name__}: {error})")
+            progress.update(result)
+            results.append(result)
+        return results
+
+
+class DaskRunner:
+    """Grading on a local Dask cluster of `jobs` worker processes, or on a running scheduler.
+
+    Started before the class course is set up, so the workers start, import and fill the
+    compile cache while this process builds the gradebook.
+    """
+
+    def __init__(self, jobs: int, scheduler: str | None):
+        self.jobs, self.scheduler = jobs, scheduler
+        self.cluster = self.client = None
+        self._fills: list = []
+
+    def __enter__(self):
+        import logging
+
+        import dask
+        from dask.distributed import Client, LocalCluster
+
+        # A task that kills its worker fails at once (not after three workers) and is retried here, once.
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            if self.scheduler is None:
+                self.cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
+                                            dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
+            self.client = Client(self.cluster if self.cluster is not None else self.scheduler, timeout="30s")
+        return self
+
+    def __exit__(self, *exc):
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        return False
+
+    def start_filling(self, source: dict[str, bytes]) -> None:
+        # Slowest notebook first, so the workers finish filling at about the same time.
+        order = sorted(NOTEBOOKS, key=lambda name: name != "03-experiment.ipynb")
+        self._fills = [self.client.submit(fill_from_source, name, source, key=f"cache-{name}", pure=False) for name in order]
+
+    def filled(self) -> list[Filled]:
+        return self.client.gather(self._fills)
+
+    def run(self, tasks, template, progress) -> list[StudentResult]:
+        from dask.distributed import as_completed
+
+        client = self.client
+        client.run(warm_up)
+        shared = client.scatter(template, broadcast=True)
+        attempts, results = {}, []
+        futures = as_completed()
+        for task in tasks:
+            attempts[task.student_id] = 1
+            futures.add(client.submit(grade_student, task, shared, key=f"grade-{task.student_id}-1", pure=False))
+        by_key = {f"grade-{t.student_id}": t for t in tasks}
+        for future in futures:
+            task = by_key[future.key.rsplit("-", 1)[0]]
+            try:
+                result = future.result()
+            except Exception as error:
+                if attempts[task.student_id] < 2:
+                    attempts[task.student_id] += 1
+                    key = f"grade-{task.student_id}-{attempts[task.student_id]}"
+                    futures.add(client.submit(grade_student, task, shared, key=key, pure=False))
+                    continue
+                result = _broken_result(task.student_id, f"its grading worker failed twice ({type(error).__name__}: {error})")
+            progress.update(result)
+            results.append(result)
+        return results
 
 
 # ----------------------------------------------------------------------------------------
@@ -360,36 +389,45 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
         target = out / stale
         shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    template, configured_timeout = prepare_class_course(course)
-    timeout = cell_timeout or configured_timeout
-    phases = {"setup": time.perf_counter() - started}
+    phases: dict[str, float] = {}
+    # Before any worker starts: nbgrader shells out to alembic, from the venv's bin.
+    os.environ.update({k: v for k, v in nbgrader_env().items() if k in ("PATH", "MPLBACKEND")})
 
-    tasks, broken, flagged, findings_by_nb = [], {}, {}, {}
-    for student, files in found.items():
-        notebooks, extra = {}, {}
-        for name, path in files.items():
-            if not name.endswith(".ipynb"):
-                extra[name] = path.read_bytes()
-                continue
-            data, notebook, why = read_notebook(path)
-            if why:
-                broken.setdefault(student, []).append(f"{name}: {why}; graded 0")
-                continue
-            notebooks[name] = data
-            findings = scan_notebook(notebook)
-            if findings:
-                findings_by_nb.setdefault(student, {})[name] = findings
-                flagged.setdefault(student, []).extend(f"{name}: {f}" for f in findings)
-        tasks.append(StudentTask(student, notebooks, timeout, hide=[str(submissions), str(out)], extra_files=extra,
-                                 fork_kernels=fork_kernels))
+    with (HereRunner() if jobs == 1 and scheduler is None else DaskRunner(jobs, scheduler)) as runner:
+        build_course(course)
+        if compile_cache:
+            runner.start_filling(source_files(course))  # on the workers, while the gradebook is built here
+        template, configured_timeout = prepare_class_course(course, built=True)
+        timeout = cell_timeout or configured_timeout
 
-    progress = Progress(len(tasks), stream=progress_stream)
-    mark = time.perf_counter()
-    if jobs == 1 and scheduler is None:
-        results = run_here(tasks, template, progress, compile_cache, phases)
-    else:
-        results = run_on_dask(tasks, template, progress, jobs, scheduler, compile_cache, phases)
-    phases["students"] = time.perf_counter() - mark - phases.get("compile_cache", 0.0)
+        tasks, broken, flagged, findings_by_nb = [], {}, {}, {}
+        for student, files in found.items():
+            notebooks, extra = {}, {}
+            for name, path in files.items():
+                if not name.endswith(".ipynb"):
+                    extra[name] = path.read_bytes()
+                    continue
+                data, notebook, why = read_notebook(path)
+                if why:
+                    broken.setdefault(student, []).append(f"{name}: {why}; graded 0")
+                    continue
+                notebooks[name] = data
+                findings = scan_notebook(notebook)
+                if findings:
+                    findings_by_nb.setdefault(student, {})[name] = findings
+                    flagged.setdefault(student, []).extend(f"{name}: {f}" for f in findings)
+            tasks.append(StudentTask(student, notebooks, timeout, hide=[str(submissions), str(out)], extra_files=extra,
+                                     fork_kernels=fork_kernels))
+        phases["setup"] = time.perf_counter() - started
+
+        progress = Progress(len(tasks), stream=progress_stream)
+        if compile_cache:
+            mark = time.perf_counter()
+            template = into_template(template, runner.filled(), progress)
+            phases["compile_cache"] = time.perf_counter() - mark  # beyond what the setup hid
+        mark = time.perf_counter()
+        results = runner.run(tasks, template, progress)
+        phases["students"] = time.perf_counter() - mark
     mark = time.perf_counter()
 
     merge_into_gradebook(course, results, findings_by_nb)
