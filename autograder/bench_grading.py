@@ -83,7 +83,7 @@ def stock_serial(submissions: Path, course: Path) -> dict:
     return {"wall_s": time.perf_counter() - start, "steps_s": steps, "failures": failures}
 
 
-def measure_floor(repeats: int = 3) -> dict:
+def measure_floor(repeats: int = 5) -> dict:
     """A fresh kernel, then `import jax` and one op in it: the least one notebook can cost."""
     from jupyter_client.manager import start_new_kernel
 
