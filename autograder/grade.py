@@ -137,18 +137,15 @@ def source_files(course: Path) -> dict[str, bytes]:
             if p.is_file() and ".ipynb_checkpoints" not in p.parts}
 
 
-def prepare_class_course(course: Path, built: bool = False) -> tuple[dict[str, bytes], int]:
-    """Build the class course (unless built) with the assignment in its gradebook; return the task
-    template (config, source, the still-empty gradebook) and the configured per-cell timeout."""
-    os.environ.update({k: v for k, v in nbgrader_env().items() if k in ("PATH", "MPLBACKEND")})
-    if not built:
-        build_course(course)
+def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[str, bytes], int]:
+    """Put the assignment of a built course (source: its source_files) in its gradebook; return
+    the task template (config, source, the still-empty gradebook) and the per-cell timeout."""
     api, config = _api(course)
     outcome = api.generate_assignment(ASSIGNMENT, force=True, create=True)
     if not outcome["success"]:
         raise RuntimeError(f"nbgrader generate_assignment failed:\n{outcome.get('log', '')}{outcome.get('error', '')}")
     template = {"nbgrader_config.py": (course / "nbgrader_config.py").read_bytes(),
-                "gradebook.db": (course / "gradebook.db").read_bytes(), **source_files(course)}
+                "gradebook.db": (course / "gradebook.db").read_bytes(), **source}
     return template, int(config.Execute.timeout)
 
 
@@ -325,8 +322,8 @@ class DaskRunner:
         return False
 
     def start_filling(self, source: dict[str, bytes]) -> None:
-        # Slowest notebook first, so the workers finish filling at about the same time.
-        order = sorted(NOTEBOOKS, key=lambda name: name != "03-experiment.ipynb")
+        # Largest notebook first (the most to compile), so the workers finish at about the same time.
+        order = sorted(NOTEBOOKS, key=lambda name: -len(source.get(f"source/{ASSIGNMENT}/{name}", b"")))
         self._fills = [self.client.submit(fill_from_source, name, source, key=f"cache-{name}", pure=False) for name in order]
 
     def filled(self) -> list[Filled]:
@@ -395,9 +392,10 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
 
     with (HereRunner() if jobs == 1 and scheduler is None else DaskRunner(jobs, scheduler)) as runner:
         build_course(course)
+        source = source_files(course)
         if compile_cache:
-            runner.start_filling(source_files(course))  # on the workers, while the gradebook is built here
-        template, configured_timeout = prepare_class_course(course, built=True)
+            runner.start_filling(source)  # on the workers, while the gradebook is built here
+        template, configured_timeout = prepare_class_course(course, source)
         timeout = cell_timeout or configured_timeout
 
         tasks, broken, flagged, findings_by_nb = [], {}, {}, {}

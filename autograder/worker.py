@@ -186,7 +186,6 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")  # nbgrader runs alembic
     os.environ.setdefault("MPLBACKEND", "Agg")
     bwrap_path()  # warns once per worker when the sandbox is unavailable
-    _TemplateBytecode.install()
     quiet_gradebook_warnings()
     scratch = Path(tempfile.mkdtemp(prefix="performance-05-grade-"))
     try:
@@ -260,43 +259,6 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         shutil.rmtree(scratch, ignore_errors=True)
     result.seconds = time.perf_counter() - started
     return result
-
-
-class _TemplateBytecode:
-    """Compiled Jinja templates kept for the life of the worker process.
-
-    nbconvert builds a new Jinja environment for every notebook it exports, so the feedback
-    templates were compiled again for each notebook of each student. Jinja's keys include the
-    template's source checksum, so an edited template is compiled afresh.
-    """
-
-    store: dict[str, bytes] = {}
-
-    @classmethod
-    def install(cls) -> None:
-        from jinja2 import BytecodeCache
-        from nbconvert.exporters.templateexporter import TemplateExporter
-
-        if getattr(TemplateExporter, "_bytecode_shared", False):
-            return
-
-        class InMemory(BytecodeCache):
-            def load_bytecode(self, bucket):
-                if bucket.key in cls.store:
-                    bucket.bytecode_from_string(cls.store[bucket.key])
-
-            def dump_bytecode(self, bucket):
-                cls.store[bucket.key] = bucket.bytecode_to_string()
-
-        create = TemplateExporter._create_environment
-
-        def create_with_shared_bytecode(self):
-            environment = create(self)
-            environment.bytecode_cache = InMemory()
-            return environment
-
-        TemplateExporter._create_environment = create_with_shared_bytecode
-        TemplateExporter._bytecode_shared = True
 
 
 def warm_up() -> str:

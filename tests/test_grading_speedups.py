@@ -8,7 +8,6 @@ is checked on a whole class in test_grading_engine.py.
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
 from autograder import compile_cache
+from autograder.execute import execute_notebook
 from autograder.paths import ROOT
 from autograder.sandbox import SandboxedKernelManager, bwrap_path
 from autograder.zygote import ZYGOTES, stop_zygotes
@@ -37,10 +37,10 @@ def _notebook(*sources: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
 
 
-def _run(notebook, workdir: Path, sandboxed: bool = True, **manager) -> nbformat.NotebookNode:
-    """Run notebook in a kernel of SandboxedKernelManager(**manager) (or a plain one), working in workdir."""
-    kind = {"kernel_manager_class": SandboxedKernelManager} if sandboxed else {}
-    client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True, **kind,
+def _run(notebook, workdir: Path, **manager) -> nbformat.NotebookNode:
+    """Run notebook in a kernel of SandboxedKernelManager(**manager), working in workdir."""
+    client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True,
+                            kernel_manager_class=SandboxedKernelManager,
                             resources={"metadata": {"path": str(workdir)}},
                             extra_arguments=["--IPKernelApp.log_level=ERROR"])
     client.km = client.create_kernel_manager()
@@ -60,18 +60,13 @@ def _error(notebook, index: int) -> str:
 
 @pytest.fixture
 def filled_cache(tmp_path) -> Path:
-    """A cache filled the trusted way: an unsandboxed kernel with writing_env."""
-    cache = tmp_path / "cache"
-    work = tmp_path / "instructor"
+    """A cache filled the trusted way: the bundle's unsandboxed notebook runner with writing_env."""
+    cache, work = tmp_path / "cache", tmp_path / "instructor"
     work.mkdir()
-    env_before = dict(os.environ)
-    os.environ.update(compile_cache.writing_env(cache))
-    try:
-        notebook = _run(_notebook(DOUBLE), work, sandboxed=False)
-    finally:
-        os.environ.clear()
-        os.environ.update(env_before)
-    assert _stdout(notebook, 0).strip() == "52.5"
+    nbformat.write(_notebook(DOUBLE), work / "fill.ipynb")
+    run = execute_notebook(work / "fill.ipynb", timeout=120, env=compile_cache.writing_env(cache))
+    assert run.error is None, run.error
+    assert _stdout(run.notebook, 0).strip() == "52.5"
     assert any(cache.iterdir()), "the trusted kernel wrote no cache entry"
     return cache
 
