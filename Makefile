@@ -12,6 +12,9 @@ export PYTHONDONTWRITEBYTECODE := 1
 SUBMISSIONS ?= autograder/samples
 JOBS ?= 1
 SCHEDULER ?=
+TLS ?=
+LIMITS ?=
+UNSAFE_NO_SANDBOX ?=
 NB ?=
 PYTEST_ARGS ?=
 
@@ -56,9 +59,11 @@ lab: venv
 validate: venv
 	$(PY) -m autograder.validate $(NB)
 
-## autograde SUBMISSIONS=<dir> [JOBS=n] [SCHEDULER=tcp://host:port]
+## autograde SUBMISSIONS=<dir> [JOBS=n] [SCHEDULER=tls://host:port TLS="--tls-ca-file .. --tls-cert .. --tls-key .."]
+##           [LIMITS="memory=8G processes=64"] [UNSAFE_NO_SANDBOX=1: no sandbox, only for trusted submissions]
 autograde: venv
-	$(PY) -m autograder.grade $(SUBMISSIONS) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(PY) -m autograder.grade $(SUBMISSIONS) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER) $(TLS)) \
+		$(foreach limit,$(LIMITS),--limit $(limit)) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
 
 ## figures: rerun the worked example and refresh data/ (figure, its data, the recorded execution)
 figures: venv

@@ -5,10 +5,12 @@
 Makes K copies of the sample submissions (autograder/samples/<student>/<nb>.ipynb, or the
 solution notebooks as one student while there are no samples), grades them the stock way (one
 course, one gradebook: generate_assignment, autograde, generate_feedback, export, each one
-nbgrader command) and with autograder.grade --jobs N, and writes runs/bench/grading.json:
-both wall times, their ratio, seconds per student, where a notebook's seconds go, and the
-floor it is measured against: five fresh kernel starts plus `import jax`, shared by the cores
-(the grader may go below it: it forks kernels from a warm process).
+nbgrader command) and with autograder.grade --jobs N (sandboxed, its verdicts decided in the
+grader), and writes runs/bench/grading.json: both wall times, their ratio, seconds per student,
+where a notebook's seconds go, the floor it is measured against (five fresh kernel starts plus
+`import jax`, shared by the cores; the grader may go below it: it forks kernels from a warm
+process), and `same_scores`: whether both sides gave every cell the same score (a speed-up
+bought by skipping work shows there).
 """
 from __future__ import annotations
 
@@ -83,6 +85,27 @@ def stock_serial(submissions: Path, course: Path) -> dict:
     return {"wall_s": time.perf_counter() - start, "steps_s": steps, "failures": failures}
 
 
+def stock_scores(course: Path) -> dict[tuple[str, str, str], float | None]:
+    """(student, notebook, grade_id) -> score in a stock course's gradebook (None: awaits a person)."""
+    from nbgrader.api import Gradebook
+
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in gb.students:
+            for notebook in gb.find_assignment(ASSIGNMENT).notebooks:
+                for cell in notebook.grade_cells:
+                    grade = gb.find_grade(cell.name, notebook.name, ASSIGNMENT, student.id)
+                    scores[(student.id, notebook.name, cell.name)] = None if grade.needs_manual_grade else float(grade.score)
+    return scores
+
+
+def compare_scores(stock: dict, cells: list[dict]) -> list[str]:
+    """Every cell the two sides scored differently (empty: the same scores)."""
+    ours = {(r["student_id"], r["notebook"], r["grade_id"]): (None if r["score"] == "" else float(r["score"])) for r in cells}
+    return [f"{'/'.join(key)}: stock {stock.get(key)}, parallel {ours.get(key)}"
+            for key in sorted(set(stock) | set(ours)) if stock.get(key) != ours.get(key)]
+
+
 def measure_floor(repeats: int = 5) -> dict:
     """A fresh kernel, then `import jax` and one op in it: the least one notebook can cost."""
     from jupyter_client.manager import start_new_kernel
@@ -140,6 +163,9 @@ def main(argv=None) -> int:
     parallel_wall = time.perf_counter() - start
     print(f"parallel grader, {args.jobs} jobs: {parallel_wall:.1f} s", flush=True)
 
+    differences = compare_scores(stock_scores(BENCH / "stock-course"), result.cells)
+    if differences:
+        print(f"WARNING: {len(differences)} cells scored differently by the two sides: {differences[:5]}", flush=True)
     n = len(students)
     cpus = os.cpu_count() or 1
     # The issue's floor: five kernel starts plus imports, shared by the cores.
@@ -163,6 +189,8 @@ def main(argv=None) -> int:
         "floor_per_student_s": round(floor_per_student, 2),
         "parallel_over_floor": round(parallel_wall / n / floor_per_student, 2),
         "breakdown_per_notebook_s": cost_breakdown(result.timings),
+        "same_scores": not differences,
+        "score_differences": differences,
         "broken": result.broken,
     }
     BENCH.mkdir(parents=True, exist_ok=True)
@@ -170,7 +198,7 @@ def main(argv=None) -> int:
     print(f"\n{'':28}{'stock serial':>14}{'parallel':>12}")
     print(f"{'wall (s)':28}{report['stock_serial_wall_s']:>14.1f}{report['parallel_wall_s']:>12.1f}")
     print(f"{'s per student':28}{report['stock_s_per_student']:>14.2f}{report['parallel_s_per_student']:>12.2f}")
-    print(f"speedup {report['speedup']:.2f}x with {args.jobs} jobs on {cpus} CPUs")
+    print(f"speedup {report['speedup']:.2f}x with {args.jobs} jobs on {cpus} CPUs; same scores cell by cell: {report['same_scores']}")
     print(f"floor {floor_per_student:.2f} s per student (5 x (kernel start + import jax) / {min(args.jobs, cpus)} cores); "
           f"the parallel grader takes {report['parallel_over_floor']:.2f}x that")
     print("parallel run, wall seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.phases.items()))

@@ -2,9 +2,10 @@
 
 Every submission compiles the same programs: the lesson's network, the hidden tests' seeded
 sizes, the shipped sweep. Compiling them again for each student is most of a notebook's own
-time and none of its grading. So, before the first student, the grader runs the course's
-source notebooks (solutions and hidden tests, in autograde mode) with JAX's persistent
-compilation cache switched on, and every student kernel then gets that cache:
+time and none of its grading. So the reference run (autograder/reference.py: the course's
+source notebooks, solutions and hidden tests, before the first student) keeps every program
+it compiles in JAX's persistent compilation cache, and every student kernel then gets that
+cache:
 
 - read-only, and with writing switched off (a minimum compile time no compile reaches), so
   no submission can put an executable where another student's kernel would load it;
@@ -18,13 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
-import shutil
-import tempfile
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-
-from .paths import ASSIGNMENT
 
 #: Where the cache travels inside a grading task's template (relative paths).
 TEMPLATE_FOLDER = "compile-cache"
@@ -53,7 +48,7 @@ def host_signature() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def _common(folder: Path) -> dict[str, str]:
+def _common(folder: str | Path) -> dict[str, str]:
     return {
         "JAX_COMPILATION_CACHE_DIR": str(folder),
         # By default JAX also points XLA's autotuning cache into the folder, which puts the
@@ -65,7 +60,7 @@ def _common(folder: Path) -> dict[str, str]:
     }
 
 
-def writing_env(folder: Path) -> dict[str, str]:
+def writing_env(folder: str | Path) -> dict[str, str]:
     """Environment of a trusted kernel that fills the cache: keep every compile."""
     return {
         **_common(folder),
@@ -74,74 +69,27 @@ def writing_env(folder: Path) -> dict[str, str]:
     }
 
 
-def reading_env(folder: Path) -> dict[str, str]:
+def reading_env(folder: str | Path) -> dict[str, str]:
     """Environment of a student kernel: load from the cache, never write to it."""
     return {**_common(folder), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": NEVER}
 
 
-@dataclass
-class Filled:
-    """What one source notebook left in the cache."""
-
-    notebook: str
-    host: str
-    entries: dict[str, bytes] = field(default_factory=dict)
-    seconds: float = 0.0
-    error: str | None = None
-
-
-def fill_from_source(notebook: str, template: dict[str, bytes], timeout: int = 300) -> Filled:
-    """Run one source notebook of the template in autograde mode, caching every compile.
-
-    A grading task like the others (it runs on a worker, so the executables suit the workers).
-    """
-    from .execute import execute_notebook
-
-    started = time.perf_counter()
-    scratch = Path(tempfile.mkdtemp(prefix="performance-05-cache-"))
-    try:
-        work, cache = scratch / "source", scratch / "cache"
-        prefix = f"source/{ASSIGNMENT}/"
-        for relative, data in template.items():
-            if relative.startswith(prefix):
-                (work / relative[len(prefix):]).parent.mkdir(parents=True, exist_ok=True)
-                (work / relative[len(prefix):]).write_bytes(data)
-        env = {"NBGRADER_EXECUTION": "autograde", "REMAT_LESSON_RUNS_DIR": str(scratch / "runs"), **writing_env(cache)}
-        try:
-            run = execute_notebook(work / notebook, timeout=timeout, env=env)
-        except Exception as error:  # no kernel, say: grading goes on without these entries
-            return Filled(notebook, host_signature(), {}, time.perf_counter() - started, f"{type(error).__name__}: {error}")
-        entries = {p.name: p.read_bytes() for p in sorted(cache.glob("*")) if p.is_file()} if cache.is_dir() else {}
-        # A failing source cell still leaves good entries; say so, keep them.
-        error = None if run.error is None else f"cell {run.failed_cell} failed: {str(run.error).strip().splitlines()[-1]}"
-        return Filled(notebook, host_signature(), entries, time.perf_counter() - started, error)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def into_template(template: dict[str, bytes], filled: list[Filled], progress=None) -> dict[str, bytes]:
-    """The template with the cache added (entries from one kind of host only)."""
-    say = progress.note if progress is not None else (lambda line: None)
-    for item in filled:
-        if item.error:
-            say(f"compile cache: {item.notebook} did not run cleanly ({item.error}); grading goes on")
-    usable = [f for f in filled if f.entries]
+def add_entries(template: dict[str, bytes], filled: list[tuple[str, dict[str, bytes]]]) -> tuple[dict[str, bytes], int, int]:
+    """The template with the cache added, from (host, entries) pairs of one kind of host only:
+    (template, entries, bytes)."""
+    usable = [(host, entries) for host, entries in filled if entries]
     if not usable:
-        say("compile cache: empty; every kernel compiles for itself")
-        return template
-    host = usable[0].host
+        return template, 0, 0
+    first = usable[0][0]
     merged = dict(template)
-    for item in usable:
-        if item.host != host:
+    for host, entries in usable:
+        if host != first:
             continue  # filled on a different kind of machine: not mixed in
-        for name, data in item.entries.items():
+        for name, data in entries.items():
             merged[f"{ENTRIES}/{name}"] = data
-    merged[HOST] = host.encode()
-    count = sum(1 for key in merged if key.startswith(ENTRIES + "/"))
-    size = sum(len(v) for k, v in merged.items() if k.startswith(ENTRIES + "/"))
-    say(f"compile cache: {count} executables ({size / 1e6:.1f} MB) from the source notebooks, "
-        f"{sum(f.seconds for f in filled):.1f} s of work")
-    return merged
+    merged[HOST] = first.encode()
+    cached = [v for k, v in merged.items() if k.startswith(ENTRIES + "/")]
+    return merged, len(cached), sum(len(v) for v in cached)
 
 
 def usable_cache(course: Path) -> Path | None:

@@ -9,9 +9,10 @@ c.CourseDirectory.course_id = "performance"
 # The SQLite gradebook in the course root (nbgrader's default), named here so nothing guesses.
 c.CourseDirectory.db_url = "sqlite:///gradebook.db"
 
-# Pinned kernel: a submission that names another kernel is run with this one (nbgrader #417).
+# The stubs a release leaves where the solutions were.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+# Pinned kernel: a submission that names another kernel is run with this one (nbgrader #417).
 c.Execute.kernel_name = "python3"
 # Per cell. The lesson's slowest cell (the small sweep) needs well under a minute.
 c.Execute.timeout = 120
@@ -28,15 +29,18 @@ c.OverwriteCells.add_missing_cells = True
 c.CheckCellMetadata.enabled = True
 
 # The bundle's grader (python -m autograder.grade) adds its defenses to the stock pipeline:
-# the kernel runs sandboxed (autograder/sandbox.py), and a test cell that does not end with the
-# score report Checks prints gets 0 (so learner code that hides its errors earns nothing), and
-# duplicated or deleted graded cells no longer stop a notebook from being graded.
+# each kernel runs in the student's sandbox (autograder/sandbox.py, autograder/kernels.py);
+# every test cell's score is decided in the grader, from the values its checks observed and
+# the instructor's reference run (autograder/verdicts.py); a submission's cell metadata is the
+# source's; duplicated or deleted graded cells no longer stop a notebook from being graded.
 # Plain `nbgrader autograde` in a course folder, where the bundle is not importable, keeps
-# nbgrader's own pipeline.
+# nbgrader's own pipeline, and the checks decide in the kernel (see the README).
 try:
     from autograder.preprocessors import (
+        DecideVerdicts,
         DeduplicateIdsCleanly,
-        RequireScoreReport,
+        MetadataFromSource,
+        ObserveOnly,
         RestoreMissingCells,
         SandboxedExecute,
     )
@@ -54,9 +58,9 @@ else:
         SaveAutoGrades,
     )
 
-    # Duplicated or deleted graded cells make the stock pair fail and lose the whole notebook.
     c.Autograde.sanitize_preprocessors = [
         ClearOutput,
+        MetadataFromSource,
         DeduplicateIdsCleanly,
         OverwriteKernelspec,
         RestoreMissingCells,
@@ -64,10 +68,10 @@ else:
     ]
 
     c.Autograde.autograde_preprocessors = [
+        ObserveOnly,
         SandboxedExecute,
         IgnorePattern,
-        # Before LimitOutput, which could cut the report off a long output.
-        RequireScoreReport,
+        DecideVerdicts,
         ClearMetadataPreprocessor,
         LimitOutput,
         SaveAutoGrades,

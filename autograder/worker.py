@@ -22,11 +22,12 @@ from pathlib import Path
 
 import nbformat
 
-from .compile_cache import usable_cache
+from .compile_cache import reading_env, usable_cache
 from .hidden_tests import strip_hidden_tests
+from .kernels import SandboxSession
 from .paths import ASSIGNMENT, NOTEBOOKS
-from .sandbox import bwrap_path, kill_live_kernels
-from .zygote import stop_zygotes
+from .reference import CHECKS_MODULE, GRADING_ENV, REFERENCE, shipped_files
+from .sandbox import CACHE, Limits, sandbox_for_grading
 
 
 @dataclass
@@ -34,9 +35,10 @@ class StudentTask:
     student_id: str
     notebooks: dict[str, bytes]  # file name -> bytes, already checked to be readable notebooks
     cell_timeout: int
-    hide: list[str] = field(default_factory=list)  # more folders the kernel must not see
     extra_files: dict[str, bytes] = field(default_factory=dict)  # timestamp.txt and the like
-    fork_kernels: bool = True  # kernels forked from a warm zygote (autograder/zygote.py)
+    fork_kernels: bool = True  # kernels forked from one warm kernel host per student (autograder/kernel_host.py)
+    unsafe: bool = False  # no sandbox at all (--unsafe-no-sandbox)
+    limits: dict = field(default_factory=dict)  # overrides of sandbox.Limits
 
 
 @dataclass
@@ -52,7 +54,7 @@ class StudentResult:
     worker: str = ""
 
 
-def _api(course: Path, cell_timeout: int, hide: list[str], fork_kernels: bool = True):
+def _api(course: Path, cell_timeout: int, session: SandboxSession):
     """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
@@ -66,17 +68,29 @@ def _api(course: Path, cell_timeout: int, hide: list[str], fork_kernels: bool = 
     config.Execute.timeout = cell_timeout
     # The outputs are in once the last cell has run: end the kernel at once, not after polling it.
     config.Execute.shutdown_kernel = "immediate"
-    # The kernel's own log (a warning about unencrypted loopback TCP per kernel) is noise here.
+    # The kernel's own log is noise here.
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
-    config.SandboxedKernelManager.hide = [str(course.parent), *hide]
-    cache = usable_cache(course)
-    config.SandboxedKernelManager.compile_cache = str(cache) if cache else ""
-    config.SandboxedKernelManager.fork_kernels = fork_kernels
+    config.SandboxedKernelManager.session_for_kernels = session
+    config.SandboxedExecute.limits = session.sandbox.limits.as_dict()
+    config.DecideVerdicts.reference_file = str(course / REFERENCE)
+    config.DecideVerdicts.checks_module = str(course / "source" / ASSIGNMENT / CHECKS_MODULE)
+    config.MetadataFromSource.source_folder = str(course / "source" / ASSIGNMENT)
     names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
-    if "RequireScoreReport" not in names:
+    if "DecideVerdicts" not in names:
         raise RuntimeError("nbgrader_config.py did not install the grader's preprocessors")
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def student_session(task: StudentTask, course: Path, template: dict[str, bytes], folder: Path) -> SandboxSession:
+    """The student's sandbox: the shipped files, the compile cache read-only, the grading mode."""
+    sandbox = sandbox_for_grading(Limits.from_config(task.limits), task.unsafe)
+    cache = usable_cache(course)
+    env = dict(GRADING_ENV)
+    if cache is not None:
+        env.update(reading_env(str(cache) if sandbox.unsafe else CACHE))
+    return SandboxSession(sandbox, folder, shipped_files(template, folder / "assignment"), cache=cache,
+                          fork=task.fork_kernels, env=env)
 
 
 def _autograde_one(api, student_id: str, notebook: str):
@@ -99,17 +113,6 @@ def _why_it_broke(log: str) -> str:
         return "the notebook's kernel could not be started"
     errors = [line for line in log.splitlines() if "Error" in line or "Exception" in line]
     return "nbgrader could not grade it: " + (errors[-1].strip() if errors else "see the grading log")
-
-
-def _cell_trouble(path: Path, timeout: int) -> list[str]:
-    """Timeouts inside a notebook that was graded: those cells scored 0, say so."""
-    notebook = nbformat.read(path, as_version=4)
-    found = []
-    for index, cell in enumerate(notebook.cells):
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error" and out.get("ename") in ("CellTimeoutError", "TimeoutError"):
-                found.append(f"cell {index + 1} ran longer than the {timeout} s limit and was stopped")
-    return found
 
 
 def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
@@ -158,12 +161,12 @@ def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
         return timestamp, notebooks
 
 
-def _watchdog(seconds: float, fired: list) -> threading.Timer:
-    """Kill the kernel if one notebook runs past `seconds` (a kernel that ignores interrupts)."""
+def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading.Timer:
+    """End the student's sandbox if one notebook runs past `seconds` (a kernel that ignores interrupts)."""
 
     def fire():
         fired.append(True)
-        kill_live_kernels()
+        session.close()
 
     timer = threading.Timer(seconds, fire)
     timer.daemon = True
@@ -185,9 +188,9 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")  # nbgrader runs alembic
     os.environ.setdefault("MPLBACKEND", "Agg")
-    bwrap_path()  # warns once per worker when the sandbox is unavailable
     quiet_gradebook_warnings()
     scratch = Path(tempfile.mkdtemp(prefix="performance-05-grade-"))
+    session = None
     try:
         course = scratch / "course"
         for relative, data in template.items():
@@ -197,7 +200,8 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         submitted.mkdir(parents=True)
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
-        api = _api(course, task.cell_timeout, task.hide, task.fork_kernels)
+        session = student_session(task, course, template, scratch / "sandbox")
+        api = _api(course, task.cell_timeout, session)
         autograded = course / "autograded" / task.student_id / ASSIGNMENT
 
         for name in NOTEBOOKS:
@@ -206,7 +210,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             code_cells = sum(1 for c in json.loads(task.notebooks[name])["cells"] if c.get("cell_type") == "code")
             preprocessors.reset_timings()
             fired: list = []
-            timer = _watchdog(task.cell_timeout * (code_cells + 2) + 60, fired)
+            timer = _watchdog(task.cell_timeout * (code_cells + 2) + 60, fired, session)
             t0 = time.perf_counter()
             try:
                 outcome = _autograde_one(api, task.student_id, Path(name).stem)
@@ -231,7 +235,11 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
                 reason = "it ran past its time limit and was stopped" if fired else _why_it_broke(outcome.get("log", "") + (outcome.get("error") or ""))
                 result.broken.append(f"{name}: {reason}; graded 0")
                 continue
-            result.broken += [f"{name}: {trouble}; that cell scored 0" for trouble in _cell_trouble(path, task.cell_timeout)]
+            if fired:
+                result.broken.append(f"{name}: it ran past its time limit and was stopped; the checks it had "
+                                     "finished keep their points, the rest scored 0")
+            else:
+                result.broken += [f"{name}: {trouble}" for trouble in preprocessors.TIMINGS["trouble"]]
 
         result.timestamp, result.notebooks = _read_grades(course, task.student_id)
         # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
@@ -255,7 +263,8 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             result.feedback[path.name] = path.read_text()
         result.timings.append({"notebook": "(feedback)", "total": time.perf_counter() - t0})
     finally:
-        stop_zygotes()
+        if session is not None:
+            session.remove()
         shutil.rmtree(scratch, ignore_errors=True)
     result.seconds = time.perf_counter() - started
     return result
@@ -270,10 +279,3 @@ def warm_up() -> str:
     from . import preprocessors  # noqa: F401
 
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
-
-
-def valid_student_id(name: str) -> bool:
-    return bool(_SAFE_ID.match(name))

@@ -24,13 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import print_saved_residuals
 
-# Trusted copies, taken at import time: the checks use these, so a submission that later
-# rebinds numpy's comparison helpers changes nothing here.
-_np_asarray = np.asarray
-_np_allclose = np.allclose
-_np_abs = np.abs
-_np_isfinite = np.isfinite
-_np_max = np.max
+# How graded cells check answers (shipped beside this module); re-exported for the notebooks.
+from remat_checks import CheckFailed, Checks  # noqa: F401
 
 # ---------------------------------------------------------------------------------------
 # The fixed network: four layers of tanh(W @ v), objective sum(v**2).
@@ -215,105 +210,3 @@ def median(samples) -> float:
     ordered = sorted(float(s) for s in samples)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-# ---------------------------------------------------------------------------------------
-# Checks: how every graded cell scores itself and explains each lost point.
-# ---------------------------------------------------------------------------------------
-class CheckFailed(Exception):
-    """A check's expectation did not hold; the message is written for the learner."""
-
-
-class Checks:
-    """Scores one graded cell, check by check, and ends with the points earned.
-
-    A graded cell opens Checks(points, where=...), runs each check in `with
-    checks.item(points, what):` and ends with `checks.score()`. Every item is judged on its
-    own, so one mistake costs only the points of the check it breaks; a failing item says
-    what was expected, what was found and where to look. The cell's last value is the
-    points earned, which nbgrader records as partial credit.
-    """
-
-    def __init__(self, points: float, where: str):
-        self.points = points
-        self.where = where
-        self.results: list[tuple[float, float, str, str | None]] = []
-
-    @contextlib.contextmanager
-    def item(self, points: float, what: str):
-        try:
-            yield
-        except CheckFailed as failure:
-            self.results.append((0.0, points, what, str(failure)))
-        except NotImplementedError as error:
-            # The release's stub raises a bare NotImplementedError(); anything with a message is
-            # the learner's code passing on an error it should have handled.
-            reason = (
-                f"your code raised NotImplementedError: {error}"
-                if str(error)
-                else "not answered yet: the answer cell still raises NotImplementedError"
-            )
-            self.results.append((0.0, points, what, reason))
-        except Exception as error:  # the learner's code broke: report it, go on with the next check
-            self.results.append((0.0, points, what, f"your code raised {type(error).__name__}: {error}"))
-        else:
-            self.results.append((float(points), points, what, None))
-
-    def close(self, found, expected, *, rtol: float, atol: float = 0.0, what: str = "values"):
-        """Fail unless found matches expected elementwise within rtol/atol."""
-        try:
-            found_array = _np_asarray(found, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise CheckFailed(f"expected {what} as numbers, found {type(found).__name__}") from None
-        expected_array = _np_asarray(expected, dtype=np.float64)
-        if found_array.shape != expected_array.shape:
-            raise CheckFailed(f"expected {what} of shape {expected_array.shape}, found shape {found_array.shape}")
-        if not bool(_np_isfinite(found_array).all()):
-            raise CheckFailed(f"expected finite {what}, found NaN or infinity")
-        if not _np_allclose(found_array, expected_array, rtol=rtol, atol=atol):
-            error = float(_np_max(_np_abs(found_array - expected_array)))
-            raise CheckFailed(
-                f"expected {what} within rtol={rtol:g} of {_brief(expected_array)}, "
-                f"found {_brief(found_array)} (largest difference {error:.3g})"
-            )
-
-    def require(self, condition, expected: str, found: str = ""):
-        """Fail unless condition holds; `expected` and `found` are shown to the learner."""
-        if not condition:
-            raise CheckFailed(f"expected {expected}" + (f", found {found}" if found else ""))
-
-    def score(self):
-        """Print the report; while autograding, return the points earned (the partial credit).
-
-        Elsewhere (a learner running the cell, `nbgrader validate`) nothing is returned, since
-        a number would read as partial credit, and a failed check raises with the failures in
-        its message, so the cell shows red and validation fails with the reasons.
-        """
-        declared = sum(points for _, points, _, _ in self.results)
-        grading = os.environ.get("NBGRADER_EXECUTION") == "autograde"
-        if grading and not math.isclose(declared, self.points):
-            raise RuntimeError(f"this graded cell declares {self.points} points but its checks add up to {declared}")
-        earned = sum(earned for earned, _, _, _ in self.results)
-        lines, failures = [], []
-        for got, points, what, failure in self.results:
-            mark = "PASS" if failure is None else "FAIL"
-            lines.append(f"[{mark}] {got:g}/{points:g}  {what}")
-            if failure is not None:
-                lines.append(f"        {failure}")
-                lines.append(f"        where to look: {self.where}")
-                failures.append(f"{what}: {failure}")
-        lines.append(f"{earned:g} of {declared:g} points")
-        print("\n".join(lines))
-        if grading:
-            return earned
-        if failures:
-            raise CheckFailed(
-                f"{declared - earned:g} of {declared:g} points lost. Where to look: {self.where}.\n- " + "\n- ".join(failures)
-            )
-        return None
-
-
-def _brief(array: np.ndarray) -> str:
-    flat = array.ravel()
-    shown = ", ".join(f"{v:.6g}" for v in flat[:4])
-    return f"[{shown}{', ...' if flat.size > 4 else ''}]" if array.ndim else f"{float(array):.6g}"

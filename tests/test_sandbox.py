@@ -1,0 +1,345 @@
+"""The sandbox every graded kernel runs in: what it sees, what it reaches, what it keeps, its limits.
+
+Each test starts kernels the way grading does (a SandboxSession, SandboxedKernelManager over
+Unix sockets) and runs small notebooks in them; canaries outside the sandbox are checked
+afterwards. That grades do not change with the speed-ups (forked kernels, the compile cache)
+is checked on a whole class in test_grading_engine.py; each hostile route is also a fixture
+of test_autograder_scores.py.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
+
+from autograder import compile_cache
+from autograder.execute import execute_notebook
+from autograder.grade import CannotGradeSafely, grade
+from autograder.kernels import SandboxedKernelManager, SandboxSession
+from autograder.paths import RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
+from autograder.sandbox import Limits, SandboxUnavailable, find_sandbox
+
+DOUBLE = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda a: (a * 2.5).sum())(jnp.arange(7.0))))"
+
+
+def _notebook(*sources: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+
+
+@pytest.fixture
+def assignment(tmp_path) -> Path:
+    """The shipped modules, as a student's workspace starts from them."""
+    folder = tmp_path / "assignment"
+    folder.mkdir()
+    for name in SHIPPED_MODULES:
+        (folder / name).write_bytes((RELEASE / name).read_bytes())
+    return folder
+
+
+@pytest.fixture
+def session_factory(tmp_path, assignment):
+    made = []
+
+    def make(fork: bool = True, limits: dict | None = None, **options) -> SandboxSession:
+        folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"performance-05-test-{uuid.uuid4().hex[:8]}"
+        session = SandboxSession(find_sandbox(Limits.from_config(limits)), folder, assignment, fork=fork, **options)
+        made.append(session)
+        return session
+
+    yield make
+    for session in made:
+        session.remove()
+
+
+def run(session: SandboxSession, *sources: str, timeout: int = 60) -> nbformat.NotebookNode:
+    """The sources as one notebook, in a kernel of the session; errors are kept as outputs."""
+    notebook = _notebook(*sources)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            kernel_manager_class=SandboxedKernelManager, interrupt_on_timeout=True,
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    client.km = client.create_kernel_manager()
+    client.km.session_for_kernels = session
+    client.execute()
+    return notebook
+
+
+def stdout(notebook, index: int) -> str:
+    return "".join(o.get("text", "") for o in notebook.cells[index].outputs if o.get("name") == "stdout")
+
+
+def error(notebook, index: int) -> str:
+    return "".join(f"{o.ename}: {o.evalue}" for o in notebook.cells[index].outputs if o.output_type == "error")
+
+
+# ---------------------------------------------------------------------------------------
+# What a kernel can read and write.
+# ---------------------------------------------------------------------------------------
+def test_a_kernel_sees_only_the_allow_list(session_factory, tmp_path):
+    canary = Path("/var/tmp") / f"performance05-canary-{uuid.uuid4().hex[:8]}.txt"
+    canary.write_text("secret")
+    home = Path.home() / f"performance05-canary-{uuid.uuid4().hex[:8]}.txt"
+    home.write_text("secret")
+    try:
+        notebook = run(session_factory(), (
+            "import os\n"
+            "print(sorted(os.listdir('/')))\n"
+            f"print([os.path.exists(p) for p in ({str(canary)!r}, {str(home)!r}, {str(SOLUTIONS)!r}, "
+            f"{str(ROOT / 'autograder')!r}, '/srv', '/opt', '/home', '/mnt', '/var')])\n"
+            "print(sorted(os.listdir('/tmp/submission')), os.getcwd(), os.environ['HOME'])\n"
+            "print(sorted(k for k in os.environ if k.startswith(('CI', 'PYTHONPATH', 'VIRTUAL_ENV', 'SSH'))))"
+        ))
+    finally:
+        canary.unlink()
+        home.unlink()
+    listing, exists, workspace, leaked_env = stdout(notebook, 0).splitlines()
+    visible = set(eval(listing))  # noqa: S307: our own printed list
+    assert visible <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "tmp", "proc", "dev", "run",
+                       "assignment", *{Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix))}}, visible
+    assert exists == str([False] * 9)
+    assert eval(workspace.split("]")[0] + "]") == sorted(SHIPPED_MODULES)  # noqa: S307
+    assert workspace.endswith("/tmp/submission /tmp/home")
+    assert leaked_env == "[]"
+
+
+def test_a_kernel_cannot_write_outside_its_scratch_space(session_factory):
+    targets = ["/usr/x", "/etc/x", f"{sys.prefix}/x", "/assignment/x", "/x"]
+    notebook = run(session_factory(), (
+        "results = []\n"
+        f"for target in {targets!r}:\n"
+        "    try:\n"
+        "        open(target, 'w').write('x'); results.append('wrote')\n"
+        "    except OSError as e:\n"
+        "        results.append(type(e).__name__)\n"
+        "open('/tmp/submission/mine.txt', 'w').write('ok')\n"
+        "print(results)"
+    ))
+    assert "wrote" not in stdout(notebook, 0)
+    assert not any(Path(t).exists() for t in targets[:3])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the kernel runs as the grader's own user when the grader is not root")
+def test_a_kernel_of_a_root_grader_runs_unprivileged(session_factory):
+    notebook = run(session_factory(), (
+        "import os\n"
+        "status = open('/proc/self/status').read()\n"
+        "print(os.getuid(), status.split('CapEff:')[1].split()[0], status.split('NoNewPrivs:')[1].split()[0])\n"
+        "try:\n    os.setuid(0)\nexcept OSError as e:\n    print(type(e).__name__)"
+    ))
+    uid, capabilities, no_new_privs = stdout(notebook, 0).splitlines()[0].split()
+    assert int(uid) != 0 and int(capabilities, 16) == 0 and no_new_privs == "1"
+    assert "PermissionError" in stdout(notebook, 0)
+
+
+# ---------------------------------------------------------------------------------------
+# What a kernel can reach.
+# ---------------------------------------------------------------------------------------
+def test_no_loopback_port_of_the_host_answers(session_factory):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    port, knocks, stop = server.getsockname()[1], [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+                knocks.append(connection.recv(64))
+                connection.close()
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        # The server answers here, on the host...
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as probe:
+            probe.sendall(b"host")
+        notebook = run(session_factory(), (
+            "import socket\n"
+            f"s = socket.socket(); s.settimeout(2)\nprint(s.connect_ex(('127.0.0.1', {port})))"
+        ))
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        server.close()
+    # ... and not from the kernel.
+    assert stdout(notebook, 0).strip() != "0"
+    assert knocks == [b"host"]
+
+
+# ---------------------------------------------------------------------------------------
+# Nothing carries from one notebook's kernel to the next.
+# ---------------------------------------------------------------------------------------
+LEAVE_BEHIND = """
+import os, subprocess, sys, numpy
+numpy.planted = 1
+os.makedirs(os.path.join(os.environ['IPYTHONDIR'], 'profile_default', 'startup'), exist_ok=True)
+open(os.path.join(os.environ['IPYTHONDIR'], 'profile_default', 'startup', '00-x.py'), 'w').write('PLANTED = 1')
+os.makedirs('remat_lesson', exist_ok=True)
+open('remat_lesson/__init__.py', 'w').write('PLANTED = 1')
+open('remat_checks.py', 'a').write('\\nPLANTED = 1\\n')
+open('/tmp/left-behind', 'w').write('x')
+child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)
+print(os.getpid(), child.pid)
+"""
+LOOK_FOR_IT = """
+import os, numpy
+import remat_lesson, remat_checks
+print(hasattr(numpy, 'planted'), 'PLANTED' in globals(), hasattr(remat_lesson, 'PLANTED'), hasattr(remat_checks, 'PLANTED'),
+      os.path.exists('/tmp/left-behind'), os.path.isdir('remat_lesson'))
+print(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))
+"""
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_each_notebook_starts_afresh(session_factory, fork):
+    session = session_factory(fork=fork)
+    first = run(session, LEAVE_BEHIND)
+    second = run(session, LOOK_FOR_IT)
+    assert stdout(second, 0).splitlines()[0] == "False False False False False False", stdout(second, 0)
+    kernel, processes = stdout(second, 0).splitlines()[1].split(" ", 1)
+    left = set(eval(processes)) - {int(kernel), 1, 2}  # noqa: S307: bwrap's init, the kernel host
+    assert left == set(), f"processes of the first notebook still run: {left}"
+    if fork:
+        assert stdout(first, 0).split()[0] != kernel, "each notebook is a fork of its own"
+
+
+def test_a_kernel_that_kills_its_host_only_costs_a_restart(session_factory):
+    session = session_factory()
+    run(session, "print(1)")
+    first = session.host.process.pid
+    with pytest.raises(DeadKernelError):
+        run(session, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(30)")
+    later = run(session, "print(6 * 7)")
+    assert stdout(later, 0).strip() == "42"
+    assert session.host.process.pid != first
+
+
+def test_an_endless_kernel_is_interrupted(session_factory):
+    notebook = run(session_factory(), "import time\nwhile True:\n    time.sleep(0.01)", "print('next cell runs')", timeout=3)
+    assert "KeyboardInterrupt" in error(notebook, 0) or "Timeout" in error(notebook, 0)
+    assert stdout(notebook, 1).strip() == "next cell runs"
+
+
+# ---------------------------------------------------------------------------------------
+# Limits: each one named, each one costing only its own kernel.
+# ---------------------------------------------------------------------------------------
+def test_memory_past_the_limit_is_a_memory_error(session_factory):
+    notebook = run(session_factory(limits={"memory": "2G"}), "x = bytearray(3 * 2**30)", "print('still here')")
+    assert error(notebook, 0).startswith("MemoryError")
+    assert stdout(notebook, 1).strip() == "still here"
+
+
+def test_a_fork_bomb_stops_its_own_kernel_and_says_so(session_factory):
+    session = session_factory(limits={"processes": 16})
+    with pytest.raises(DeadKernelError):
+        run(session, "import os\nwhile True:\n    os.fork()", timeout=60)
+    assert session.host is None, "the sandbox of the bomb is gone, with every process in it"
+    # The next kernel of the same student starts and runs.
+    assert stdout(run(session, "print('after')"), 0).strip() == "after"
+
+
+def test_files_and_scratch_space_past_their_limits_fail_with_os_errors(session_factory):
+    notebook = run(session_factory(limits={"file_size": "8M", "scratch": "32M"}), (
+        "import errno\nresults = []\n"
+        "for name, size in (('big', 16 * 2**20), ('a', 7 * 2**20), ('b', 7 * 2**20), ('c', 7 * 2**20), ('d', 7 * 2**20), ('e', 7 * 2**20)):\n"
+        "    try:\n"
+        "        open('/tmp/' + name, 'wb').write(b'x' * size); results.append('ok')\n"
+        "    except OSError as e:\n"
+        "        results.append(errno.errorcode[e.errno])\n"
+        "print(results)"
+    ))
+    results = eval(stdout(notebook, 0))  # noqa: S307
+    assert results[0] == "EFBIG" and "ENOSPC" in results[1:], results
+
+
+def test_printed_output_past_the_limit_is_cut_in_the_kernel(session_factory):
+    notebook = run(session_factory(limits={"output": "1M"}), "for _ in range(8):\n    print('x' * 2**20)")
+    text = stdout(notebook, 0)
+    assert len(text) < 2 << 20 and "output cut" in text
+
+
+# ---------------------------------------------------------------------------------------
+# The compile cache: read, never written, by a learner's kernel.
+# ---------------------------------------------------------------------------------------
+COUNT_HITS = """
+from jax._src import monitoring
+HITS = []
+monitoring.register_event_listener(lambda event, **kw: HITS.append(event) if event == '/jax/compilation_cache/cache_hits' else None)
+"""
+
+
+def test_a_kernel_loads_from_the_cache_and_cannot_write_to_it(session_factory, tmp_path):
+    cache, work = tmp_path / "cache", tmp_path / "instructor"
+    work.mkdir()
+    nbformat.write(_notebook(DOUBLE), work / "fill.ipynb")
+    filled = execute_notebook(work / "fill.ipynb", timeout=120, env=compile_cache.writing_env(cache))
+    assert filled.error is None and any(cache.iterdir()), "the trusted kernel wrote no cache entry"
+    before = sorted(p.name for p in cache.iterdir())
+    session = session_factory(cache=cache, env=compile_cache.reading_env("/cache"))
+    write = ("import os\ntry:\n    open(os.path.join(os.environ['JAX_COMPILATION_CACHE_DIR'], 'planted-cache'), 'wb').write(b'x')\n"
+             "    print('written')\nexcept OSError as error:\n    print('refused', type(error).__name__)")
+    notebook = run(session, COUNT_HITS, DOUBLE, "print(len(HITS))", write)
+    assert stdout(notebook, 1).strip() == "52.5"
+    assert int(stdout(notebook, 2)) >= 1, "the program the instructor's kernel compiled was compiled again"
+    assert stdout(notebook, 3).startswith("refused"), stdout(notebook, 3)
+    assert sorted(p.name for p in cache.iterdir()) == before
+
+
+def test_a_cache_filled_on_another_kind_of_machine_is_not_used(tmp_path):
+    template, count, _ = compile_cache.add_entries({"nbgrader_config.py": b""}, [("another-cpu", {"jit_f-abc-cache": b"native code"})])
+    assert count == 1
+    course = tmp_path / "course"
+    for relative, data in template.items():
+        (course / relative).parent.mkdir(parents=True, exist_ok=True)
+        (course / relative).write_bytes(data)
+    assert compile_cache.usable_cache(course) is None
+    (course / compile_cache.HOST).write_text(compile_cache.host_signature())
+    assert compile_cache.usable_cache(course) == course / compile_cache.ENTRIES
+
+
+# ---------------------------------------------------------------------------------------
+# Where no sandbox works: stop before grading anyone, and say how to fix it.
+# ---------------------------------------------------------------------------------------
+def test_a_host_that_forbids_the_sandbox_stops_grading_with_the_fix(tmp_path, monkeypatch):
+    broken = tmp_path / "bwrap"
+    broken.write_text("#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    broken.chmod(broken.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr("autograder.sandbox.bwrap_candidates", lambda: [str(broken)])
+    with pytest.raises(SandboxUnavailable) as raised:
+        find_sandbox()
+    message = str(raised.value)
+    assert "setting up uid map: Permission denied" in message
+    assert "unprivileged_userns" in message and "--unsafe-no-sandbox" in message
+    subs = tmp_path / "subs" / "ann"
+    subs.mkdir(parents=True)
+    (subs / "01-understand.ipynb").write_bytes((RELEASE / "01-understand.ipynb").read_bytes())
+    with pytest.raises(CannotGradeSafely):
+        grade(tmp_path / "subs", tmp_path / "out")
+    assert not (tmp_path / "out" / "course").exists(), "nothing is graded before the sandbox is proven"
+
+
+def test_the_command_line_exits_3_when_no_sandbox_works(tmp_path):
+    subs = tmp_path / "subs" / "ann"
+    subs.mkdir(parents=True)
+    (subs / "01-understand.ipynb").write_bytes((RELEASE / "01-understand.ipynb").read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    code = ("import autograder.sandbox as s, sys\ns.bwrap_candidates = lambda: []\n"
+            "from autograder.grade import main\nsys.exit(main(sys.argv[1:]))")
+    run_ = subprocess.run([sys.executable, "-c", code, str(tmp_path / "subs"), "--out", str(tmp_path / "out")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert run_.returncode == 3, run_.stdout + run_.stderr
+    assert "nobody was graded" in run_.stderr and "bubblewrap" in run_.stderr
