@@ -68,7 +68,7 @@ autograde: venv
 ##   open the /formgrader address it prints (http://localhost:8888/formgrader?token=...)
 formgrader: venv
 	@test -f $(OUT)/course/gradebook.db || { echo "no class gradebook in $(OUT)/course: run make autograde first" >&2; exit 2; }
-	cd $(OUT)/course && $(CURDIR)/$(VENV)/bin/jupyter lab --no-browser
+	cd $(OUT)/course && $(CURDIR)/$(VENV)/bin/jupyter lab --no-browser --LabApp.default_url=/formgrader
 
 ## export [OUT=runs/autograde]: cells.csv, grades.csv and lms-performance-05.csv again from the gradebook
 export: venv
