@@ -108,6 +108,7 @@ def _manual_cells(out: Path) -> set[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------
 COMPLETE_COMMENT = "Right about recomputation; the linearity in v is missing."
 MISTAKES_COMMENT = "Half right: why does a nonuniform direction matter?"
+OLD_TEXT = "# the test as an earlier version of the lesson had it"
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +124,10 @@ def regraded(graded, tmp_path_factory):
     grade_by_hand(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp", 1.0, MISTAKES_COMMENT)
     # An override of an automatic score: partial credit for a failed test.
     grade_by_hand(out, "sample-two-mistakes", "01-understand", "test-layer-backward", 1.0)
+    # The gradebook's copy of a test cell as an earlier version of the lesson had it.
+    with Gradebook(_db(out)) as gb:
+        gb.find_source_cell("test-hvp", "04-exercise", ASSIGNMENT).source = OLD_TEXT
+        gb.db.commit()
     before = _cells(out)
     pages_before = {p.name: p.read_text() for p in (out / "feedback" / "sample-partial").glob("*.html")}
 
@@ -157,6 +162,10 @@ def test_regrade_keeps_manual_grades_and_comments(regraded):
     assert COMPLETE_COMMENT in page and "Score: 1.5 / 2.0" in page
     with open(out / "grades.csv", newline="") as handle:
         assert {row["student_id"] for row in csv.DictReader(handle)} == {"sample-complete", "sample-partial", "sample-two-mistakes"}
+    # A changed text of a cell (a fixed test) is taken over; its grades stay.
+    with Gradebook(_db(out)) as gb:
+        source = gb.find_source_cell("test-hvp", "04-exercise", ASSIGNMENT).source
+    assert source != OLD_TEXT and "checks.score()" in source
 
 
 def test_changed_answer_keeps_the_grade_but_flags_it_for_a_recheck(regraded):
