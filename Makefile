@@ -15,10 +15,13 @@ SCHEDULER ?=
 TLS ?=
 LIMITS ?=
 UNSAFE_NO_SANDBOX ?=
+FRESH ?=
+OUT ?= runs/autograde
+STUDENT ?=
 NB ?=
 PYTEST_ARGS ?=
 
-.PHONY: venv run test sync release lab validate autograde figures sweep audit test-browser bench-grading clean
+.PHONY: venv run test sync release lab validate autograde formgrader export feedback figures sweep audit test-browser bench-grading clean
 
 venv: $(VENV)/.installed $(VENV)/etc/jupyter/nbgrader_config.py
 
@@ -59,11 +62,26 @@ lab: venv
 validate: venv
 	$(PY) -m autograder.validate $(NB)
 
-## autograde SUBMISSIONS=<dir> [JOBS=n] [SCHEDULER=tls://host:port TLS="--tls-ca-file .. --tls-cert .. --tls-key .."]
-##           [LIMITS="memory=8G processes=64"] [UNSAFE_NO_SANDBOX=1: no sandbox, only for trusted submissions]
+## autograde SUBMISSIONS=<dir> [JOBS=n] [OUT=runs/autograde] [FRESH=1] [SCHEDULER=tls://host:port TLS="--tls-ca-file ..
+##           --tls-cert .. --tls-key .."] [LIMITS="memory=8G processes=64"] [UNSAFE_NO_SANDBOX=1: no sandbox, trusted work only]
+##   merges into OUT/course/gradebook.db, keeping manual grades; FRESH=1 starts a new gradebook (old one backed up)
 autograde: venv
-	$(PY) -m autograder.grade $(SUBMISSIONS) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER) $(TLS)) \
-		$(foreach limit,$(LIMITS),--limit $(limit)) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
+	$(PY) -m autograder.grade $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER) $(TLS)) \
+		$(if $(FRESH),--fresh-gradebook) $(foreach limit,$(LIMITS),--limit $(limit)) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
+
+## formgrader [OUT=runs/autograde]: JupyterLab on OUT/course with nbgrader's formgrader (manual grading);
+##   open the /formgrader address it prints (http://localhost:8888/formgrader?token=...)
+formgrader: venv
+	@test -f $(OUT)/course/gradebook.db || { echo "no class gradebook in $(OUT)/course: run make autograde first" >&2; exit 2; }
+	cd $(OUT)/course && $(CURDIR)/$(VENV)/bin/jupyter lab --no-browser --LabApp.default_url=/formgrader
+
+## export [OUT=runs/autograde]: cells.csv, grades.csv and lms-performance-05.csv again from the gradebook
+export: venv
+	$(PY) -m autograder.export --out $(OUT)
+
+## feedback [OUT=runs/autograde] [STUDENT=id]: feedback pages again from the gradebook, manual grades included
+feedback: venv
+	$(PY) -m autograder.feedback --out $(OUT) $(if $(STUDENT),--student $(STUDENT))
 
 ## figures: rerun the worked example and refresh data/ (figure, its data, the recorded execution)
 figures: venv

@@ -158,6 +158,7 @@ def main(argv=None) -> int:
         # than the grader, and the ratio flatters it.
         print(f"WARNING: stock nbgrader failed on {len(stock['failures'])} of {len(students)} submissions "
               f"(see {BENCH / 'stock-course' / 'autograde.log'}): the comparison is not like for like", flush=True)
+    shutil.rmtree(BENCH / "parallel", ignore_errors=True)  # a fresh class gradebook, like stock nbgrader's
     start = time.perf_counter()
     result = grade(submissions, BENCH / "parallel", jobs=args.jobs, progress_stream=io.StringIO())
     parallel_wall = time.perf_counter() - start

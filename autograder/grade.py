@@ -20,7 +20,6 @@ sandbox, or the instructor's notebooks fail their own checks).
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import re
 import shutil
@@ -31,7 +30,11 @@ from pathlib import Path
 
 import nbformat
 
-from .course import build_course, nbgrader_env
+from .course import nbgrader_env
+from .gradebook import (  # noqa: F401 (re-exported: the gradebook functions lived here)
+    CELL_COLUMNS, GradebookError, _api, _escape, _flag_note, build_course, clear_outputs, export_grades,
+    merge_into_gradebook, prepare_class_course, read_cells, source_cell_order, source_files, write_class_files,
+)
 from .paths import ASSIGNMENT, NOTEBOOKS, ROOT, RUNS, SHIPPED_MODULES
 from .progress import Progress
 from .reference import into_template
@@ -43,7 +46,6 @@ from .verdicts import ReferenceError
 from .worker import StudentResult, StudentTask, quiet_gradebook_warnings
 
 DEFAULT_OUT = RUNS / "autograde"
-CELL_COLUMNS = ("student_id", "notebook", "grade_id", "score", "max_score")
 
 
 class CannotGradeSafely(RuntimeError):
@@ -66,116 +68,8 @@ class GradingResult:
 
 
 # ----------------------------------------------------------------------------------------
-# The class course: one gradebook, built fresh each run
+# The class course: one gradebook, kept from run to run (autograder/gradebook.py)
 # ----------------------------------------------------------------------------------------
-def _api(course: Path):
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
-    config.CourseDirectory.root = str(course)
-    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
-    config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable
-    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config), config
-
-
-def source_files(course: Path) -> dict[str, bytes]:
-    """The course's source folder by relative path: what the compile cache is filled from."""
-    return {str(p.relative_to(course)): p.read_bytes() for p in sorted((course / "source").rglob("*"))
-            if p.is_file() and ".ipynb_checkpoints" not in p.parts}
-
-
-def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[str, bytes], int]:
-    """Put the assignment of a built course (source: its source_files) in its gradebook; return
-    the task template (config, source, the still-empty gradebook) and the per-cell timeout."""
-    api, config = _api(course)
-    outcome = api.generate_assignment(ASSIGNMENT, force=True, create=True)
-    if not outcome["success"]:
-        raise RuntimeError(f"nbgrader generate_assignment failed:\n{outcome.get('log', '')}{outcome.get('error', '')}")
-    template = {"nbgrader_config.py": (course / "nbgrader_config.py").read_bytes(),
-                "gradebook.db": (course / "gradebook.db").read_bytes(), **source}
-    return template, int(config.Execute.timeout)
-
-
-def merge_into_gradebook(course: Path, results: list[StudentResult], flagged: dict[str, dict[str, list[str]]]) -> None:
-    """Write each student's scratch results into the class gradebook, in one process, in order."""
-    from nbgrader.api import Gradebook
-
-    quiet_gradebook_warnings()
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "performance") as gb:
-        for result in sorted(results, key=lambda r: r.student_id):
-            gb.update_or_create_student(result.student_id)
-            extra = {"timestamp": result.timestamp} if result.timestamp else {}
-            submission = gb.update_or_create_submission(ASSIGNMENT, result.student_id, **extra)
-            for notebook in submission.notebooks:
-                graded = result.notebooks.get(notebook.name)
-                for grade in notebook.grades:
-                    saved = graded["grades"].get(grade.name) if graded else None
-                    # Not graded (missing, unreadable or broken notebook): 0, like nbgrader does for a missing one.
-                    grade.auto_score = saved["auto_score"] if saved else 0.0
-                    grade.needs_manual_grade = saved["needs_manual_grade"] if saved else False
-                for comment in notebook.comments:
-                    comment.auto_comment = graded["comments"].get(comment.name) if graded else None
-                notebook.late_submission_penalty = graded["late_penalty"] if graded else None
-                notebook.flagged = bool(flagged.get(result.student_id, {}).get(f"{notebook.name}.ipynb"))
-            gb.db.commit()
-
-
-def source_cell_order(course: Path) -> dict[str, list[str]]:
-    """Graded cells' grade_ids per notebook, in the order they appear in the course's source
-    (the one the class gradebook was built from)."""
-    order = {}
-    for name in NOTEBOOKS:
-        notebook = nbformat.read(course / "source" / ASSIGNMENT / name, as_version=4)
-        order[Path(name).stem] = [
-            c.metadata["nbgrader"]["grade_id"] for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")
-        ]
-    return order
-
-
-def read_cells(course: Path, students: list[str]) -> list[dict]:
-    """One row per graded cell per student; score empty while a cell awaits manual grading."""
-    from nbgrader.api import Gradebook
-
-    rows = []
-    order = source_cell_order(course)
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for student in sorted(students):
-            for name in NOTEBOOKS:
-                notebook = gb.find_submission_notebook(Path(name).stem, ASSIGNMENT, student)
-                grades = {g.name: g for g in notebook.grades}
-                for grade_id in order[Path(name).stem]:
-                    grade = grades[grade_id]
-                    score = "" if grade.needs_manual_grade else float(grade.score)
-                    rows.append({"student_id": student, "notebook": Path(name).stem, "grade_id": grade_id,
-                                 "score": score, "max_score": float(grade.max_score)})
-    return rows
-
-
-def export_grades(course: Path, destination: Path) -> None:
-    """nbgrader's own CSV export of the class gradebook."""
-    from nbgrader.api import Gradebook
-    from nbgrader.plugins import CsvExportPlugin
-
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        CsvExportPlugin(to=str(destination)).export(gb)
-
-
-def _flag_note(html: str, findings: list[str]) -> str:
-    items = "".join(f"<li>{_escape(f)}</li>" for f in findings)
-    note = (
-        '<div class="alert alert-warning" style="border:2px solid #c60;padding:1em;margin:1em">'
-        "<strong>Flagged for instructor review.</strong> The grader found code that can interfere "
-        f"with grading; an instructor will look at it. Your scores are unchanged.<ul>{items}</ul></div>"
-    )
-    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + note, html, count=1)
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def write_student_files(out: Path, course: Path, result: StudentResult, submission: dict[str, Path],
                         findings: dict[str, list[str]]) -> None:
     """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
@@ -207,13 +101,16 @@ def write_student_files(out: Path, course: Path, result: StudentResult, submissi
 def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: str | None = None,
           cell_timeout: int | None = None, progress_stream=None, compile_cache: bool = True,
           fork_kernels: bool = True, unsafe_no_sandbox: bool = False, limits: dict | None = None,
-          scheduler_security: SchedulerSecurity | None = None) -> GradingResult:
+          scheduler_security: SchedulerSecurity | None = None, fresh_gradebook: bool = False) -> GradingResult:
     """Grade every student in submissions; write OUT. UsageError on bad arguments,
-    CannotGradeSafely when no sandbox works here or the instructor's notebooks fail their checks.
+    GradebookError when OUT's class gradebook holds another assignment, CannotGradeSafely when
+    no sandbox works here or the instructor's notebooks fail their checks.
 
     compile_cache and fork_kernels only change how long grading takes, never a grade: the
     first shares the reference run's compiled programs (autograder/compile_cache.py), the
     second forks each notebook's kernel from one warm host per student (autograder/kernel_host.py).
+    An existing class gradebook in OUT/course is reused, manual grades kept (fresh_gradebook:
+    start a new one, the old one backed up; autograder/gradebook.py).
     """
     started = time.perf_counter()
     if jobs < 1:
@@ -241,9 +138,7 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
     except SandboxUnavailable as error:
         raise CannotGradeSafely(str(error)) from None
     course = out / "course"
-    for stale in ("feedback", "grades.csv", "cells.csv", "flags.csv"):
-        target = out / stale
-        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    clear_outputs(out, fresh_gradebook)
     out.mkdir(parents=True, exist_ok=True)
     phases: dict[str, float] = {}
     # Before any worker starts: nbgrader shells out to alembic, from the venv's bin.
@@ -253,7 +148,7 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
     runner = HereRunner(**options) if jobs == 1 and scheduler is None else \
         DaskRunner(jobs, scheduler, scheduler_security, **options)
     with runner:
-        build_course(course)
+        build_course(course, fresh=fresh_gradebook)
         source = source_files(course)
         runner.start_reference(source, fill_cache=compile_cache)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
@@ -299,16 +194,7 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
                             findings_by_nb.get(result.student_id, {}))
     students = sorted(found.students)
     cells = read_cells(course, students)
-    with open(out / "cells.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CELL_COLUMNS)
-        writer.writeheader()
-        writer.writerows(cells)
-    export_grades(course, out / "grades.csv")
-    with open(out / "flags.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(("student_id", "finding"))
-        for student in sorted(flagged):
-            writer.writerows((student, finding) for finding in flagged[student])
+    write_class_files(out, course, flagged, students)
     phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
     progress.finish(seconds)
@@ -368,6 +254,9 @@ def main(argv=None) -> int:
                         help="every kernel compiles for itself (slower; grades are the same)")
     parser.add_argument("--no-fork", dest="fork_kernels", action="store_false",
                         help="a fresh sandbox and kernel per notebook instead of forks of a warm one (slower; same grades)")
+    parser.add_argument("--fresh-gradebook", action="store_true",
+                        help="start a new class gradebook (the old one is copied to OUT/gradebook-backups/): "
+                             "manual grades are then lost; by default they are kept")
     parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
                         help="grade WITHOUT any sandbox: only for submissions you trust")
     args = parser.parse_args(argv)
@@ -381,8 +270,8 @@ def main(argv=None) -> int:
     try:
         result = grade(args.submissions, args.out, args.jobs, args.scheduler, args.cell_timeout,
                        compile_cache=args.compile_cache, fork_kernels=args.fork_kernels, unsafe_no_sandbox=args.unsafe,
-                       limits=dict(args.limit), scheduler_security=security)
-    except UsageError as error:
+                       limits=dict(args.limit), scheduler_security=security, fresh_gradebook=args.fresh_gradebook)
+    except (UsageError, GradebookError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except CannotGradeSafely as error:

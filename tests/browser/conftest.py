@@ -11,6 +11,7 @@ at the start of the next run), together with the server's log and the browser co
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -190,17 +191,14 @@ def lab_bundle(tmp_path_factory) -> Path:
     return bundle
 
 
-@pytest.fixture(scope="session")
-def lab_server(chromium_path, lab_bundle, shots_dir) -> LabServer:
-    jupyter = VENV / "bin" / "jupyter"
-    assert jupyter.is_file(), f"{jupyter} is missing: run `make venv` first"
-    private = lab_bundle.parent / "jupyter-private"
+def private_jupyter_env(private: Path, extra: dict | None = None) -> dict:
+    """The environment a test server runs in: as the Makefile's recipes see it (the venv's bin
+    first on PATH), with user config, runtime files, settings and workspaces private to the run."""
     settings = private / "lab-settings"
     _lab_settings(settings)
     env = dict(os.environ)
     env.update(
         {
-            # as the Makefile's recipes see it: the venv's bin first on PATH
             "PATH": f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}",
             "PYTHONDONTWRITEBYTECODE": "1",
             # private to this run: no user config, saved workspace or settings leak in
@@ -209,15 +207,21 @@ def lab_server(chromium_path, lab_bundle, shots_dir) -> LabServer:
             "JUPYTERLAB_SETTINGS_DIR": str(settings),
             "JUPYTERLAB_WORKSPACES_DIR": str(private / "workspaces"),
             "IPYTHONDIR": str(private / "ipython"),
-            "REMAT_LESSON_RUNS_DIR": str(lab_bundle / "runs" / "performance-05"),
+            **(extra or {}),
         }
     )
     env.pop("JUPYTER_PATH", None)
+    return env
+
+
+@contextlib.contextmanager
+def run_jupyter(command: list[str], cwd: Path, env: dict, log_path: Path, bundle: Path, root_dir: Path):
+    """Start `command` (a `jupyter lab ...` line, without port or token) in cwd on a free port
+    with a fresh token; wait until it answers; yield its LabServer; stop it and its kernels."""
     port = free_port()
     token = uuid.uuid4().hex
-    log_path = shots_dir / "jupyter-server.log"
     command = [
-        str(jupyter), "lab", "notebooks",
+        *command,
         "--no-browser",
         "--allow-root",
         "--ip=127.0.0.1",
@@ -227,12 +231,12 @@ def lab_server(chromium_path, lab_bundle, shots_dir) -> LabServer:
     ]
     log = open(log_path, "w")
     process = subprocess.Popen(
-        command, cwd=lab_bundle, env=env, stdout=log, stderr=subprocess.STDOUT,
+        command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL, start_new_session=True,
     )
     server = LabServer(
-        url=f"http://127.0.0.1:{port}", token=token, bundle=lab_bundle,
-        root_dir=lab_bundle / "notebooks", process=process, log_path=log_path, env=env,
+        url=f"http://127.0.0.1:{port}", token=token, bundle=bundle,
+        root_dir=root_dir, process=process, log_path=log_path, env=env,
     )
     try:
         deadline = time.monotonic() + SERVER_START_S
@@ -256,6 +260,19 @@ def lab_server(chromium_path, lab_bundle, shots_dir) -> LabServer:
             pass
         _stop(process)
         log.close()
+
+
+@pytest.fixture(scope="session")
+def lab_server(chromium_path, lab_bundle, shots_dir) -> LabServer:
+    jupyter = VENV / "bin" / "jupyter"
+    assert jupyter.is_file(), f"{jupyter} is missing: run `make venv` first"
+    env = private_jupyter_env(
+        lab_bundle.parent / "jupyter-private",
+        {"REMAT_LESSON_RUNS_DIR": str(lab_bundle / "runs" / "performance-05")},
+    )
+    with run_jupyter([str(jupyter), "lab", "notebooks"], lab_bundle, env, shots_dir / "jupyter-server.log",
+                     bundle=lab_bundle, root_dir=lab_bundle / "notebooks") as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -288,9 +305,10 @@ class Shots:
         return path
 
 
-@pytest.fixture
-def page(chromium_path, browser, lab_server, shots_dir, request):
-    """A fresh browser page (own context) with console capture; kernels are shut down after."""
+@contextlib.contextmanager
+def browser_page(browser, shots_dir: Path, request, prefix: str | None = None):
+    """A fresh browser page (own context) with console capture and numbered screenshots
+    (page.shots); a FAILED screenshot and the console log are saved when the test fails."""
     context = browser.new_context(viewport={"width": 1440, "height": 960}, service_workers="block")
     context.set_default_timeout(UI_TIMEOUT_MS)
     page = context.new_page()
@@ -298,7 +316,7 @@ def page(chromium_path, browser, lab_server, shots_dir, request):
     page.on("console", lambda m: console.append(f"[{m.type}] {m.text}"))
     page.on("pageerror", lambda e: console.append(f"[pageerror] {e}"))
     page.console_messages = console
-    name = request.node.name.replace("[", "-").replace("]", "").replace("/", "_")
+    name = prefix or request.node.name.replace("[", "-").replace("]", "").replace("/", "_")
     page.shots = Shots(page, shots_dir, name)
     try:
         yield page
@@ -308,7 +326,37 @@ def page(chromium_path, browser, lab_server, shots_dir, request):
             page.shots("FAILED")
         (shots_dir / f"{name}-console.log").write_text("\n".join(console) + "\n")
         context.close()
+
+
+@pytest.fixture
+def page(chromium_path, browser, lab_server, shots_dir, request):
+    """A fresh browser page (own context) with console capture; kernels are shut down after."""
+    try:
+        with browser_page(browser, shots_dir, request) as page:
+            yield page
+    finally:
         try:
             lab_server.shutdown_kernels()
         except Exception:
             pass
+
+
+@pytest.fixture(scope="session")
+def start_jupyter():
+    """run_jupyter, for a test that serves another folder than the release (formgrader on a course):
+    `with start_jupyter(command, cwd, env, log_path, bundle=..., root_dir=...) as server:`."""
+    return run_jupyter
+
+
+@pytest.fixture(scope="session")
+def jupyter_env():
+    """private_jupyter_env(private_dir, extra=None): the environment of a test server."""
+    return private_jupyter_env
+
+
+@pytest.fixture
+def make_page(chromium_path, browser, shots_dir, request):
+    """For a test on another server than lab_server: `page = make_page()`, a page like `page`'s,
+    closed (with its FAILED screenshot when the test failed) at teardown."""
+    with contextlib.ExitStack() as pages:
+        yield lambda: pages.enter_context(browser_page(browser, shots_dir, request))

@@ -1,0 +1,108 @@
+"""Regenerate the feedback pages of performance-05 from the class gradebook, manual grades included.
+
+    python -m autograder.feedback [--out runs/autograde] [--student ID ...]
+    make feedback [STUDENT=ID]
+
+After manual grading in formgrader, the feedback written while autograding still shows the
+written answers as ungraded. This renders each student's autograded notebooks again with the
+scores and comments now in OUT/course/gradebook.db (nbgrader's generate_feedback, in the course
+folder), for the whole class or the students named, and writes them to
+OUT/course/feedback/<student>/performance-05/ and OUT/feedback/<student>/. No notebook is run.
+The autograded notebooks carry no hidden tests (the grader removed them), so neither does the
+feedback; a page that would is refused. Notebooks flagged in OUT/flags.csv keep their
+"Flagged for instructor review" note. Exit 0 when done, 2 on bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+
+from .gradebook import GradebookError, _api, _flag_note, class_students, flag_findings, require_gradebook
+from .hidden_tests import BEGIN, strip_hidden_tests
+from .paths import ASSIGNMENT, ROOT, RUNS
+
+DEFAULT_OUT = RUNS / "autograde"
+
+
+def _hide_tests_in_autograded(folder: Path) -> None:
+    """Autograded notebooks from another grader may still hold hidden tests: take them out first."""
+    for path in sorted(folder.glob("*.ipynb")):
+        if BEGIN in path.read_text():
+            notebook = nbformat.read(path, as_version=4)
+            strip_hidden_tests(notebook)
+            nbformat.write(notebook, path)
+
+
+def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = None) -> dict[str, list[Path]]:
+    """Feedback of `students` (default: every student with a submission) from the gradebook;
+    {student: [pages written under OUT/feedback/<student>/]}. GradebookError on bad input."""
+    out = Path(out).resolve()
+    course = require_gradebook(out)
+    known = class_students(course)
+    wanted = known if not students else list(dict.fromkeys(students))
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise GradebookError(f"no submission of {', '.join(map(repr, unknown))} in {course / 'gradebook.db'}; "
+                             f"the class: {', '.join(known) or '(nobody yet)'}")
+    api, _ = _api(course)
+    written: dict[str, list[Path]] = {}
+    for student in wanted:
+        autograded = course / "autograded" / student / ASSIGNMENT
+        feedback = course / "feedback" / student / ASSIGNMENT
+        public = out / "feedback" / student
+        for folder in (feedback, public):
+            for old in folder.glob("*.html") if folder.exists() else []:
+                old.unlink()
+        written[student] = []
+        if not autograded.exists() or not any(autograded.glob("*.ipynb")):
+            continue  # nothing was graded (the whole submission broke): no page to write
+        _hide_tests_in_autograded(autograded)
+        outcome = api.generate_feedback(ASSIGNMENT, student, force=True)
+        if not outcome["success"]:
+            raise RuntimeError(f"nbgrader generate_feedback failed for {student}:\n{outcome.get('log', '')}{outcome.get('error', '')}")
+        findings = flag_findings(out, student)
+        public.mkdir(parents=True, exist_ok=True)
+        for page in sorted(feedback.glob("*.html")):
+            html = page.read_text()
+            if BEGIN in html:
+                page.unlink()
+                raise RuntimeError(f"{page} would show hidden tests: not written")
+            notes = findings.get(f"{page.stem}.ipynb")
+            if notes:
+                html = _flag_note(html, notes)
+                page.write_text(html)
+            (public / page.name).write_text(html)
+            written[student].append(public / page.name)
+        # nbgrader copies the autograded folder's other files (the shipped modules) along: not feedback.
+        for extra in feedback.iterdir():
+            if extra.suffix != ".html":
+                shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"the folder grading wrote (default {DEFAULT_OUT.relative_to(ROOT)})")
+    parser.add_argument("--student", action="append", default=[], metavar="ID",
+                        help="only this student (repeat for more); default: the whole class")
+    args = parser.parse_args(argv)
+    try:
+        written = regenerate_feedback(args.out, args.student)
+    except GradebookError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    for student, pages in written.items():
+        print(f"{student}: {len(pages)} page(s) in {where}/feedback/{student}/" if pages
+              else f"{student}: nothing was autograded, no feedback")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
