@@ -68,6 +68,13 @@ class SandboxSession:
         self.host: KernelHost | None = None
         self.infrastructure: set[int] = set()
 
+    # A handle on live processes: configuration (which copies its values) must pass this one.
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     # Paths as the kernel sees them.
     def _inside(self, path: str) -> str:
         return path if not self.sandbox.unsafe else path.replace(SCRATCH, self.scratch, 1)
