@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -308,8 +309,10 @@ def test_the_solutions_feedback_shows_no_error(graded):
                 assert out.get("output_type") != "error", f"{path.name} cell {index + 1}: {out.get('ename')}: {out.get('evalue')}"
                 assert not (out.get("output_type") == "stream" and out.get("name") == "stderr"), f"{path.name} cell {index + 1}"
     for page in sorted((graded.out / "feedback" / "solutions").glob("*.html")):
-        text = page.read_text()
-        assert "application/vnd.jupyter.stderr" not in text and "Traceback" not in text, page.name
+        # nbgrader's feedback renders an error or a stderr output in a div of this class.
+        assert not re.search(r'class="[^"]*\boutput_(error|stderr)\b', page.read_text()), page.name
+    blank = (graded.out / "feedback" / "blank-release" / "01-understand.html").read_text()
+    assert re.search(r'class="[^"]*\boutput_error\b', blank), "the check above would not see an error"
 
 
 def _autograded_cell_text(graded: Graded, student: str, notebook: str, grade_id: str) -> str:

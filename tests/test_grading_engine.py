@@ -379,3 +379,19 @@ def test_validate_fails_a_failing_notebook_and_passes_a_passing_one(tmp_path):
     assert "Success" in perfect.stdout
     missing = _cli("autograder.validate", str(tmp_path / "nope.ipynb"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_workers_with_more_than_one_thread_are_refused(klass, tmp_path):
+    from dask.distributed import LocalCluster
+    from distributed.security import Security
+
+    from autograder.submissions import UsageError
+
+    files = _tls_files(tmp_path)
+    security = Security(tls_ca_file=files.ca_file, tls_scheduler_cert=files.cert, tls_scheduler_key=files.key,
+                        tls_worker_cert=files.cert, tls_worker_key=files.key, tls_client_cert=files.cert,
+                        tls_client_key=files.key, require_encryption=True)
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tls://", security=security,
+                      dashboard_address=None, host="127.0.0.1") as cluster:
+        with pytest.raises(UsageError, match="more than one thread"):
+            grade(klass, tmp_path / "out", scheduler=cluster.scheduler_address, scheduler_security=files)

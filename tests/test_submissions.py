@@ -1,0 +1,69 @@
+"""Reading a class's submissions folder: who is graded, who is rejected and why, what is left out."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.submissions import UsageError, find_submissions, read_notebook, student_id_problem
+
+
+def _student(folder, name, *files):
+    (folder / name).mkdir(parents=True)
+    for file in files:
+        (folder / name / file).write_text("{}")
+
+
+@pytest.mark.parametrize("name", ["ann", "zoë", "Ann.Smith@uni.edu", "s-01", "学生7", "x+y"])
+def test_usable_student_ids(name):
+    assert student_id_problem(name) is None
+
+
+@pytest.mark.parametrize("name, why", [
+    ("ann smith", "no spaces"), (".hidden", "starts with a dot"), ("-ann", "start with a letter or digit"),
+    ("ann/..", "no spaces"), ("ann\tb", "no spaces"), ("e\u0301", "normal form C"),
+])
+def test_unusable_student_ids_say_why(name, why):
+    assert why in (student_id_problem(name) or "")
+
+
+def test_each_student_is_graded_or_rejected_alone(tmp_path):
+    _student(tmp_path, "ann", "01-understand.ipynb", "timestamp.txt", "scratch.ipynb", "notes.txt")
+    _student(tmp_path, "ann smith", "01-understand.ipynb")
+    _student(tmp_path, ".ipynb_checkpoints", "01-understand.ipynb")
+    _student(tmp_path, "bob", "homework.ipynb")
+    (tmp_path / "README.txt").write_text("the class")
+    found = find_submissions(tmp_path)
+    assert set(found.students) == {"ann"}
+    assert sorted(found.students["ann"]) == ["01-understand.ipynb", "timestamp.txt"]
+    assert found.notes["ann"] == ["notes.txt left out: not a notebook of performance-05",
+                                  "scratch.ipynb left out: not a notebook of performance-05"]
+    assert set(found.rejected) == {"ann smith", ".ipynb_checkpoints", "bob"}
+    assert "holds no notebook" in found.rejected["bob"]
+
+
+@pytest.mark.parametrize("layout, message", [
+    ("missing", "does not exist"), ("file", "is a file"), ("flat", "sits at the top"),
+    ("nested", "nbgrader's submitted/ layout"), ("nobody", "no student folder that can be graded"),
+])
+def test_a_folder_laid_out_wrongly_as_a_whole_is_a_usage_error(tmp_path, layout, message):
+    folder = tmp_path / "subs"
+    if layout == "file":
+        folder.write_text("")
+    elif layout != "missing":
+        folder.mkdir()
+    if layout == "flat":
+        (folder / "01-understand.ipynb").write_text("{}")
+    elif layout == "nested":
+        _student(folder / "ann", "performance-05", "01-understand.ipynb")
+    elif layout == "nobody":
+        _student(folder, "ann smith", "01-understand.ipynb")
+    with pytest.raises(UsageError, match=message):
+        find_submissions(folder)
+
+
+def test_unreadable_notebooks_are_named(tmp_path):
+    (tmp_path / "half.ipynb").write_text('{"cells": [')
+    (tmp_path / "binary.ipynb").write_bytes(b"\xff\xfe\x00")
+    (tmp_path / "no-cells.ipynb").write_text('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}}')
+    assert "not a readable notebook" in read_notebook(tmp_path / "half.ipynb")[2]
+    assert "not UTF-8" in read_notebook(tmp_path / "binary.ipynb")[2]
+    assert read_notebook(tmp_path / "no-cells.ipynb")[2] is not None
