@@ -46,6 +46,14 @@ run: venv
 test: venv
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
+## lock: requirements-cpu.txt (the lesson, the grader, the tests) and requirements-dev.txt (+ dev tools)
+##       from pyproject.toml, with uv; run after changing a dependency there
+LOCK = $(VENV)/bin/uv pip compile pyproject.toml --python-version 3.11 --quiet
+lock: venv
+	test -x $(VENV)/bin/uv || $(PY) -m pip install --quiet uv==0.13.9
+	$(LOCK) --group lesson --group grader --group test -o requirements-cpu.txt
+	$(LOCK) --group lesson --group grader --group test --group dev -o requirements-dev.txt
+
 ## sync: solutions/*.py (the source) -> solutions/*.ipynb and solutions/main.py
 sync: venv
 	$(PY) -m autograder.sync

@@ -1,8 +1,9 @@
 """The phase 08 performance audit: runner, starter, solution and the stage 4 checker.
 
-The runner is always started as a subprocess, the way a learner runs it. Timing relations
-are only those the checker itself applies to real evidence (medians, and a first call that
-includes compilation), so no test depends on how fast this machine is.
+The runner is always started as a subprocess, the way a learner runs it. The checker's timing
+rules (dispatch no slower than a synchronized call, warm calls faster than the first) are
+tested on fake timings written into a copy of real evidence, never on this machine's clock:
+a busy 2-core machine may break them in real measurements, which is the learner's to read.
 """
 from __future__ import annotations
 
@@ -30,12 +31,38 @@ def audit(stage: str, implementation: str, evidence_dir: Path) -> subprocess.Com
                      "--evidence-dir", str(evidence_dir))
 
 
+def fake_timings(evidence_dir: Path) -> None:
+    """Replace measured seconds by fixed ones, in the same shape, that keep every timing rule."""
+    path = evidence_dir / "timings.json"
+    timings = json.loads(path.read_text())
+    seconds = {"warm_synchronized_s": 1e-4, "dispatch_only_s": 3e-5, "host_to_device_s": 7e-5}
+    for key, value in seconds.items():
+        timings[key] = [value] * len(timings[key])
+    timings.update(trace_lower_s=0.02, compile_s=0.2, first_call_s=0.21)
+    probe = timings["clock_probe"]
+    probe["synchronized_s"], probe["dispatch_only_s"] = [5e-3] * len(probe["synchronized_s"]), [1e-4] * len(probe["dispatch_only_s"])
+    timings["summary"].update(warm_synchronized_median_s=1e-4, dispatch_only_median_s=3e-5, host_to_device_median_s=7e-5,
+                              compile_over_warm_median=2000.0, first_call_over_warm_median=2100.0,
+                              dispatch_share_of_synchronized=0.3)
+    path.write_text(json.dumps(timings))
+
+
 @pytest.fixture(scope="module")
-def solution_evidence(tmp_path_factory) -> Path:
+def measured_evidence(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """Stages 1-3 of the solution, run for real; stage 4's verdict on real timings is not asserted."""
     evidence_dir = tmp_path_factory.mktemp("solution-evidence")
     result = audit("all", "solution", evidence_dir)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return evidence_dir
+    assert result.returncode in (0, 1), result.stdout + result.stderr  # 2: a stage could not run
+    return evidence_dir, result
+
+
+@pytest.fixture(scope="module")
+def solution_evidence(measured_evidence, tmp_path_factory) -> Path:
+    """The real evidence with fake, rule-abiding timings: what every checker test starts from."""
+    copy = tmp_path_factory.mktemp("solution-evidence-fake-timings") / "evidence"
+    shutil.copytree(measured_evidence[0], copy)
+    fake_timings(copy)
+    return copy
 
 
 @pytest.fixture
@@ -43,6 +70,14 @@ def evidence_copy(solution_evidence, tmp_path) -> Path:
     copy = tmp_path / "evidence"
     shutil.copytree(solution_evidence, copy)
     return copy
+
+
+def test_real_runs_fail_only_timing_rules_if_any(measured_evidence):
+    """On real timings only the timing rules may fail (a loaded machine); everything else passes."""
+    _, result = measured_evidence
+    timing_rules = ("dispatch", "warm", "first call", "clock")
+    failed = [line for line in result.stdout.splitlines() if "[FAIL]" in line]
+    assert [line for line in failed if not any(rule in line for rule in timing_rules)] == [], result.stdout
 
 
 def test_solution_passes_every_stage_and_keeps_the_evidence(solution_evidence):

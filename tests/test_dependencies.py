@@ -1,0 +1,72 @@
+"""pyproject.toml declares the direct dependencies; the lock files pin them and all they need.
+
+`make lock` regenerates requirements-cpu.txt and requirements-dev.txt with uv. These tests read
+the files only (no index is asked), so they fail offline too when a dependency was added or
+changed in pyproject.toml without relocking.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+
+from autograder.paths import ROOT
+
+LOCKS = {"requirements-cpu.txt": ("lesson", "grader", "test"), "requirements-dev.txt": ("lesson", "grader", "test", "dev")}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[=<>!~;\[ ]", requirement, maxsplit=1)[0].strip().lower().replace("_", "-")
+
+
+def pins(lock_text: str) -> dict[str, str]:
+    found = {}
+    for line in lock_text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            name, _, version = line.partition("==")
+            found[_name(name)] = version.strip()
+    return found
+
+
+def stale(pyproject: dict, lock_text: str, groups) -> list[str]:
+    """What the lock lacks or pins otherwise than pyproject.toml asks, for these groups."""
+    locked, problems = pins(lock_text), []
+    for group in groups:
+        for requirement in pyproject["dependency-groups"][group]:
+            name = _name(requirement)
+            asked = requirement.partition("==")[2].split(";")[0].strip()
+            if name not in locked:
+                problems.append(f"{name} ({group}) is not in the lock")
+            elif asked and locked[name] != asked:
+                problems.append(f"{name} ({group}) is pinned at {locked[name]}, pyproject.toml asks for {asked}")
+    command = f"--group {' --group '.join(groups)}"
+    if command not in lock_text.split("\n", 3)[1]:
+        problems.append(f"the lock was not made from the groups {groups}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+@pytest.mark.parametrize("lock", sorted(LOCKS))
+def test_the_lock_files_are_up_to_date_with_pyproject(pyproject, lock):
+    problems = stale(pyproject, (ROOT / lock).read_text(), LOCKS[lock])
+    assert problems == [], f"{lock} is stale, run `make lock`:\n  " + "\n  ".join(problems)
+
+
+def test_a_dependency_added_without_relocking_is_caught(pyproject):
+    text = (ROOT / "requirements-cpu.txt").read_text()
+    changed = {**pyproject, "dependency-groups": {**pyproject["dependency-groups"]}}
+    changed["dependency-groups"]["grader"] = [*pyproject["dependency-groups"]["grader"], "tqdm==4.67.1"]
+    assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == ["tqdm (grader) is not in the lock"]
+    changed["dependency-groups"]["grader"] = [r.replace("psutil==7.2.2", "psutil==7.0.0") for r in pyproject["dependency-groups"]["grader"]]
+    assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == [
+        "psutil (grader) is pinned at 7.2.2, pyproject.toml asks for 7.0.0"]
+
+
+def test_every_direct_dependency_is_pinned_exactly(pyproject):
+    loose = [r for group in pyproject["dependency-groups"].values() for r in group if "==" not in r]
+    assert loose == []
