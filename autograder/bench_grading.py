@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from .course import build_course, nbgrader_env
+from .course import build_course, nbgrader_env, use_the_venvs_tools
 from .grade import grade
 from .paths import ASSIGNMENT, AUTOGRADER, KERNEL_NAME, NOTEBOOKS, RUNS, SOLUTIONS
 
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     parser.add_argument("--students", choices=("samples", "solutions"), default="samples",
                         help="copy autograder/samples (default) or the solution notebooks as every student")
     args = parser.parse_args(argv)
-    os.environ.update({k: v for k, v in nbgrader_env().items() if k in ("PATH", "MPLBACKEND")})
+    use_the_venvs_tools()
     submissions = BENCH / "submissions"
     students = make_class(args.copies, submissions, args.students)
     print(f"benchmark class: {len(students)} students from {', '.join(sample_students(args.students))}", flush=True)

@@ -31,6 +31,15 @@ def build_course(root: Path) -> Path:
     return root
 
 
+def use_the_venvs_tools() -> None:
+    """nbgrader shells out to alembic, from the venv's bin: put it first on this process's PATH
+    (once, whoever calls first: grading, validation, the benchmark), and draw without a screen."""
+    bin_dir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+
+
 def nbgrader_env() -> dict:
     """The environment for nbgrader: the venv's bin first on PATH (it shells out to alembic)."""
     env = dict(os.environ)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 
-from .course import nbgrader_env
+from .course import nbgrader_env, use_the_venvs_tools
 from .gradebook import (  # noqa: F401 (re-exported: the gradebook functions lived here)
     CELL_COLUMNS, GradebookError, _api, _escape, _flag_note, build_course, clear_outputs, export_grades,
     merge_into_gradebook, prepare_class_course, read_cells, source_cell_order, source_files, write_class_files,
@@ -141,8 +141,7 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
     clear_outputs(out, fresh_gradebook)
     out.mkdir(parents=True, exist_ok=True)
     phases: dict[str, float] = {}
-    # Before any worker starts: nbgrader shells out to alembic, from the venv's bin.
-    os.environ.update({k: v for k, v in nbgrader_env().items() if k in ("PATH", "MPLBACKEND")})
+    use_the_venvs_tools()
     options = {"unsafe": unsafe_no_sandbox, "limits": dict(limits or {})}
 
     runner = HereRunner(**options) if jobs == 1 and scheduler is None else \

@@ -40,6 +40,15 @@ MAX_MESSAGE = 64 << 20
 WATCH_INTERVAL = 0.1
 
 
+@dataclasses.dataclass
+class NotebookRecord:
+    """What grading one notebook took, filled in while it runs (preprocessors.SandboxedExecute)."""
+
+    kernel_start: float = 0.0
+    cells: list = dataclasses.field(default_factory=list)  # {"index", "seconds", "test"} per code cell
+    trouble: list = dataclasses.field(default_factory=list)  # why cells stopped or did not run
+
+
 class SandboxSession:
     """One student's sandbox: every notebook's kernel of that student runs here, one at a time.
 
@@ -67,6 +76,7 @@ class SandboxSession:
         self.scratch = str(self.folder / "scratch") if sandbox.unsafe else SCRATCH
         self.host: KernelHost | None = None
         self.infrastructure: set[int] = set()
+        self.record = NotebookRecord()  # the notebook being graded now
 
     # A handle on live processes: configuration (which copies its values) must pass this one.
     def __copy__(self):

@@ -26,11 +26,9 @@ from nbgrader import utils
 from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Dict, Unicode
 
-from .kernels import MAX_MESSAGE, SandboxedKernelManager
+from .kernels import MAX_MESSAGE, NotebookRecord, SandboxedKernelManager
 from .verdicts import OBSERVATION_MIME, decide, is_test_cell, load_checks, load_reference, observe_only, write_verdict
 
-#: Seconds spent per notebook, filled while it runs; the grader reads and resets it.
-TIMINGS: dict = {"kernel_start": 0.0, "cells": [], "trouble": []}
 
 #: Bytes of the checks' observations kept per cell (a cell's checks observe far less).
 OBSERVATIONS_LIMIT = 8 << 20
@@ -43,12 +41,6 @@ ERRNO_NOTES = {27: "the kernel ran into its file-size limit", 28: "the kernel fi
                30: "the sandbox's file system is read-only outside /tmp"}
 
 
-def reset_timings() -> None:
-    TIMINGS["kernel_start"] = 0.0
-    TIMINGS["cells"] = []
-    TIMINGS["trouble"] = []
-
-
 def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
@@ -59,7 +51,7 @@ class SandboxedExecute(Execute):
     - A kernel that dies (or is stopped at a limit) ends the notebook there: the cells before
       keep their outputs, that cell says why it stopped, later cells say they did not run.
     - A cell's output is kept up to the output limit; the rest is cut, with a note.
-    - The seconds of each step are recorded (TIMINGS).
+    - The seconds of each step, and why cells stopped, go to the session's NotebookRecord.
     """
 
     limits = Dict({}, help="Limits of the sandbox as Limits.as_dict(); only `output` is used here.").tag(config=True)
@@ -74,6 +66,14 @@ class SandboxedExecute(Execute):
         self._stopped: str | None = None
         self._output_bytes: dict[int, int] = {}
 
+    @property
+    def record(self) -> NotebookRecord:
+        session = self.config.SandboxedKernelManager.get("session_for_kernels")
+        if session is None:  # run on its own (not by the grader): keep the record here
+            self._own_record = getattr(self, "_own_record", None) or NotebookRecord()
+            return self._own_record
+        return session.record
+
     def preprocess(self, nb, resources=None, km=None):
         self._stopped, self._output_bytes = None, {}
         nb, resources = super().preprocess(nb, resources, km)
@@ -87,14 +87,14 @@ class SandboxedExecute(Execute):
         try:
             return await super().async_start_new_kernel(**kwargs)
         finally:
-            TIMINGS["kernel_start"] += time.perf_counter() - start
+            self.record.kernel_start += time.perf_counter() - start
 
     async def async_start_new_kernel_client(self):
         start = time.perf_counter()
         try:
             return await super().async_start_new_kernel_client()
         finally:
-            TIMINGS["kernel_start"] += time.perf_counter() - start
+            self.record.kernel_start += time.perf_counter() - start
 
     async def async_execute_cell(self, cell, cell_index, *args, **kwargs):
         if cell.cell_type != "code":
@@ -109,7 +109,7 @@ class SandboxedExecute(Execute):
             why = ("the kernel's output channel broke (a message larger than the grader takes, "
                    f"{MAX_MESSAGE >> 20} MiB), and the kernel was stopped")
             self._stopped = f"{why}, in cell {cell_index + 1}"
-            TIMINGS["trouble"].append(f"{self._stopped}; the checks that finished before keep their points, the rest scored 0")
+            self.record.trouble.append(f"{self._stopped}; the checks that finished before keep their points, the rest scored 0")
             cell.outputs.append(_error("KernelStopped", f"{why}. Later cells did not run."))
             session = self.config.SandboxedKernelManager.get("session_for_kernels")
             if session is not None:
@@ -119,14 +119,14 @@ class SandboxedExecute(Execute):
             why = f"the kernel was stopped because {hit}" if hit else \
                 "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
             self._stopped = f"{why}, in cell {cell_index + 1}"
-            TIMINGS["trouble"].append(f"{self._stopped}; the checks that finished before keep their points, the rest scored 0")
+            self.record.trouble.append(f"{self._stopped}; the checks that finished before keep their points, the rest scored 0")
             cell.outputs.append(_error("KernelDied", f"{why}. Later cells did not run; checks that "
                                        "finished before this cell keep their points."))
         finally:
             test = utils.is_grade(cell) and not utils.is_solution(cell)
-            TIMINGS["cells"].append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
+            self.record.cells.append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
         if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
-            TIMINGS["trouble"].append(f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
+            self.record.trouble.append(f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
                                       "what it did not finish scored 0")
         _note_limits(cell)
         return cell

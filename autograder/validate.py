@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from .course import nbgrader_env
+from .course import nbgrader_env, use_the_venvs_tools
 from .paths import AUTOGRADER, RELEASE, SHIPPED_MODULES
 
 
@@ -30,7 +30,7 @@ def _validator():
 
 def validate(notebook: Path) -> bool:
     """Print nbgrader's validation report for notebook; True when it passes."""
-    os.environ.update({k: v for k, v in nbgrader_env().items() if k in ("PATH", "MPLBACKEND")})
+    use_the_venvs_tools()
     with tempfile.TemporaryDirectory(prefix="performance-05-validate-") as scratch:
         copy = Path(scratch) / notebook.name
         shutil.copyfile(notebook, copy)

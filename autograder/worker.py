@@ -24,7 +24,8 @@ import nbformat
 
 from .compile_cache import reading_env, usable_cache
 from .hidden_tests import strip_hidden_tests
-from .kernels import SandboxSession
+from .course import use_the_venvs_tools
+from .kernels import NotebookRecord, SandboxSession
 from .paths import ASSIGNMENT, NOTEBOOKS
 from .reference import CHECKS_MODULE, GRADING_ENV, REFERENCE, shipped_files
 from .sandbox import CACHE, Limits, sandbox_for_grading
@@ -181,13 +182,10 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
     any student was added), the same for every task.
     """
     started = time.perf_counter()
-    from . import preprocessors  # imported here so the worker process loads it once, on first use
+    from . import preprocessors  # noqa: F401 (nbgrader_config.py names its classes: loaded once per worker)
 
     result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
-    bin_dir = str(Path(sys.executable).parent)
-    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")  # nbgrader runs alembic
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    use_the_venvs_tools()
     quiet_gradebook_warnings()
     scratch = Path(tempfile.mkdtemp(prefix="performance-05-grade-"))
     session = None
@@ -208,7 +206,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             if name not in task.notebooks:
                 continue
             code_cells = sum(1 for c in json.loads(task.notebooks[name])["cells"] if c.get("cell_type") == "code")
-            preprocessors.reset_timings()
+            record = session.record = NotebookRecord()
             fired: list = []
             timer = _watchdog(task.cell_timeout * (code_cells + 2) + 60, fired, session)
             t0 = time.perf_counter()
@@ -217,18 +215,18 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             finally:
                 timer.cancel()
             seconds = time.perf_counter() - t0
-            cells = preprocessors.TIMINGS["cells"]
+            cells = record.cells
             first = cells[0]["seconds"] if cells else 0.0
             tests = sum(c["seconds"] for c in cells if c["test"])
             work = sum(c["seconds"] for c in cells[1:] if not c["test"])
             result.timings.append({
                 "notebook": name,
                 "total": seconds,
-                "kernel_start": preprocessors.TIMINGS["kernel_start"],
+                "kernel_start": record.kernel_start,
                 "first_cell_imports": first,
                 "notebook_work": work,
                 "hidden_and_public_tests": tests,
-                "nbgrader_overhead": max(0.0, seconds - preprocessors.TIMINGS["kernel_start"] - first - work - tests),
+                "nbgrader_overhead": max(0.0, seconds - record.kernel_start - first - work - tests),
             })
             path = autograded / name
             if not outcome["success"] or not path.exists():
@@ -239,7 +237,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
                 result.broken.append(f"{name}: it ran past its time limit and was stopped; the checks it had "
                                      "finished keep their points, the rest scored 0")
             else:
-                result.broken += [f"{name}: {trouble}" for trouble in preprocessors.TIMINGS["trouble"]]
+                result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
 
         result.timestamp, result.notebooks = _read_grades(course, task.student_id)
         # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
