@@ -627,9 +627,10 @@ for line in order_effect(medians_by_order):
     print(line)
 
 # %% [markdown]
-# Read the last lines: they say, for each policy, whether its run medians moved with the order
-# beyond their spread from run to run, in these samples. Stage 5 shows the same lines from
-# the record, and claims nothing they do not show.
+# Read the last three lines. For each policy: its median when timed first and when timed
+# second, in how many runs going first made it slower, and whether the two orders' run
+# medians overlap. Then whether the ranking of the two policies survives swapping the order.
+# Stage 5 shows the same lines from the record, and claims nothing they do not show.
 
 # %% [markdown]
 # ## The record of this stage

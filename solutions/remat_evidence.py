@@ -56,31 +56,39 @@ def _spread(samples):
 
 
 def order_effect(medians_by_order: dict) -> list[str]:
-    """What stage 2's runs in both orders show, one line per policy and one for the ratio.
+    """What stage 2's runs in both orders show: one line per policy, one on the ranking.
 
     medians_by_order: {"plain first": {"plain": [run medians], "remat": [...]}, "remat first": {...}}
-    in seconds. A policy's order effect is read against its spread from run to run: the run
-    medians of the two orders either overlap (the order moved nothing these runs can tell from
-    their spread) or they do not (in these runs, the order moved the median).
+    in seconds, run i of one order taken beside run i of the other. For each policy: its median
+    when timed first and when timed second, in how many runs it was slower when first, and
+    whether the run medians of the two orders overlap. Then whether the ranking of the two
+    policies survives swapping the order. Nothing is inferred beyond these samples.
     """
     runs = min(len(values) for medians in medians_by_order.values() for values in medians.values())
     if runs < 2:
-        return [f"{runs} run per order: too few for a spread from run to run, so nothing is said about the order."]
+        return [f"{runs} run per order: too few to tell an order's effect from run-to-run spread; nothing is said about the order."]
     lines = []
     for policy in ("plain", "remat"):
         first = medians_by_order[f"{policy} first"][policy]
         second = next(medians[policy] for order, medians in medians_by_order.items() if ORDERS[order][1] == policy)
+        slower_first = sum(a > b for a, b in zip(first, second))
         overlap = min(first) <= max(second) and min(second) <= max(first)
         lines.append(
             f"{policy}: timed first {median(first) * 1e6:.1f} µs, timed second {median(second) * 1e6:.1f} µs "
-            f"(median of {runs} run medians; ranges {min(first) * 1e6:.1f}-{max(first) * 1e6:.1f} and "
-            f"{min(second) * 1e6:.1f}-{max(second) * 1e6:.1f} µs): "
-            + ("the ranges overlap, so the order did not move it beyond its run-to-run spread."
-               if overlap else
-               f"the ranges do not overlap: in these runs it was {'slower' if median(first) > median(second) else 'faster'} when timed first.")
+            f"(medians of {runs} run medians); slower when timed first in {slower_first} of {runs} runs; run medians "
+            f"{min(first) * 1e6:.1f}-{max(first) * 1e6:.1f} µs first, {min(second) * 1e6:.1f}-{max(second) * 1e6:.1f} µs "
+            f"second ({'overlapping' if overlap else 'not overlapping'})."
         )
     ratios = {order: median(medians["remat"]) / median(medians["plain"]) for order, medians in medians_by_order.items()}
-    lines.append("remat's median over plain's: " + ", ".join(f"{ratio:.2f} ({order})" for order, ratio in ratios.items()) + ".")
+    plain_first, remat_first = ratios["plain first"], ratios["remat first"]
+    if (plain_first > 1) == (remat_first > 1):
+        verdict = f"remat's median is {'higher' if plain_first > 1 else 'lower'} in both orders"
+    elif plain_first < 1 < remat_first:
+        verdict = "the ranking of the medians flips with the order: in each order, the policy timed first has the higher median"
+    else:
+        verdict = "the ranking of the medians flips with the order: in each order, the policy timed second has the higher median"
+    lines.append(f"remat's median over plain's: {plain_first:.2f} with plain timed first, {remat_first:.2f} with remat "
+                 f"timed first: {verdict}.")
     return lines
 
 
