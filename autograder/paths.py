@@ -20,5 +20,6 @@ NOTEBOOKS = (
 )
 #: Files besides the notebooks that ship with the assignment (and are restored at grading).
 SHIPPED_MODULES = ("remat_checks.py", "remat_lesson.py", "remat_evidence.py", "remat_sweep.py")
-#: Ships with the release for learners to fill in; not part of nbgrader.
-SHIPPED_FILES = ("evidence-template.md",)
+#: Ship with the release from data/: the evidence template learners fill in, and the recorded
+#: reference run (its printed text and its figure) they compare their own runs with.
+SHIPPED_FILES = ("evidence-template.md", "reference-execution.txt", "storage-views.png")

@@ -14,6 +14,8 @@ from remat_lesson import MEMORY_FIELDS, load_record, median, provenance, runs_di
 
 STAGES = ("01-understand", "02-build", "03-experiment", "04-exercise")
 POLICIES = ("plain", "remat", "whole")
+#: The two orders in which stage 2 times the policies.
+ORDERS = {"plain first": ("plain", "remat"), "remat first": ("remat", "plain")}
 TEMPLATE_NAME = "evidence-template.md"
 FIGURE_STEM = "storage-views"
 
@@ -36,6 +38,7 @@ def collect(command: str | None = None) -> dict:
         or {"finite": None, "automatic": None, "epsilon": None},
         "timings_s": {policy: timings.get(policy) for policy in ("plain", "remat")},
         "timing_summary_s": {policy: _spread(timings.get(policy)) for policy in ("plain", "remat")},
+        "timings_by_order_s": build.get("timings_by_order_s"),
         "predictions": records["01-understand"].get("predictions"),
         "missing_stages": [stage for stage in STAGES if not records[stage]],
         "provenance": provenance(command),
@@ -50,6 +53,43 @@ def _spread(samples):
     if not samples:
         return None
     return {"median": median(samples), "min": min(samples), "max": max(samples), "count": len(samples)}
+
+
+def order_effect(medians_by_order: dict) -> list[str]:
+    """What stage 2's runs in both orders show: one line per policy, one on the ranking.
+
+    medians_by_order: {"plain first": {"plain": [run medians], "remat": [...]}, "remat first": {...}}
+    in seconds, run i of one order taken beside run i of the other. For each policy: its median
+    when timed first and when timed second, in how many runs it was slower when first, and
+    whether the run medians of the two orders overlap. Then whether the ranking of the two
+    policies survives swapping the order. Nothing is inferred beyond these samples.
+    """
+    runs = min(len(values) for medians in medians_by_order.values() for values in medians.values())
+    if runs < 2:
+        return [f"{runs} run per order: too few to tell an order's effect from run-to-run spread; nothing is said about the order."]
+    lines = []
+    for policy in ("plain", "remat"):
+        first = medians_by_order[f"{policy} first"][policy]
+        second = next(medians[policy] for order, medians in medians_by_order.items() if ORDERS[order][1] == policy)
+        slower_first = sum(a > b for a, b in zip(first, second))
+        overlap = min(first) <= max(second) and min(second) <= max(first)
+        lines.append(
+            f"{policy}: timed first {median(first) * 1e6:.1f} µs, timed second {median(second) * 1e6:.1f} µs "
+            f"(medians of {runs} run medians); slower when timed first in {slower_first} of {runs} runs; run medians "
+            f"{min(first) * 1e6:.1f}-{max(first) * 1e6:.1f} µs first, {min(second) * 1e6:.1f}-{max(second) * 1e6:.1f} µs "
+            f"second ({'overlapping' if overlap else 'not overlapping'})."
+        )
+    ratios = {order: median(medians["remat"]) / median(medians["plain"]) for order, medians in medians_by_order.items()}
+    plain_first, remat_first = ratios["plain first"], ratios["remat first"]
+    if (plain_first > 1) == (remat_first > 1):
+        verdict = f"remat's median is {'higher' if plain_first > 1 else 'lower'} in both orders"
+    elif plain_first < 1 < remat_first:
+        verdict = "the ranking of the medians flips with the order: in each order, the policy timed first has the higher median"
+    else:
+        verdict = "the ranking of the medians flips with the order: in each order, the policy timed second has the higher median"
+    lines.append(f"remat's median over plain's: {plain_first:.2f} with plain timed first, {remat_first:.2f} with remat "
+                 f"timed first: {verdict}.")
+    return lines
 
 
 def outcomes(evidence: dict) -> dict:
@@ -67,9 +107,17 @@ def outcomes(evidence: dict) -> dict:
         "remat_lowers_compiled_temp_bytes": None
         if None in (memory["plain"], memory["remat"])
         else memory["remat"]["temp_size_in_bytes"] < memory["plain"]["temp_size_in_bytes"],
-        # Timings this small support no ordering: "faster" is not something they can show.
-        "remat_is_faster": None if None in (timing["plain"], timing["remat"]) else "no ordering can be claimed",
+        "remat_is_faster": None if None in (timing["plain"], timing["remat"]) else _faster(evidence["timings_s"]),
     }
+
+
+def _faster(timings: dict):
+    """True or False only where every sample of one policy beats every sample of the other."""
+    if max(timings["remat"]) < min(timings["plain"]):
+        return True
+    if max(timings["plain"]) < min(timings["remat"]):
+        return False
+    return "not decided: the samples overlap"
 
 
 def draw_storage_figure(evidence: dict, directory: Path, stem: str = FIGURE_STEM) -> list[Path]:
@@ -192,6 +240,8 @@ def _template_values(evidence: dict, explanation: str) -> dict:
         "residual_entries": ", ".join(f"{p} {show(evidence['residual_entries'][p])}" for p in POLICIES),
         "memory_rows": memory_rows,
         "timing_rows": "\n".join(timing_rows),
+        "timing_order": "\n".join(f"- {line}" for line in order_effect(evidence["timings_by_order_s"]["medians"]))
+        if evidence.get("timings_by_order_s") else "not recorded (run stage 2)",
         "prediction_rows": prediction_rows,
         "explanation": explanation.strip() or "(not written yet)",
         "provenance": f"{provenance['utc']} · Python {provenance['python']} · jax {provenance['jax']} · "

@@ -7,8 +7,10 @@ difference quotients) is deliberately not here: it lives in the notebooks' answe
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
+import itertools
 import json
 import math
 import os
@@ -88,6 +90,127 @@ def saved_residual_lines(fn, *args) -> list[str]:
     with contextlib.redirect_stdout(stream):
         print_saved_residuals(fn, *args)
     return [line.strip() for line in stream.getvalue().splitlines() if line.strip()]
+
+
+def vjp_residuals(fn, *args) -> list:
+    """The values jax.vjp(fn, *args) keeps for the backward pass, as arrays, in the order the
+    backward function holds them: the values behind the lines of print_saved_residuals."""
+    _, backward = jax.vjp(fn, *args)
+    return jax.tree_util.tree_leaves(backward)
+
+
+# ---------------------------------------------------------------------------------------
+# The two programs of a VJP, as JAX writes them (before XLA compiles anything).
+# ---------------------------------------------------------------------------------------
+def forward_and_backward(fn, *args):
+    """(forward, backward): the jaxprs of jax.vjp(fn, *args), the view the JAX docs'
+    gradient-checkpointing page prints with its print_fwd_bwd helper.
+
+    The forward program returns fn's output and the residuals; the backward program takes the
+    residuals and the output's cotangent (its last input) and returns the cotangents of args.
+    """
+    forward = jax.make_jaxpr(lambda *values: jax.vjp(fn, *values))(*args)
+    output, backward_fn = jax.vjp(fn, *args)
+    residuals, tree = jax.tree_util.tree_flatten(backward_fn)
+
+    def backward(*values):
+        *saved, cotangent = values
+        return jax.tree_util.tree_unflatten(tree, saved)(cotangent)
+
+    return forward, jax.make_jaxpr(backward)(*residuals, output)
+
+
+#: Primitives that only call another program: their equations are read through.
+_CALLS = frozenset({"remat2", "checkpoint", "pjit", "jit", "closed_call"})
+
+
+def _inner_jaxprs(eqn):
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if hasattr(item, "eqns"):
+                yield item
+            elif hasattr(item, "jaxpr") and hasattr(item.jaxpr, "eqns"):
+                yield item.jaxpr
+
+
+def _is_var(value) -> bool:
+    """A jaxpr variable (a literal constant is not one, and is not hashable)."""
+    return type(value).__name__ not in ("Literal", "DropVar")
+
+
+def primitive_counts(closed_jaxpr) -> collections.Counter:
+    """How often each primitive is written in a jaxpr, inner programs included. A loop body
+    (scan, while) is counted once, however many times it runs; calls are read through."""
+    counts = collections.Counter()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name not in _CALLS:
+                counts[eqn.primitive.name] += 1
+            for inner in _inner_jaxprs(eqn):
+                walk(inner)
+
+    walk(closed_jaxpr.jaxpr)
+    return counts
+
+
+def most_residuals_held(fn, *args) -> dict:
+    """The most residual values the backward pass of jax.vjp(fn, *args) holds at once.
+
+    A residual here is any value of the backward program that does not depend on the output's
+    cotangent: what the forward pass handed over, and what the backward pass recomputes. The
+    backward program is run in thought one equation at a time, as JAX wrote it (calls read
+    through, a loop as one step); a value is held from the step that makes it to its last use.
+    This counts what the checkpoint boundary asks for, in entries (and their bytes), before
+    XLA fuses, reorders or shares anything: a model, not a measurement of memory.
+    """
+    backward = forward_and_backward(fn, *args)[1].jaxpr
+    sizes, from_cotangent, steps, fresh = {}, {}, [], itertools.count()
+
+    def new(var, tainted):
+        key = next(fresh)
+        sizes[key] = math.prod(var.aval.shape) * np.dtype(var.aval.dtype).itemsize
+        from_cotangent[key] = tainted
+        return key
+
+    def flatten(jaxpr, keys):
+        for var in jaxpr.constvars:
+            keys[var] = new(var, False)
+            steps.append(([], [keys[var]]))
+        for eqn in jaxpr.eqns:
+            inputs = [keys[v] for v in eqn.invars if _is_var(v) and v in keys]
+            tainted = any(from_cotangent[k] for k in inputs)
+            if eqn.primitive.name in _CALLS:
+                (inner,) = _inner_jaxprs(eqn)
+                inner_keys = {iv: keys[ov] for iv, ov in zip(inner.invars, eqn.invars) if _is_var(ov) and ov in keys}
+                flatten(inner, inner_keys)
+                for outer, out in zip(eqn.outvars, inner.outvars):
+                    keys[outer] = inner_keys[out] if _is_var(out) and out in inner_keys else new(outer, tainted)
+                continue
+            outputs = [keys.setdefault(v, new(v, tainted)) for v in eqn.outvars if _is_var(v)]
+            steps.append((inputs, outputs))
+
+    keys = {}
+    for index, var in enumerate(backward.invars):
+        keys[var] = new(var, index == len(backward.invars) - 1)  # the last input is the cotangent
+    flatten(backward, keys)
+    kept = {keys[v] for v in backward.outvars if _is_var(v) and v in keys}
+    last_use = {}
+    for index, (inputs, _) in enumerate(steps):
+        for key in inputs:
+            last_use[key] = index
+    held = {keys[v] for v in backward.invars}
+
+    def residuals(values):
+        chosen = [k for k in values if not from_cotangent[k]]
+        return len(chosen), sum(sizes[k] for k in chosen)
+
+    most = residuals(held)
+    for index, (_, outputs) in enumerate(steps):
+        held |= set(outputs)
+        most = max(most, residuals(held))
+        held = {k for k in held if last_use.get(k, -1) > index or k in kept}
+    return {"entries": most[0], "bytes": most[1]}
 
 
 MEMORY_FIELDS = (

@@ -15,6 +15,20 @@
 # Cells that say **Your turn** are yours; the cell after each one checks your answer.
 
 # %% [markdown]
+# ## Your map
+#
+# - **Before this lesson:** reading compiled HLO and the roofline model (the phase's previous
+#   lesson, *Reason with HLO and the roofline model*). Nothing else is assumed.
+# - **The whole lesson:** about 100 minutes over five stages: 15, 25, 40, 12 and 8 minutes.
+# - **This stage:** about 15 minutes.
+# - **Needs:** nothing from another stage.
+# - **Points:** 3, checked automatically (one graded cell).
+# - **Compare with:** `reference-execution.txt` beside this notebook holds what a complete run
+#   of all five stages printed, on a CPU with JAX 0.9.2 (each stage starts at its line "Stage
+#   N of 5"; check reports keep only their points). Counts and bytes should match yours
+#   exactly; timings and measured peaks will not.
+
+# %% [markdown]
 # ## The problem
 #
 # A model runs out of memory while it is being differentiated. A colleague suggests wrapping
@@ -51,6 +65,7 @@ from jax.ad_checkpoint import print_saved_residuals
 
 import remat_lesson  # first, so its checks hold trusted copies of what they compare with
 
+print(f"Stage 1 of 5 · Understand · JAX {jax.__version__} on {jax.default_backend()}")
 
 def two_steps(v):
     return jnp.sum(jnp.sin(jnp.cos(v)))
@@ -93,9 +108,11 @@ print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
 # | estimated **bytes** | bytes | `compiled.memory_analysis()`: what the compiler plans to allocate |
 # | measured **peak memory** | bytes | the process or device, while the program runs |
 #
-# The compiler fuses operations, reuses buffers and can undo a recomputation it finds
-# wasteful, so fewer entries need not mean fewer bytes, and fewer estimated bytes need not
-# mean a lower measured peak.
+# The compiler fuses operations and reuses buffers, and its common-subexpression elimination
+# (CSE) merges two identical computations into one, which can fold a recomputation back into
+# the value it repeats. So fewer entries need not mean fewer bytes, and an estimate of bytes
+# is not a measured peak. Stages 2 and 3 show the first with numbers, and stage 3 sets the
+# estimates beside peaks measured in fresh processes.
 
 # %% [markdown]
 # ## Your turn: write down your predictions

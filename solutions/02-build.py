@@ -6,6 +6,16 @@
 # compiler's memory estimates and time the compiled gradients.
 
 # %% [markdown]
+# ## Your map
+#
+# - **This stage:** about 25 minutes.
+# - **Needs:** stage 1's rule for one layer backward (you write it again here, for the whole
+#   network); no record of stage 1 is read.
+# - **Points:** 15, checked automatically (five graded cells).
+# - **Compare with:** `reference-execution.txt` beside this notebook, from the line
+#   "Stage 2 of 5 · Build" on: counts and bytes should match yours, timings will not.
+
+# %% [markdown]
 # ## The fixed network
 #
 # The network lives once, in `remat_lesson.py` beside this notebook, so every stage uses the
@@ -16,19 +26,72 @@
 # %%
 import inspect
 
-import remat_lesson
-from remat_lesson import DEPTH, W, make_objective, plain, remat, x
+import jax
 
+import remat_lesson
+from remat_lesson import DEPTH, WIDTH, W, make_objective, plain, remat, x
+
+print(f"Stage 2 of 5 · Build · JAX {jax.__version__} on {jax.default_backend()}\n")
+print(f"W: shape {W.shape}, {W.dtype}, drawn from seed {remat_lesson.SEED}; "
+      f"x: {x.shape[0]} points from {float(x[0])} to {float(x[-1])}; depth {DEPTH}\n")
 print(inspect.getsource(make_objective))
 
 # %% [markdown]
-# `plain` keeps whatever autodiff wants; `remat` wraps each layer in `jax.checkpoint`. The
-# boundary goes around pure work: a layer with no hidden state, randomness or side effect, so
-# running it twice gives the same value twice. Both compute the same number:
+# `plain` keeps whatever autodiff wants; `remat` wraps each layer in `jax.checkpoint`. Both
+# compute the same number:
 
 # %%
 print("plain objective:", float(plain(x)))
 print("remat objective:", float(remat(x)))
+
+# %% [markdown]
+# ## A boundary goes around pure work
+#
+# When JAX recomputes a checkpointed layer, it reruns the program it traced from your Python
+# function, not the Python function itself. Watch a layer that appends to a Python list, a
+# mutation JAX does not track, and count how often JAX runs its `tanh`:
+
+# %%
+import jax
+import jax.numpy as jnp
+
+from remat_lesson import forward_and_backward, primitive_counts
+
+
+def python_calls_during_a_gradient(rematerialize):
+    """How often the layer's Python code runs while one gradient is taken, and how many tanh
+    the gradient's forward and backward programs run."""
+    calls = []
+
+    def layer(v):
+        calls.append("called")  # state JAX cannot see
+        return jnp.tanh(W @ v)
+
+    step = jax.checkpoint(layer) if rematerialize else layer
+
+    def objective(v):
+        for _ in range(DEPTH):
+            v = step(v)
+        return jnp.sum(v * v)
+
+    jax.grad(objective)(x)
+    python_calls = len(calls)
+    forward, backward = forward_and_backward(objective, x)
+    return python_calls, primitive_counts(forward)["tanh"] + primitive_counts(backward)["tanh"]
+
+
+for rematerialize in (False, True):
+    calls, runs = python_calls_during_a_gradient(rematerialize)
+    print(f"{'per-layer checkpoint' if rematerialize else 'plain':>20}: the layer's Python code ran {calls} time(s); "
+          f"the gradient's programs run tanh {runs} times")
+
+# %% [markdown]
+# With the checkpoint, the Python code ran once (JAX traced it once and reused the program for
+# all four layers), while the programs run `tanh` for every layer forward and again for every
+# recomputation. Whatever the layer does outside its arguments and its result is therefore
+# neither repeated nor seen again when the layer is recomputed. A boundary belongs around
+# **pure** work: no untracked mutation, no hidden randomness (pass `jax.random` keys in as
+# arguments), no side effects. Then the recomputed value is the value the forward pass had.
 
 # %% [markdown]
 # ## What each policy saves
@@ -109,9 +172,62 @@ with checks.item(1, "kinds carry no shape and no source location"):
 checks.score()
 
 # %% [markdown]
-# Plain keeps, per layer, the tanh output `h` and the factor `1 − h²` (the `sub`), plus the
-# weights. Remat keeps the weights, the input of the first layer and each layer's output: the
-# input every layer needs in order to recompute its insides. Fewer entries, same weights.
+# ## What exactly is kept?
+#
+# Plain keeps, per layer, an `output of tanh` and an `output of sub`. Stage 1's factor is
+# `1 − h²`, but the `sub` is not that. Read how JAX differentiates one `tanh`:
+
+# %%
+print(jax.make_jaxpr(jax.grad(lambda v: jnp.sum(jnp.tanh(v))))(x).pretty_print(use_color=False))
+
+# %% [markdown]
+# With `b = h = tanh(a)` and the incoming cotangent `d`, the program forms `c = 1 − h` (the
+# `sub`), then `e = d·(1 − h)` and `e + e·h`, which is `d·(1 − h)·(1 + h) = d·(1 − h²)`. The
+# factor is never formed; `h` and `1 − h` are what the backward pass needs. Check it on the
+# values themselves: `vjp_residuals` returns what `jax.vjp` keeps for plain's backward pass,
+# and a NumPy forward pass gives every `h`.
+
+# %%
+import numpy as np
+
+from remat_lesson import vjp_residuals
+
+outputs = [np.asarray(x, np.float64)]
+for _ in range(DEPTH):
+    outputs.append(np.tanh(np.asarray(W, np.float64) @ outputs[-1]))
+candidates = {}
+for k, h in enumerate(outputs[1:], start=1):
+    candidates.update({f"h{k}": h, f"1 - h{k}": 1.0 - h, f"1 - h{k}**2": 1.0 - h * h})
+kept = [np.asarray(value, np.float64) for value in vjp_residuals(plain, x)]
+print("kept by plain's VJP:", [tuple(value.shape) for value in kept])
+to_one_minus_h, to_square = [], []
+for value in (v for v in kept if v.shape == (WIDTH,)):
+    name, gap = min(((name, float(np.max(np.abs(value - c)))) for name, c in candidates.items()), key=lambda pair: pair[1])
+    square_gap = min(float(np.max(np.abs(value - c))) for n, c in candidates.items() if n.endswith("**2"))
+    print(f"  a kept vector equals {name:10s} (largest difference {gap:.1e}); the nearest 1 - h**2 is {square_gap:.3f} away")
+    if name.startswith("1 - "):
+        to_one_minus_h.append(gap)
+        to_square.append(square_gap)
+print(f"The {len(to_one_minus_h)} sub entries: at most {max(to_one_minus_h):.1e} from 1 - h, at least {min(to_square):.3f} from any 1 - h**2.")
+
+# %% [markdown]
+# So plain keeps `h` and `1 − h` for every layer, plus the weights. Remat keeps the weights,
+# the argument `v` and four `tanh` outputs. Three of those are the inputs from which layers 2,
+# 3 and 4 are recomputed. The fourth, the last layer's output, is kept for the loss: the
+# derivative of `sum(v²)` is `2v`, and `v` there is the last layer's output. Give the same
+# network the loss `sum(v)`, whose derivative needs no `v`, and that entry goes:
+
+# %%
+def remat_with_linear_loss(v):
+    step = jax.checkpoint(lambda u: jnp.tanh(W @ u))
+    for _ in range(DEPTH):
+        v = step(v)
+    return jnp.sum(v)
+
+
+for name, fn in (("sum(v**2)", remat), ("sum(v)", remat_with_linear_loss)):
+    lines = saved_residual_lines(fn, x)
+    print(f"per-layer checkpoint, loss {name:9s}: {len(lines)} entries, {sum('output of tanh' in line for line in lines)} of them tanh outputs")
 
 # %% [markdown]
 # ## An oracle that knows nothing about JAX
@@ -283,6 +399,16 @@ with checks.item(1, "a fresh network (depth 5, width 7): both gradients agree wi
     check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5)
 ### END HIDDEN TESTS
 checks.score()
+
+# %% [markdown]
+# The checks held each policy against an independent reference. Hold the two policies against
+# each other as well, directly, at a relative tolerance of 1e-6:
+
+# %%
+gradient_plain, gradient_remat = np.asarray(jax.grad(plain)(x)), np.asarray(jax.grad(remat)(x))
+np.testing.assert_allclose(gradient_remat, gradient_plain, rtol=1e-6, atol=0)
+print("plain and remat gradients agree within rtol 1e-6; largest difference:",
+      float(np.max(np.abs(gradient_remat - gradient_plain))))
 
 # %% [markdown]
 # ## Compiled memory estimates
@@ -469,10 +595,42 @@ for name, samples in timings.items():
     print(f"{name:6s} median {remat_lesson.median(samples) * 1e6:8.1f} µs  samples (µs):", [round(s * 1e6, 1) for s in samples])
 
 # %% [markdown]
-# On a network this small one gradient call takes microseconds: the scale of dispatch
-# overhead, cache effects and which policy happened to be timed first. **No ordering is
-# claimed**: these samples cannot say that either policy is faster. Run the cell again and
+# One gradient call of this network takes microseconds. Do the two ranges above overlap? If
+# they do, these samples cannot say that either policy is faster. Run the cell again and
 # compare the medians with the previous run.
+#
+# ## Does it matter which policy is timed first?
+#
+# The cell above always times `plain` first. If going first or second moved a median, the
+# comparison would measure the order as much as the policy. Measure it: five runs; in each
+# run, both orders (plain first, then remat first), each from freshly compiled gradients, with
+# your `timing_samples` taking seven samples per policy. A run keeps each policy's median.
+
+# %%
+import os
+
+from remat_evidence import ORDERS, order_effect
+
+# Five runs; one while autograding (the cell is not graded, and one run keeps a class's grading short).
+ORDER_RUNS = 1 if os.environ.get("NBGRADER_EXECUTION") == "autograde" else 5
+medians_by_order = {order: {name: [] for name in names} for order, names in ORDERS.items()}
+for run in range(ORDER_RUNS):
+    for order, names in ORDERS.items():
+        fresh = {"plain": compile_gradient(plain, x), "remat": compile_gradient(remat, x)}
+        for name in names:
+            medians_by_order[order][name].append(remat_lesson.median(timing_samples(fresh[name], x, repeats=7)))
+for order, medians in medians_by_order.items():
+    print(f"{order}: " + "; ".join(
+        f"{name} {remat_lesson.median(runs) * 1e6:.1f} µs (run medians {[round(m * 1e6, 1) for m in runs]})"
+        for name, runs in medians.items()))
+for line in order_effect(medians_by_order):
+    print(line)
+
+# %% [markdown]
+# Read the last three lines. For each policy: its median when timed first and when timed
+# second, in how many runs going first made it slower, and whether the two orders' run
+# medians overlap. Then whether the ranking of the two policies survives swapping the order.
+# Stage 5 shows the same lines from the record, and claims nothing they do not show.
 
 # %% [markdown]
 # ## The record of this stage
@@ -493,6 +651,7 @@ record = {
         for name in ("plain", "remat")
     },
     "timings_s": timings,
+    "timings_by_order_s": {"runs": ORDER_RUNS, "repeats": 7, "medians": medians_by_order},
 }
 print("recorded", save_record("02-build", record))
 print("residual entries:", record["residual_entries"])
@@ -504,4 +663,5 @@ print("largest gradient error against the oracle:", record["max_abs_error"])
 # - Both policies give the gradient of your independent oracle.
 # - Their saved-residual lists differ; count them by kind, never by text.
 # - The compiler's estimates are a separate view, reported as unavailable when missing.
-# - Timings were taken warm, synchronized, and kept whole; they claim no ordering.
+# - Timings were taken warm, synchronized, and kept whole; they rank the policies only where
+#   the samples do not overlap, and the order of timing was measured, not assumed.

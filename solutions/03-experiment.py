@@ -3,12 +3,31 @@
 #
 # Stage 2 put a `jax.checkpoint` boundary around each layer. Here we move the boundary and
 # watch what changes: the gradient must not, the residual list and the memory estimate may.
+# Then we read the two programs of a gradient to see *why*, choose what to save by name, and
+# measure, on networks large enough to matter, when rematerialization saves memory at all.
+
+# %% [markdown]
+# ## Your map
+#
+# - **This stage:** about 40 minutes, the longest of the five; a natural break comes before
+#   the sweep.
+# - **Needs:** nothing recorded by another stage. It uses the lesson's network and policies
+#   from `remat_lesson.py` and the sweep from `remat_sweep.py`; stage 2's list of what each
+#   policy saves is the starting point.
+# - **Points:** 7, checked automatically (two graded cells: a named-residual policy, 3; sqrt(L)
+#   segments, 4).
+# - **Compare with:** `reference-execution.txt` beside this notebook, from the line
+#   "Stage 3 of 5 · Experiment" on: counts and bytes should match yours, measured peaks and
+#   timings will not.
 
 # %%
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import compile_gradient, plain, remat, saved_residual_lines, save_record, x
+from remat_lesson import DEPTH, W, compile_gradient, plain, remat, saved_residual_lines, save_record, x
+
+print(f"Stage 3 of 5 · Experiment · JAX {jax.__version__} on {jax.default_backend()}")
 
 # %% [markdown]
 # ## Move the boundary to the whole objective
@@ -68,14 +87,6 @@ else:
         + ("the same for all three boundaries." if same else "they differ between boundaries.")
     )
 
-# %% [markdown]
-# Read the output above. The whole-objective boundary saves the fewest entries (only the
-# weights and the input) and its gradient is still right, yet the compiler's temporary-byte
-# estimate need not move at all: for a network this small, XLA fuses the work and sizes its
-# buffers by what is alive at once, not by what autodiff listed. Correctness is necessary, but
-# it does not choose a policy; the boundary decides what is kept and what is recomputed, and
-# only a measurement on the intended workload says whether that helps.
-
 # %%
 analysis = compiled["whole"].memory_analysis()
 save_record(
@@ -93,13 +104,414 @@ save_record(
 print("recorded the whole-objective boundary for stage 5")
 
 # %% [markdown]
+# The whole-objective boundary saves the fewest entries, its gradient is still right, and the
+# compiler's temporary bytes did not move. Fewer entries, no saving: the reason is in the
+# gradient's own programs, and it holds at any size.
+#
+# ## Read the VJP: what a boundary really asks for
+#
+# `jax.vjp(f, x)` splits a gradient into two programs: a **forward** program that computes
+# `f(x)` and hands over the residuals, and a **backward** program that takes those residuals
+# and the output's cotangent. The JAX docs' page on gradient checkpointing
+# (`docs/gradient-checkpointing.md` in jax-ml/jax) prints both side by side with a helper,
+# `print_fwd_bwd`; `forward_and_backward` in `remat_lesson.py` returns the same two jaxprs.
+# Count the primitives each one runs:
+
+# %%
+from remat_lesson import forward_and_backward, most_residuals_held, primitive_counts, vjp_residuals
+
+for name, fn in (("plain", plain), ("remat", remat), ("whole", whole)):
+    forward, backward = forward_and_backward(fn, x)
+    f_counts, b_counts = primitive_counts(forward), primitive_counts(backward)
+    print(f"{name:6s} forward: {f_counts['dot_general']} dots, {f_counts['tanh']} tanh, {f_counts['sub']} sub | "
+          f"backward: {b_counts['dot_general']} dots, {b_counts['tanh']} tanh, {b_counts['sub']} sub | "
+          f"residuals handed over: {len(forward.jaxpr.outvars) - 1}")
+
+# %% [markdown]
+# The backward program of `whole` holds the entire forward pass: the four layers' dots, `tanh`
+# and `sub` run again there, before the four transposed dots of the backward pass proper.
+# This is what the docs spell out for `jax.checkpoint(f)`:
+#
+# 1. run the forward pass, discarding every residual;
+# 2. at the start of the backward pass, run the forward pass again, *keeping* every residual;
+# 3. run the backward pass on those.
+#
+# The two entries are only what crosses the outer boundary. Inside the backward pass, step 2
+# rebuilds all of plain's residuals, and they are held together again. `most_residuals_held`
+# counts that: the most residual values (what the forward pass handed over, and what the
+# backward pass recomputes) alive at once while the backward program runs, one equation at a
+# time as JAX wrote it. It is a count of what the boundary asks for, in entries, before XLA
+# fuses anything: a model, not a measurement of bytes.
+
+# %%
+for name, fn in (("plain", plain), ("remat", remat), ("whole", whole)):
+    held = most_residuals_held(fn, x)
+    print(f"{name:6s} hands over {len(saved_residual_lines(fn, x))} entries; the backward pass holds at most "
+          f"{held['entries']} residual entries ({held['bytes']} bytes) at once")
+
+# %% [markdown]
+# `whole` holds as many as `plain` at its peak: a checkpoint around the whole function moves
+# the residuals from between the passes into the backward pass, and saves nothing. The docs
+# draw a second conclusion from the same steps: a checkpoint around the **last** stage saves
+# nothing either, because its residuals are rebuilt at the very start of the backward pass,
+# while everything before it is still held. The first stages are the ones worth wrapping.
+# Try each placement on the lesson's four layers:
+
+# %%
+def lesson_layer(v):
+    return jnp.tanh(W @ v)
+
+
+def checkpoint_these(wrapped_layers):
+    """The lesson's objective with a checkpoint around each listed layer (1 to 4) alone."""
+
+    def objective(v):
+        for number in range(1, DEPTH + 1):
+            v = (jax.checkpoint(lesson_layer) if number in wrapped_layers else lesson_layer)(v)
+        return jnp.sum(v * v)
+
+    return objective
+
+
+def checkpoint_first_three(v):
+    """One checkpoint around layers 1 to 3 together; layer 4 plain."""
+
+    def first_three(u):
+        for _ in range(3):
+            u = lesson_layer(u)
+        return u
+
+    out = lesson_layer(jax.checkpoint(first_three)(v))
+    return jnp.sum(out * out)
+
+
+placements = {
+    "no checkpoint (plain)": checkpoint_these(()),
+    "whole objective": whole,
+    "last layer only": checkpoint_these((4,)),
+    "layers 1-3 together": checkpoint_first_three,
+    "each of layers 1-3": checkpoint_these((1, 2, 3)),
+    "each of layers 1-4 (remat)": checkpoint_these((1, 2, 3, 4)),
+}
+for name, fn in placements.items():
+    np.testing.assert_allclose(np.asarray(jax.grad(fn)(x)), gradient_plain, rtol=1e-6, atol=0)
+    print(f"{name:>27}: hands over {len(saved_residual_lines(fn, x))} entries, "
+          f"the backward pass holds at most {most_residuals_held(fn, x)['entries']}")
+print(f"All {len(placements)} placements give plain's gradient within rtol 1e-6.")
+
+# %% [markdown]
+# Every placement gives plain's gradient (the last line). Read the held counts, not the
+# handed-over ones:
+#
+# - around the whole objective, or around the last layer only, the backward pass holds as
+#   many residuals as plain's: no saving, and extra work;
+# - around the first layers, it holds fewer;
+# - checkpointing layers 1-3 one by one holds exactly what checkpointing all four does: the
+#   per-layer policy of stage 2 wraps the last layer too, and that wrapper buys nothing.
+#
+# These are entries in JAX's program. The compiler's temporary bytes printed earlier are a
+# separate view, and the sweep further down shows when the two part ways.
+
+# %% [markdown]
+# ## Choose what to save: policies and names
+#
+# Placing `jax.checkpoint` well means editing the model's code. A **policy** is the other
+# way: `jax.checkpoint(f, policy=...)` lets the checkpoint *keep* the values the policy
+# accepts and recompute only the rest. JAX 0.9.2 offers the policies as functions in
+# `jax.checkpoint_policies`:
+
+# %%
+print(sorted(name for name in dir(jax.checkpoint_policies) if not name.startswith("_")))
+
+# %% [markdown]
+# Some policies look for names. `jax.ad_checkpoint.checkpoint_name(value, name)` returns
+# `value` unchanged and attaches a name to it; `save_only_these_names(...)` keeps only the
+# named values listed, and `save_any_names_but_these(...)` keeps every named value except
+# those. A three-step chain shows the difference:
+
+# %%
+import re
+
+from jax.ad_checkpoint import checkpoint_name
+
+policies = jax.checkpoint_policies
+
+
+def chain(v):
+    first = checkpoint_name(jnp.sin(v), "first")
+    second = checkpoint_name(jnp.sin(first), "second")
+    return jnp.sum(jnp.sin(second))
+
+
+def show_saved(title, fn, *args):
+    """The saved residuals of fn at args, without their source locations."""
+    lines = saved_residual_lines(fn, *args)
+    print(f"{title}: {len(lines)} entries")
+    for line in lines:
+        print("   ", re.sub(r" from \S+:\d+:\d+( \(.*\))?$", "", line))
+
+
+v0 = jnp.linspace(0.0, 1.0, 3)
+named_values = {"first": np.sin(np.asarray(v0)), "second": np.sin(np.sin(np.asarray(v0)))}
+for title, fn in (("no checkpoint", chain), ("checkpoint, no policy", jax.checkpoint(chain)),
+                  ("save_only_these_names('first')", jax.checkpoint(chain, policy=policies.save_only_these_names("first"))),
+                  ("save_any_names_but_these('first')", jax.checkpoint(chain, policy=policies.save_any_names_but_these("first")))):
+    show_saved(title, fn, v0)
+    kept = [np.asarray(value) for value in vjp_residuals(fn, v0)]
+    print("    named values kept:", [name for name, value in named_values.items() if any(np.allclose(k, value) for k in kept)])
+
+# %% [markdown]
+# Without a checkpoint the chain keeps its three `cos` factors. Inside a checkpoint with no
+# policy it keeps only its argument. Saving only `"first"` keeps the argument and `"first"`;
+# saving every name but `"first"` keeps the argument and `"second"`. Everything else is
+# recomputed in the backward pass. A value a policy saves appears as
+# `output of reduce_precision`: in JAX 0.9.2 it passes through a `reduce_precision` to its own
+# float32 format, which changes no bit. The forward program shows it:
+
+# %%
+forward, _ = forward_and_backward(jax.checkpoint(chain, policy=policies.save_only_these_names("first")), v0)
+marks = [eqn for eqn in forward.jaxpr.eqns if eqn.primitive.name == "reduce_precision"]
+print(f"{len(marks)} reduce_precision in the forward program, with exponent_bits={marks[0].params['exponent_bits']} "
+      f"and mantissa_bits={marks[0].params['mantissa_bits']}; float32 has {jnp.finfo(jnp.float32).nexp} and "
+      f"{jnp.finfo(jnp.float32).nmant}")
+
+# %% [markdown]
+# Policies also select by operation. `dots_with_no_batch_dims_saveable` keeps the output of
+# every matrix product without batch dimensions (the docs' reason: such products are often
+# limited by arithmetic, so keeping them is cheaper than recomputing them). Around the
+# lesson's whole objective:
+
+# %%
+dots_policy = jax.checkpoint(plain, policy=policies.dots_with_no_batch_dims_saveable)
+show_saved("whole objective, dots_with_no_batch_dims_saveable", dots_policy, x)
+forward, _ = forward_and_backward(plain, x)
+dot = next(eqn for eqn in forward.jaxpr.eqns if eqn.primitive.name == "dot_general")
+print("a layer's dot: (contracting, batch) dimensions =", dot.params["dimension_numbers"])
+np.testing.assert_allclose(np.asarray(jax.grad(dots_policy)(x)), gradient_plain, rtol=1e-6, atol=0)
+
+# %% [markdown]
+# The dot's batch dimensions are `((), ())`: none, so each layer's product `W @ v` is
+# saveable, and the weights are kept as always. The `tanh` and `sub` are recomputed from the
+# saved products.
+
+# %% [markdown]
+# ## Your turn: a named-residual policy
+#
+# Put both ideas together: a boundary around each layer (not the whole objective), and a
+# policy that keeps the one value per layer that is expensive to recompute, its product.
+#
+# Write `named_policy_objective(weights, depth)`. It returns the lesson's objective for these
+# weights and depth (`depth` layers `v ← tanh(weights @ v)`, then `sum(v²)`), with two
+# changes:
+#
+# - inside the layer, the **pre-activation** `weights @ v` passes through
+#   `checkpoint_name(..., "preactivation")` before the `tanh`;
+# - each layer is wrapped in its own `jax.checkpoint`, with the policy
+#   `jax.checkpoint_policies.save_only_these_names("preactivation")`; the loss `sum(v²)`
+#   stays outside the checkpoints.
+#
+# **Predict first:** how many entries will it hand over at the lesson's `x`, and of which
+# kinds (remember stage 2's `2v`)? Will its gradient change? The checks count the kinds of
+# its saved residuals and compare its gradient, on the lesson's network and on a fresh one.
+
+# %% nbgrader={"solution": true, "grade_id": "named-policy"}
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+def named_policy_objective(weights, depth):
+    """sum(v_depth**2), v <- tanh(weights @ v), each layer checkpointed, keeping its named pre-activation."""
+    ### BEGIN SOLUTION
+    w = jnp.asarray(weights)
+    policy = jax.checkpoint_policies.save_only_these_names("preactivation")
+
+    def layer(v):
+        return jnp.tanh(checkpoint_name(w @ v, "preactivation"))
+
+    layer = jax.checkpoint(layer, policy=policy)
+
+    def objective(v):
+        for _ in range(depth):
+            v = layer(v)
+        return jnp.sum(v * v)
+
+    return objective
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-named-policy", "points": 3}
+import collections
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from remat_lesson import DEPTH, Checks, W, saved_residual_lines, vjp_residuals, x
+
+checks = Checks(3, where="'Your turn: a named-residual policy': named_policy_objective")
+
+
+def kinds_saved(fn, point):
+    """The saved-residual kinds of fn at point, shape and source location stripped."""
+    found = collections.Counter()
+    for line in saved_residual_lines(fn, point):
+        description = line.split(" ", 1)[1]
+        found[re.sub(r" from \S+:\d+:\d+( \(.*\))?$", "", description)] += 1
+    return dict(found)
+
+
+def preactivation_layers(fn, weights, point, depth):
+    """The layers (1..depth) whose pre-activation is among the vectors the VJP of fn keeps."""
+    weights, v = np.asarray(weights, np.float64), np.asarray(point, np.float64)
+    preactivations = []
+    for _ in range(depth):
+        preactivations.append(weights @ v)
+        v = np.tanh(preactivations[-1])
+    kept = [np.asarray(value, np.float64) for value in vjp_residuals(fn, point)]
+    return [k + 1 for k, z in enumerate(preactivations)
+            if any(value.shape == z.shape and np.allclose(value, z, rtol=1e-5, atol=1e-6) for value in kept)]
+
+
+def reference_gradient(weights, point, depth):
+    """An independent float64 gradient of sum(v_depth**2)."""
+    weights, values = np.asarray(weights, np.float64), [np.asarray(point, np.float64)]
+    for _ in range(depth):
+        values.append(np.tanh(weights @ values[-1]))
+    bar = 2.0 * values[-1]
+    for h in values[:0:-1]:
+        bar = weights.T @ ((1.0 - h * h) * bar)
+    return bar
+
+
+with checks.item(1, "the lesson network saves 6 entries: the weights, 4 named pre-activations, the last output"):
+    checks.equal(kinds_saved(named_policy_objective(W, DEPTH), x),
+                 {"from a constant": 1, "output of reduce_precision": 4, "output of tanh": 1},
+                 what="the kinds of saved residuals",
+                 hint="name each pre-activation W @ v, and wrap each layer (not the loss) in jax.checkpoint with "
+                 "save_only_these_names(\"preactivation\"): a value the policy saves shows up as 'output of reduce_precision'")
+with checks.item(1, "the lesson network: the gradient is unchanged"):
+    checks.close(jax.grad(named_policy_objective(W, DEPTH))(x), reference_gradient(W, x, DEPTH), rtol=1e-5, atol=1e-7,
+                 what="gradient")
+### BEGIN HIDDEN TESTS
+with checks.item(1, "a fresh network (depth 3, width 5): it keeps exactly its 3 pre-activations, and its gradient"):
+    rng_hidden = np.random.default_rng(1604)
+    w_fresh = (0.7 * rng_hidden.normal(size=(5, 5))).astype(np.float32)
+    x_fresh = jnp.asarray(rng_hidden.normal(size=5).astype(np.float32))
+    checks.equal(kinds_saved(named_policy_objective(w_fresh, 3), x_fresh),
+                 {"from a constant": 1, "output of reduce_precision": 3, "output of tanh": 1}, what="the kinds of saved residuals")
+    checks.equal(preactivation_layers(named_policy_objective(w_fresh, 3), w_fresh, x_fresh, 3), [1, 2, 3],
+                 what="the layers whose pre-activation is kept", hint="name the product weights @ v, before the tanh")
+    checks.close(jax.grad(named_policy_objective(w_fresh, 3))(x_fresh), reference_gradient(w_fresh, x_fresh, 3),
+                 rtol=1e-5, atol=1e-7, what="gradient")
+### END HIDDEN TESTS
+checks.score()
+
+# %% [markdown]
+# Your policy beside the others: what crosses the boundary, the most the backward pass holds,
+# how many products the backward pass writes, and the compiler's temporary bytes.
+
+# %%
+named = named_policy_objective(W, DEPTH)
+for name, fn in (("plain", plain), ("whole", whole), ("remat", remat), ("your named policy", named)):
+    _, backward = forward_and_backward(fn, x)
+    print(f"{name:>18}: hands over {len(saved_residual_lines(fn, x))} entries, holds at most "
+          f"{most_residuals_held(fn, x)['entries']}, backward dots {primitive_counts(backward)['dot_general']}, "
+          f"compiled temporary bytes {temp_bytes(compile_gradient(fn, x))}")
+
+# %% [markdown]
+# Your policy holds no more than the per-layer checkpoint, and its backward pass writes only
+# the transposed products: the products of the forward pass were kept, so only the `tanh` and
+# `sub` are recomputed. The compiler's bytes stay where they were for a network this small.
+
+# %% [markdown]
+# ## A policy inside `lax.scan`
+#
+# The docs' practical notes single out loops. Under `jax.jit`, XLA makes its own decisions
+# about what to keep and what to recompute, so a checkpoint is often not needed there; but a
+# `lax.scan` stages out a forward loop and a backward loop, and XLA optimizes less across the
+# two. There the docs advise a checkpoint on the loop's body, with a policy if some values are
+# worth keeping. The lesson's network as a scan over its four layers:
+
+# %%
+from jax import lax
+
+stacked = jnp.stack([W] * DEPTH)
+
+
+def scan_objective(body_policy):
+    """sum(v**2) after a lax.scan over the stacked layers; body_policy: None (no checkpoint),
+    "checkpoint" (no policy), or a policy for the checkpointed body."""
+
+    def body(v, w):
+        return jnp.tanh(w @ v), None
+
+    if body_policy == "checkpoint":
+        body = jax.checkpoint(body)
+    elif body_policy is not None:
+        body = jax.checkpoint(body, policy=body_policy)
+
+    def objective(v):
+        v, _ = lax.scan(body, v, stacked)
+        return jnp.sum(v * v)
+
+    return objective
+
+
+for name, body_policy in (("plain body", None), ("checkpointed body", "checkpoint"),
+                          ("body with dots_with_no_batch_dims_saveable", policies.dots_with_no_batch_dims_saveable)):
+    fn = scan_objective(body_policy)
+    np.testing.assert_allclose(np.asarray(jax.grad(fn)(x)), gradient_plain, rtol=1e-5, atol=1e-9)
+    _, backward = forward_and_backward(fn, x)
+    shapes = [line.split(" ")[0] for line in saved_residual_lines(fn, x)]
+    counts = primitive_counts(backward)
+    print(f"{name:>43}: saves {shapes}; the backward loop's body writes {counts['dot_general']} dot(s), {counts['tanh']} tanh")
+
+# %% [markdown]
+# A scan saves a few entries, each a stack with one slice per layer (`f32[4,16]`), besides the
+# stacked weights and the last output (kept for `2v`). The plain body stacks two arrays (the
+# `tanh` outputs and their `sub`); the checkpointed body stacks one, each layer's input, and
+# its backward loop recomputes the product and the `tanh` (two dots: the recomputed product
+# and the transposed one); with the dots policy it stacks the products instead, and its
+# backward loop recomputes only the `tanh`. The sweep below measures what a checkpointed body
+# does to the compiler's bytes.
+
+# %% [markdown]
+# ## Offloading: keep a value, somewhere else
+#
+# A third answer besides keeping and recomputing is to move a saved value to another memory
+# and bring it back for the backward pass. JAX names two such policies:
+# `save_and_offload_only_these_names(names_which_can_be_saved=..., names_which_can_be_offloaded=...,
+# offload_src=..., offload_dst=...)` keeps some names on the device, offloads others and
+# recomputes the rest; `offload_dot_with_no_batch_dims(offload_src, offload_dst)` offloads the
+# products the dots policy above would keep. Source and destination are memory kinds. Here:
+
+# %%
+device = jax.devices()[0]
+print("device:", device.platform, "| its memory kinds:", [memory.kind for memory in device.addressable_memories()])
+offloaded = jax.checkpoint(plain, policy=policies.offload_dot_with_no_batch_dims("device", "pinned_host"))
+show_saved("whole objective, offload_dot_with_no_batch_dims('device', 'pinned_host')", offloaded, x)
+np.testing.assert_allclose(np.asarray(jax.grad(offloaded)(x)), gradient_plain, rtol=1e-6, atol=0)
+print("the gradient is plain's")
+
+# %% [markdown]
+# The products are kept in `pinned_host` memory (the `<host>` in their type), and the
+# gradient is unchanged. On this CPU backend that moves nothing anywhere that matters: the
+# "device" is the host, so its memory kinds all live in the same RAM. Offloading is for an
+# accelerator with its own memory (a GPU's or a TPU's), where a host copy frees device memory
+# at the price of transfers. This lesson runs on a CPU and does not measure it.
+
+# %% [markdown]
 # ## When does rematerialization actually save memory? A sweep over depth
 #
-# The four-layer network above is too small for memory to matter. Here the network is a
+# The four-layer network above plans a few hundred temporary bytes. Here the network is a
 # stack of `L` layers `x ← tanh(x @ W_l)` acting on a batch `x` of shape `(B, D)`, with loss
 # `0.5 * sum(x**2)`, in float32, differentiated with respect to the weights `W` of shape
-# `(L, D, D)`. The batch is at least as wide as a layer (`B ≥ D`), so the activations are the
-# biggest thing in the program and cannot hide inside the gradient's own buffers.
+# `(L, D, D)`. The batch is at least as wide as a layer (`B ≥ D`), so every activation is at
+# least as big as a layer's weights. (With a narrower batch, XLA can place activations inside
+# the gradient's own output buffers, where the temporary bytes no longer count them; that was
+# measured while this lesson was built, and is not shown here.)
 #
 # `remat_sweep.py` computes the same loss in five ways that differ only in what the backward
 # pass keeps:
@@ -190,14 +602,17 @@ def mib(value):
     return "n/a" if value is None else f"{value / MIB:.2f}"
 
 
-print(f"\nAt L={DEEPEST}, D={remat_sweep.SMALL_WIDTH}, B={remat_sweep.SMALL_BATCH}:")
-print(f"{'policy':>24} {'entries':>8} {'saved MiB':>10} {'temp MiB':>9} {'peak MiB':>9} {'dots before→after':>18} {'time/plain':>10} {'max |Δgrad|':>11}")
+print(f"\nAt L={DEEPEST}, D={remat_sweep.SMALL_WIDTH}, B={remat_sweep.SMALL_BATCH}, what the programs plan:")
+print(f"{'policy':>24} {'entries':>8} {'saved MiB':>10} {'temp MiB':>9} {'dots before→after':>18} {'max |Δgrad|':>11}")
 for name, row in at_deepest.items():
     dots = f"{row['dots_lowered']}→{row['dots_compiled']}"
     print(
         f"{name:>24} {row['residual_entries']:>8} {mib(row['residual_bytes']):>10} {mib(row['temp_bytes']):>9} "
-        f"{mib(row['peak_bytes']):>9} {dots:>18} {row['time_vs_plain']:>10.2f} {row['max_abs_diff_vs_plain']:>11.2g}"
+        f"{dots:>18} {row['max_abs_diff_vs_plain']:>11.2g}"
     )
+print("\nand what was measured (a fresh process's peak growth; median warm time over plain's):")
+for name, row in at_deepest.items():
+    print(f"{name:>24}: peak {mib(row['peak_bytes'])} MiB, time {row['time_vs_plain']:.2f}x plain's")
 
 # %% [markdown]
 # Solid lines are the compiler's temporary bytes; crosses are the measured peak growth of a
@@ -263,6 +678,54 @@ else:
 # otherwise). Return the same scalar loss as the other policies. Use `layer(x, w)` and
 # `final_loss(x)` from `remat_sweep`, `weights.reshape(...)` to group the layers, and
 # `lax.scan` with `jax.checkpoint`.
+#
+# This is the hardest task of the lesson (4 points). The next two cells walk through the
+# shapes; the hint after them gives the outline.
+#
+# #### The shapes, one level at a time
+#
+# Take `L = 12` layers of width `D = 4`, a batch `B = 5`, and segments of `k = 3`. A reshape
+# groups the stacked weights into segments without copying a layer anywhere else:
+
+# %%
+from jax import lax
+
+walk_weights, walk_x = remat_sweep.make_inputs(12, 4, 5)
+grouped = walk_weights.reshape(12 // 3, 3, 4, 4)
+print("weights", walk_weights.shape, "-> grouped", grouped.shape)
+print("segment 2 holds layers 4 to 6:", bool(np.array_equal(grouped[1], walk_weights[3:6])))
+
+# %% [markdown]
+# `lax.scan(body, carry, xs)` calls `body(carry, xs[i])` for each `i` along the first axis and
+# threads the carry through. Here is what a body receives from a scan over `grouped`, and what
+# a scan over one segment hands its own body (each body prints while JAX traces it, once):
+
+# %%
+def inner_body(carry, one_layer):
+    print("  a scan over one segment gives its body: carry", carry.shape, "and one layer", one_layer.shape)
+    return carry, None
+
+
+def outer_body(carry, one_segment):
+    print("a scan over the segments gives its body: carry", carry.shape, "and one segment", one_segment.shape)
+    lax.scan(inner_body, carry, one_segment)
+    return carry, None
+
+
+_ = lax.scan(outer_body, walk_x, grouped)
+
+# %% [markdown]
+# <details><summary><b>Hint: the outline</b> (open it when you are stuck)</summary>
+#
+# 1. Read `depth, width, _ = weights.shape`; raise `ValueError` unless `depth % segment_length == 0`.
+# 2. Group: `segments = weights.reshape(depth // segment_length, segment_length, width, width)`.
+# 3. Write `run_segment(x, segment_weights)`: an inner `lax.scan` of `layer` over
+#    `segment_weights` (its body returns `(layer(carry, w), None)`), returning `(x, None)`.
+#    Wrap `run_segment` in `jax.checkpoint`: that boundary is what keeps only one activation
+#    per segment.
+# 4. `x, _ = lax.scan(run_segment, x, segments)`, then `return final_loss(x)`.
+#
+# </details>
 
 # %% nbgrader={"solution": true, "grade_id": "sqrt-segments"}
 import jax
@@ -440,17 +903,41 @@ if measured_rows:
     )
 
 # %% [markdown]
-# **Why per-layer `jax.checkpoint` did nothing in the unrolled loop.** `jax.checkpoint` did
-# its part: the program JAX hands to XLA contains the recomputed matmul of every layer, and,
-# because `prevent_cse=True` is the default, an optimization barrier around it whose only job
-# is to stop the compiler from noticing that the recomputation repeats the forward pass. The
-# CPU compiler expands those barriers away early in its pipeline, and common-subexpression
-# elimination then finds two identical `dot(x, W_l)` per layer and keeps one: the compiled
-# program has as many dots as plain and no barriers, and the "recomputed" value is simply the
-# original one, kept alive until the backward pass needs it. Nothing is saved, and the
-# rewritten program can even plan more temporary bytes than plain: compare the ratio printed
-# above. `checkpoint_dots` meets the same fate. To see where the bytes go, dump XLA's buffer
-# assignment with `XLA_FLAGS=--xla_dump_to=DIR`.
+# **Why per-layer `jax.checkpoint` saved nothing in the unrolled loop.** `jax.checkpoint` did
+# its part: the program JAX hands to XLA contains the recomputed product of every layer (the
+# extra dots before compilation, above) and, because `prevent_cse=True` is the default, an
+# optimization barrier around each recomputation, whose only job is to stop the compiler
+# from merging it with the forward pass's copy. After compilation the extra dots and the
+# barriers are gone, and the temporary bytes *rose*, to 1.83x plain's (printed above).
+# Which compiler pass removes what? XLA can write the program after every pass; the next cell
+# does that in a fresh process for a small per-layer checkpoint (4 layers) and reports the
+# passes that changed the number of barriers or dots.
+
+# %%
+from remat_sweep import checkpoint_per_layer_loss, pass_trace, passes_that_changed
+
+# A fresh process and an XLA dump: skipped while autograding (this cell is not graded).
+trace = None if os.environ.get("NBGRADER_EXECUTION") == "autograde" else pass_trace(checkpoint_per_layer_loss, depth=4)
+if not trace:
+    print("No pass trace here (autograding, or no fresh process could run).")
+else:
+    order = [row["after"] for row in trace]
+    for field in ("barriers", "dots"):
+        for row in passes_that_changed(trace, field):
+            print(f"{field}: {row['from']} -> {row[field]} after pass '{row['after']}' (dump step {row['step']}, "
+                  f"pipeline '{row['pipeline']}')")
+    expander = order.index("cse_barrier_expander")
+    print("the passes from the barrier expander to layout assignment:", " -> ".join(order[expander:order.index("layout-assignment") + 1]))
+
+# %% [markdown]
+# On CPU, the barriers go in the pass `cse_barrier_expander` (XLA's `OptimizationBarrierExpander`),
+# which `xla/service/cpu/cpu_compiler.cc` runs just before layout assignment; the extra dots
+# go later, in the `cse` pass of the pipeline that runs after layout assignment (`HloCSE`):
+# once the barriers are gone, it finds two identical `dot(x, W_l)` per layer and keeps one.
+# The "recomputed" value is then simply the forward pass's value, kept alive until the
+# backward pass needs it: nothing is saved, and the rewritten program plans more temporary
+# bytes than plain. `checkpoint_dots` meets the same fate (its ratio is printed above too).
+# To see where the bytes go, dump XLA's buffer assignment with `XLA_FLAGS=--xla_dump_to=DIR`.
 #
 # **Why scan changes that.** A `lax.scan` is one loop in the compiled program. Its backward
 # pass is a second loop that reads whatever the forward loop stacked up, one slice per
@@ -459,27 +946,73 @@ if measured_rows:
 # the backward loop's body, where there is no forward copy for CSE to merge it with. The
 # recomputation survives compilation (see the dot counts printed above), and the temporary
 # bytes fall. A plain scan is no cure by itself: it stacks every residual its body needs, one
-# stacked array per kind, and can plan more than the unrolled loop, whose compiler shares
-# buffers between layers. Entries mislead here in the other direction: a scan saves a handful
-# of entries, each of them a stack of one array per layer.
+# stacked array per kind, and can plan more than the unrolled loop (the ratio printed above).
+# Entries mislead here in the other direction: a scan saves a handful of entries, each of
+# them a stack of one array per layer. This is the docs' practical note, measured: under
+# `jax.jit`, XLA decides for itself what to keep in straight-line code, and a checkpoint pays
+# off across a loop.
 #
-# **On GPU and TPU.** These figures are measured on CPU only. XLA's GPU and TPU compilers keep
-# optimization barriers through scheduling, so an unrolled per-layer checkpoint does recompute
-# there. They also run a rematerialization pass of their own, driven by memory pressure: when
-# the scheduled program would not fit in device memory, the compiler recomputes cheap values
-# instead of keeping them, whatever the source asked for. The host-process peak measured here
-# says nothing about accelerator memory; on an accelerator, read the device's own allocator
-# statistics instead.
+# **On GPU and TPU: not measured here.** Every figure in this lesson comes from a CPU. What
+# the sources say, for reading on: the `jax.checkpoint` docstring warns that preventing CSE
+# "can incur high overheads on some backends, especially GPU", and that inside `lax.scan` it
+# is unnecessary (`prevent_cse=False`); the JAX docs' gradient-checkpointing page notes that
+# under `jax.jit` checkpointing "often isn't needed", except around staged-out control flow
+# such as `lax.scan`. In XLA's GPU compiler (`GpuCompiler::RunPostSchedulingPipelines` in
+# `xla/service/gpu/gpu_compiler.cc`), the barrier expander runs only after scheduling, right
+# after `HloRematerialization`, a pass that recomputes values to fit a memory limit. Whether
+# an unrolled per-layer checkpoint then recomputes on a GPU, and what TPUs do (their compiler
+# is not open source), this lesson does not measure. On an accelerator, measure with the
+# device's own allocator statistics: the host-process peak measured here says nothing about
+# accelerator memory.
 #
 # **The curve and the theory.** Chen et al. (2016, *Training Deep Nets with Sublinear Memory
 # Cost*, arXiv:1604.06174) split a chain of `n` layers into segments of about `sqrt(n)`, keep
 # only segment boundaries, and recompute each segment once during the backward pass:
 # `O(sqrt n)` memory for one extra forward pass. That is the exercise you just wrote, and the
-# slope printed above is the measured version of that exponent. Applying the idea inside
-# each segment again (the reference's nested segments) lowers memory further at the cost of
-# one more forward pass per level. Griewank and Walther's *revolve* (ACM Transactions on
-# Mathematical Software, 2000) gives the optimal tradeoff: with `s` snapshots and no step run
-# forward more than `t` times, at most `C(s + t, t)` steps can be reversed, and revolve
+# slope printed above is the measured version of that exponent.
+#
+# Applying the idea inside each segment again trades more recomputation for less memory. The
+# JAX docs show it in its recursive form: checkpoint the half of a chain that runs first, and
+# do the same inside each half, so that the saved entries grow like `log2` of the chain's length.
+# Count it on a chain of `sin`, in entries, and in the `sin` and `cos` the two programs run:
+
+# %%
+def chain_of_sines(length):
+    def f(v):
+        for _ in range(length):
+            v = jnp.sin(v)
+        return v
+
+    return f
+
+
+def recursive_checkpoint(length):
+    """sin applied `length` times: the half that runs first is checkpointed, and so on inside each half."""
+    if length <= 2:
+        return chain_of_sines(length)
+    first, second = recursive_checkpoint(length // 2), recursive_checkpoint(length - length // 2)
+    return lambda v: second(jax.checkpoint(first)(v))
+
+
+def trig_runs(fn, point):
+    forward, backward = forward_and_backward(fn, point)
+    return sum(primitive_counts(program)[name] for program in (forward, backward) for name in ("sin", "cos"))
+
+
+point = jnp.float32(3.0)
+for length in (8, 16, 32):
+    plain_chain, recursive_chain = chain_of_sines(length), recursive_checkpoint(length)
+    np.testing.assert_allclose(jax.grad(recursive_chain)(point), jax.grad(plain_chain)(point), rtol=1e-5)
+    print(f"chain of {length:2d} sin: plain saves {len(saved_residual_lines(plain_chain, point)):2d} entries "
+          f"and runs {trig_runs(plain_chain, point):3d} sin/cos; recursive checkpoint saves "
+          f"{len(saved_residual_lines(recursive_chain, point)):2d} and runs {trig_runs(recursive_chain, point):3d}")
+
+# %% [markdown]
+# Doubling the chain doubles plain's entries; the recursive checkpoint's grow by one, and the
+# `sin`/`cos` it runs grow faster than plain's: every level of nesting reruns its part of the
+# forward pass once more. Griewank and Walther's *revolve* (ACM Transactions
+# on Mathematical Software, 2000) gives the optimal tradeoff: with `s` snapshots and no step
+# run forward more than `t` times, at most `C(s + t, t)` steps can be reversed, and revolve
 # schedules exactly that many. The next cell computes, for the sweep's deepest network, how
 # many snapshots each number of forward runs needs.
 

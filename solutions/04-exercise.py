@@ -5,12 +5,25 @@
 # a finite-difference check of a directional derivative, and Hessian-vector products of both
 # policies.
 
+# %% [markdown]
+# ## Your map
+#
+# - **This stage:** about 12 minutes.
+# - **Needs:** the lesson's network and both policies, from `remat_lesson.py`; nothing from
+#   another stage's run.
+# - **Points:** 8: 6 checked automatically (two graded cells) and 2 read by a person (one
+#   written answer).
+# - **Compare with:** `reference-execution.txt` beside this notebook, from the line
+#   "Stage 4 of 5 · Exercise" on.
+
 # %%
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from remat_lesson import plain, remat, save_record, x
+
+print(f"Stage 4 of 5 · Exercise · JAX {jax.__version__} on {jax.default_backend()}")
 
 # %% [markdown]
 # ## A directional derivative, two ways
@@ -177,7 +190,8 @@ print("All finite:", bool(np.isfinite(hvp_plain).all() and np.isfinite(hvp_remat
 # Hessian-vector product differentiates the whole backward pass once more, recomputation
 # included, so it also tests how the gradient *changes*: the derivatives of the recomputed
 # values, not only the values. A nonuniform direction gives every coordinate a different
-# weight, so errors in different coordinates cannot cancel as they might along (1, …, 1).
+# weight, so errors in different coordinates are less likely to cancel than along (1, …, 1),
+# where every coordinate counts alike.
 
 # %%
 save_record(

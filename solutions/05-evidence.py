@@ -5,11 +5,24 @@
 # for machines, `evidence.md` for people, and the figure. Run stages 1 to 4 first; this
 # notebook reads their records and says which ones are missing.
 
+# %% [markdown]
+# ## Your map
+#
+# - **This stage:** about 8 minutes.
+# - **Needs:** the records stages 1 to 4 wrote to `runs/performance-05/` (run those stages
+#   first, in any order); it measures nothing itself.
+# - **Points:** 2, read by a person (your written explanation).
+# - **Compare with:** `storage-views.png` beside this notebook, the figure of a complete
+#   reference run, and `reference-execution.txt` from the line "Stage 5 of 5 · Evidence" on.
+
 # %%
+import jax
 from IPython.display import Image, display
 
-from remat_evidence import FIGURE_ALT_TEXT, collect, draw_storage_figure, outcomes, write_evidence
+from remat_evidence import FIGURE_ALT_TEXT, collect, draw_storage_figure, order_effect, outcomes, write_evidence
 from remat_lesson import runs_dir
+
+print(f"Stage 5 of 5 · Evidence · JAX {jax.__version__} on {jax.default_backend()}")
 
 evidence = collect(command="05-evidence.ipynb")
 if evidence["missing_stages"]:
@@ -52,12 +65,15 @@ else:
 
 # %% [markdown]
 # Fewer entries mean autodiff *planned* to keep less. Equal temporary bytes mean the compiler,
-# after fusing and reusing buffers, *allocates* the same for this program. Neither panel is a
-# measured peak: that needs the full training step, representative shapes, optimizer state and
-# input buffers, measured on the target device.
+# after fusing and reusing buffers, *plans* as many temporary bytes for either program. Neither panel is a
+# measured peak. A claim about training memory needs the full training step (optimizer state
+# and input buffers included) at representative shapes, its peak measured on the target
+# device; and since the point of saving memory is usually a larger batch, that larger batch
+# must then actually run, and the model's quality and the step's time must be checked again
+# with it.
 
 # %% [markdown]
-# ## Timings: every sample, no ordering claimed
+# ## Timings: every sample, and what they can rank
 
 # %%
 for policy in ("plain", "remat"):
@@ -72,11 +88,14 @@ for policy in ("plain", "remat"):
 summaries = evidence["timing_summary_s"]
 if summaries["plain"] and summaries["remat"]:
     overlap = summaries["plain"]["min"] <= summaries["remat"]["max"] and summaries["remat"]["min"] <= summaries["plain"]["max"]
-    print("The two ranges " + ("overlap." if overlap else "do not overlap in this run."))
-print(
-    "No ordering is claimed either way: one call costs microseconds, the scale of dispatch and cache effects,\n"
-    "and which policy was timed first matters as much as the policy. Rerun stage 2 and watch the medians move."
-)
+    print("The two ranges " + ("overlap: these samples rank neither policy." if overlap else "do not overlap in this run."))
+by_order = evidence["timings_by_order_s"]
+if by_order:
+    print(f"\nThe order of timing, measured in stage 2 ({by_order['runs']} run(s) per order, {by_order['repeats']} samples per policy and run):")
+    for line in order_effect(by_order["medians"]):
+        print(" ", line)
+else:
+    print("The order of timing was not recorded: run stage 2.")
 
 # %% [markdown]
 # ## Your predictions, and what happened
@@ -98,10 +117,10 @@ for question, outcome in happened.items():
 EXPLANATION = """
 The residual list is autodiff's plan before compilation: it counts values, not bytes, and
 one 16x16 weight matrix outweighs many 16-element vectors. The compiler then fuses
-operations, reuses buffers and may undo a recomputation it finds wasteful, so the temporary
-bytes it allocates follow what is alive at the same time, not the list: here fewer entries
-became exactly the same temporary bytes. A measured peak adds arguments, outputs, the runtime and
-everything else the step holds (optimizer state, inputs), which no residual list sees.
+operations and reuses buffers, and its CSE can merge a recomputation with the value it
+repeats, so the temporary bytes follow the compiled program, not the list: here 9 and 6
+entries became the same 256 temporary bytes. A measured peak adds arguments, outputs, the
+runtime and everything else the step holds (optimizer state, inputs), which no list sees.
 """
 ### END SOLUTION
 
@@ -117,7 +136,8 @@ for path in write_evidence(evidence, EXPLANATION):
 #   checkpointed function before anything else.
 # - Memory did not improve: check where the boundary sits, what shapes are saved, what the
 #   compiler estimates, and a measured peak of the full step, before adding more checkpoints.
-# - Timings flip between runs: that is the spread; report all samples and claim no ordering.
+# - Timings flip between runs: that is the spread; report all samples, and rank policies only
+#   where their samples do not overlap.
 #
 # ## Carry forward
 #

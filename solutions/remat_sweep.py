@@ -213,9 +213,10 @@ def op_counts(lowered_text: str, compiled_text: str | None) -> dict[str, int | N
     """Dots and optimization barriers in the program text before and after compilation.
 
     These count ops as written, not as executed: a loop body is counted once however many
-    times it runs. XLA expands every barrier before it prints the compiled program (on CPU
-    early, before a later CSE pass; on GPU only after scheduling), so no barrier after
-    compilation proves nothing by itself: whether a recomputation survived shows in the dots.
+    times it runs. XLA expands every barrier before it prints the compiled program (on CPU in
+    the pass `cse_barrier_expander`, just before layout assignment, with a CSE pass after it:
+    see `pass_trace`), so no barrier after compilation proves nothing by itself: whether a
+    recomputation survived shows in the dots.
     """
     return {
         "dots_lowered": len(_LOWERED_DOT.findall(lowered_text)),
@@ -301,6 +302,68 @@ def measure_peak(loss: Loss, depth: int, width: int, batch: int, timeout_s: floa
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"peak_bytes": None, "peak_note": f"fresh process failed: {last}"}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------
+# Which compiler pass does what: XLA's own dump, pass by pass.
+# ---------------------------------------------------------------------------------------
+_PASS_FILE = re.compile(r"^module_\d+\.(?P<module>[^.]+)\.(?P<step>\d{4})\.(?P<pipeline>[^.]+)\.after_(?P<after>.+?)\.before_(?P<before>.+?)\.txt$")
+
+
+def _pass_trace_here(reference: str, depth: int, width: int, batch: int, folder: str) -> list[dict]:
+    """Inside a fresh process started with XLA_FLAGS asking for a dump after every pass: compile
+    one policy's gradient and read the dump back. One row per dumped step, in pipeline order."""
+    loss = resolve_policy(reference)
+    shapes = (jax.ShapeDtypeStruct((depth, width, width), jnp.float32), jax.ShapeDtypeStruct((batch, width), jnp.float32))
+    jax.jit(jax.grad(loss)).lower(*shapes).compile()
+    rows = []
+    for path in sorted(Path(folder).iterdir()):
+        match = _PASS_FILE.match(path.name)
+        if not match or "grad" not in match["module"] and reference.split(":")[-1] not in match["module"]:
+            continue
+        text = path.read_text()
+        rows.append({"step": int(match["step"]), "pipeline": match["pipeline"], "after": match["after"],
+                     "before": match["before"], "dots": len(_COMPILED_DOT.findall(text)),
+                     "barriers": len(_COMPILED_BARRIER.findall(text))})
+    return rows
+
+
+def pass_trace(loss: Loss, depth: int = 4, width: int = 16, batch: int = 32, timeout_s: float = 300) -> list[dict] | None:
+    """Dots and optimization barriers in the program after each pass of XLA's pipeline.
+
+    Runs a fresh Python process with XLA_FLAGS=--xla_dump_to=<scratch> --xla_dump_hlo_pass_re=.*
+    (XLA writes the program after every pass that changed it, each file named
+    <step>.<pipeline>.after_<pass>.before_<next pass>.txt), compiles the gradient of `loss` there,
+    and reads the files back: one row per file with the pass that ran, the next one, and the
+    dots and barriers it left. None where a fresh process cannot import `loss` or fails.
+    """
+    import tempfile
+
+    reference = policy_reference(loss)
+    if reference is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="xla-passes-") as folder:
+        flags = f"--xla_dump_to={folder} --xla_dump_hlo_pass_re=.*"
+        env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip(),
+                   PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]))
+        command = [sys.executable, str(Path(__file__).resolve()), "--pass-trace", reference, str(depth), str(width), str(batch), folder]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        if done.returncode != 0:
+            return None
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def passes_that_changed(rows: list[dict], field: str) -> list[dict]:
+    """The rows of a pass trace at which `field` (dots or barriers) changed, with the value before."""
+    changed, previous = [], None
+    for row in rows:
+        if previous is not None and row[field] != previous:
+            changed.append({**row, "from": previous})
+        previous = row[field]
+    return changed
 
 
 # ---------------------------------------------------------------------------------------
@@ -582,10 +645,16 @@ def _main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--measure-peak", nargs=4, metavar=("POLICY", "L", "D", "B"),
                         help="internal: measure one policy's peak in this (fresh) process and print JSON")
+    parser.add_argument("--pass-trace", nargs=5, metavar=("POLICY", "L", "D", "B", "DUMP"),
+                        help="internal: compile one policy's gradient under an XLA dump and print the pass trace as JSON")
     args = parser.parse_args(argv)
     if args.measure_peak:
         reference, depth, width, batch = args.measure_peak
         print(json.dumps(_measure_peak_here(reference, int(depth), int(width), int(batch))))
+        return
+    if args.pass_trace:
+        reference, depth, width, batch, folder = args.pass_trace
+        print(json.dumps(_pass_trace_here(reference, int(depth), int(width), int(batch), folder)))
         return
     rows = run_sweep(progress=print)
     for row in rows:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from autograder.figures import FIGURE_STEM, regenerate
+from autograder.figures import FIGURE_STEM, comparable, differences, regenerate
 from autograder.paths import DATA
 
 PROVENANCE_KEYS = {"utc", "python", "jax", "jaxlib", "numpy", "matplotlib", "platform", "devices", "command"}
@@ -42,6 +42,24 @@ def test_regeneration_reproduces_the_deterministic_fields(regenerated):
         assert error < 1e-6 and committed["max_abs_error"][name] < 1e-6
     assert fresh["directional_derivative"]["finite"] == pytest.approx(committed["directional_derivative"]["finite"], rel=1e-6)
     assert (out / "storage-views.png").is_file()
+
+
+def test_the_recorded_execution_is_regenerated_and_reproduces_what_must(regenerated):
+    """`make figures` writes reference-execution.txt again; counts, bytes and error bounds match the
+    committed one (numbers within 1e-6), line by line; timings and measured peaks may differ."""
+    out, _ = regenerated
+    committed, fresh = (DATA / "reference-execution.txt").read_text(), (out / "reference-execution.txt").read_text()
+    assert differences(committed, fresh) == [], "run `make figures`: data/reference-execution.txt is stale"
+    deterministic = [template for template, _ in comparable(committed) if template != "<measured>"]
+    assert len(deterministic) > 150 and any("temp_size_in_bytes" in t for t in deterministic)
+
+
+def test_the_comparison_tells_a_changed_count_from_a_changed_timing():
+    committed = "# utc: then\n\nplain: 9 entries, 256 bytes\nplain  median 15.2 µs\nerror 1e-09\n"
+    assert differences(committed, committed.replace("15.2", "99.0").replace("1e-09", "3e-09")) == []
+    assert differences(committed, committed.replace("9 entries", "8 entries")) != []
+    assert differences(committed, committed.replace("256", "257")) != []
+    assert differences(committed, committed + "one more line\n") != []
 
 
 def test_unavailable_memory_analysis_gives_nulls_and_the_availability_panel(tmp_path):

@@ -75,6 +75,18 @@ def test_timings_keep_every_sample(solution_runs):
         assert evidence["timing_summary_s"][policy]["median"] == pytest.approx(float(np.median(samples)))
 
 
+def test_the_order_of_timing_is_measured_both_ways(solution_runs):
+    by_order = solution_runs.record("02-build.json")["timings_by_order_s"]
+    assert (by_order["runs"], by_order["repeats"]) == (5, 7)
+    assert by_order["medians"].keys() == {"plain first", "remat first"}
+    for medians in by_order["medians"].values():
+        assert medians.keys() == {"plain", "remat"}
+        assert all(len(runs) == 5 and all(m > 0 for m in runs) for runs in medians.values())
+    assert solution_runs.record("evidence.json")["timings_by_order_s"] == by_order
+    markdown = (solution_runs.runs_dir / "evidence.md").read_text()
+    assert "timed first" in markdown and "timed second" in markdown
+
+
 def test_evidence_file_has_the_promised_schema(solution_runs):
     evidence = solution_runs.record("evidence.json")
     assert set(evidence["residual_entries"]) == {"plain", "remat", "whole"}

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from autograder import sync
-from autograder.paths import NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES, SOLUTIONS
+from autograder.paths import DATA, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES, SOLUTIONS
 from autograder.release import generate_release
 
 LEAK_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -61,3 +61,21 @@ def test_graded_cells_declare_the_points_their_checks_add_up_to():
                 declared = float(re.search(r"Checks\((\d+(?:\.\d+)?)", cell.source).group(1))
                 items = sum(float(p) for p in re.findall(r"checks\.item\((\d+(?:\.\d+)?)", cell.source))
                 assert declared == meta["points"] == items, f"{name} {meta['grade_id']}: {declared}, {meta['points']}, {items}"
+
+
+def test_learners_get_the_recorded_reference_run():
+    """The recorded execution and its figure ship beside the notebooks, as data/ holds them."""
+    assert {"reference-execution.txt", "storage-views.png"} <= set(SHIPPED_FILES)
+    for name in SHIPPED_FILES:
+        assert (RELEASE / name).read_bytes() == (DATA / name).read_bytes(), f"notebooks/{name} differs from data/{name}"
+
+
+def test_the_recorded_execution_reveals_no_hidden_check():
+    """Check reports are cut to their points line: no item of a hidden test reaches learners."""
+    recorded = (RELEASE / "reference-execution.txt").read_text()
+    assert not re.search(r"^\[(PASS|FAIL)\] ", recorded, re.M)
+    for name in NOTEBOOKS:
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
+            for hidden in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
+                for what in re.findall(r'checks\.item\(\s*[\d.]+,\s*"([^"]+)"', hidden):
+                    assert what not in recorded, f"{name}: a hidden check's wording is in reference-execution.txt: {what}"

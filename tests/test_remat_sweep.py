@@ -205,3 +205,18 @@ def test_a_notebook_policy_has_no_fresh_process_peak():
 def test_peak_setting_is_checked():
     with pytest.raises(ValueError, match="peak"):
         remat_sweep.run_sweep(depths=(2,), width=4, batch=8, policies=["plain"], repeats=1, peak="sometimes")
+
+
+@on_cpu
+def test_the_pass_trace_names_where_the_barriers_and_the_recomputed_dots_go():
+    """On CPU the barriers go in the expander, before layout assignment; the extra dots in a later CSE."""
+    trace = remat_sweep.pass_trace(remat_sweep.checkpoint_per_layer_loss, depth=4)
+    assert trace, "no pass trace"
+    passes = [row["after"] for row in trace]
+    (barriers,) = remat_sweep.passes_that_changed(trace, "barriers")
+    assert (barriers["after"], barriers["from"], barriers["barriers"]) == ("cse_barrier_expander", 4, 0)
+    assert passes.index("cse_barrier_expander") < passes.index("layout-assignment")
+    dots = remat_sweep.passes_that_changed(trace, "dots")
+    assert [(row["after"], row["from"], row["dots"]) for row in dots] == [("cse", 15, 11)]
+    assert [row["step"] for row in trace if row["after"] == "layout-assignment"][0] < dots[0]["step"]
+    assert remat_sweep.pass_trace(lambda w, x: remat_sweep.plain_loss(w, x)) is None  # a lambda: no fresh process
