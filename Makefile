@@ -1,5 +1,5 @@
 # The lesson bundle's pipeline: author (solutions/*.py) -> sync (solutions/*.ipynb)
-# -> release (notebooks/) -> submit -> autograde -> feedback.
+# -> release (notebooks/) -> submit -> autograde -> feedback. `make help` lists the targets.
 # Every target creates .venv from requirements-cpu.txt first when it is missing or stale.
 
 PYTHON_BOOTSTRAP ?= python3
@@ -20,8 +20,16 @@ OUT ?= runs/autograde
 STUDENT ?=
 NB ?=
 PYTEST_ARGS ?=
+AUDIT_EVIDENCE ?= runs/performance-audit
+K ?= 16
+BENCH_JOBS ?= 2
 
-.PHONY: venv run test sync release lab validate autograde formgrader export feedback figures sweep audit test-browser bench-grading clean
+.PHONY: help venv run test test-fast lint format lock sync release lab validate autograde formgrader export \
+        feedback figures sweep audit audit-starter test-browser bench-grading clean
+
+## help: this list
+help:
+	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST) | sed 's/^\([a-z-]*\)\([: ]\)/  \1\2/'
 
 venv: $(VENV)/.installed $(VENV)/etc/jupyter/nbgrader_config.py
 
@@ -40,11 +48,24 @@ $(VENV)/etc/jupyter/nbgrader_config.py: autograder/nbgrader_config.py $(VENV)/.i
 ## run: the worked example, then all five solution notebooks headless; writes runs/performance-05/
 run: venv
 	$(PY) solutions/main.py
-	$(PY) -m autograder.execute solutions
+	$(PY) -m bundle.execute solutions
 
-## test: the whole test suite
-test: venv
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+## test: the lint, then the whole test suite (the browser tests skip, saying why, without Chromium)
+test: venv lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## test-fast: the tests that start no kernel, in well under a minute: the edit-test loop
+test-fast: venv
+	$(PY) -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+
+## lint: ruff's lint and format check over the whole tree (`make format` rewrites)
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 ## lock: requirements-cpu.txt (the lesson, the grader, the tests) and requirements-dev.txt (+ dev tools)
 ##       from pyproject.toml, with uv; run after changing a dependency there
@@ -56,11 +77,11 @@ lock: venv
 
 ## sync: solutions/*.py (the source) -> solutions/*.ipynb and solutions/main.py
 sync: venv
-	$(PY) -m autograder.sync
+	$(PY) -m bundle.sync
 
 ## release: the student notebooks, generated from solutions/ by nbgrader generate_assignment
 release: sync
-	$(PY) -m autograder.release
+	$(PY) -m bundle.release
 
 ## lab: JupyterLab on the student release
 lab: venv
@@ -68,7 +89,7 @@ lab: venv
 
 ## validate NB=<path>: nbgrader validate, failing (non-zero exit) when a check fails
 validate: venv
-	$(PY) -m autograder.validate $(NB)
+	$(PY) -m bundle.validate $(NB)
 
 ## autograde SUBMISSIONS=<dir> [JOBS=n] [OUT=runs/autograde] [FRESH=1] [SCHEDULER=tls://host:port TLS="--tls-ca-file ..
 ##           --tls-cert .. --tls-key .."] [LIMITS="memory=8G processes=64"] [UNSAFE_NO_SANDBOX=1: no sandbox, trusted work only]
@@ -93,39 +114,31 @@ feedback: venv
 
 ## figures: rerun the worked example and refresh data/ (figure, its data, the recorded execution)
 figures: venv
-	$(PY) -m autograder.figures
-
-clean:
-	rm -rf runs
-
-## audit: the phase 08 performance audit with the reference solution: stages 1-3 write
-## runs/performance-audit, then the stage 4 checker reads it back (non-zero exit on failure)
-## audit-starter: the learner's command, with projects/performance-audit/starter/model.py
-.PHONY: audit audit-starter
-AUDIT_EVIDENCE ?= runs/performance-audit
-
-audit: venv
-	$(PY) projects/performance-audit/run.py --stage all --implementation solution --evidence-dir $(AUDIT_EVIDENCE)
-
-audit-starter: venv
-	$(PY) projects/performance-audit/run.py --stage all --implementation starter --evidence-dir $(AUDIT_EVIDENCE)
+	$(PY) -m bundle.figures
 
 ## sweep: when does rematerialization save memory? Full depth sweep (L up to 256, D=128, B=1024) on CPU;
 ##        writes data/remat-sweep.csv, its provenance JSON and the memory and time figures (a few minutes)
-.PHONY: sweep
 sweep: venv
 	$(PY) solutions/remat_sweep_reference.py --out data
 
-## test-browser: the learner's path in JupyterLab, in headless Chromium (Debian's /usr/bin/chromium:
-##               tests/browser/install-chromium.sh); screenshots, server log and console in runs/browser/.
-##               Exclude these tests from `make test` with PYTEST_ARGS='-m "not browser"'.
-.PHONY: test-browser
+## audit: the phase 08 performance audit with the reference solution: stages 1-3 write
+##        runs/performance-audit, then the stage 4 checker reads it back (non-zero exit on failure)
+audit: venv
+	$(PY) projects/performance-audit/run.py --stage all --implementation solution --evidence-dir $(AUDIT_EVIDENCE)
+
+## audit-starter: the learner's command, with projects/performance-audit/starter/model.py
+audit-starter: venv
+	$(PY) projects/performance-audit/run.py --stage all --implementation starter --evidence-dir $(AUDIT_EVIDENCE)
+
+## test-browser: the learner's and the instructor's paths in JupyterLab, in headless Chromium (Debian's
+##               /usr/bin/chromium: tests/browser/install-chromium.sh); screenshots, logs in runs/browser/
 test-browser: venv
 	$(PY) -m pytest tests/browser -m browser $(PYTEST_ARGS)
 
 ## bench-grading [K=16] [BENCH_JOBS=2]: stock serial nbgrader vs the parallel grader; writes runs/bench/grading.json
-K ?= 16
-BENCH_JOBS ?= 2
-.PHONY: bench-grading
 bench-grading: venv
 	$(PY) -m autograder.bench_grading --copies $(K) --jobs $(BENCH_JOBS)
+
+## clean: remove runs/ (a class gradebook under runs/autograde with it)
+clean:
+	rm -rf runs

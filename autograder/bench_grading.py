@@ -12,6 +12,7 @@ where a notebook's seconds go, the floor it is measured against (five fresh kern
 process), and `same_scores`: whether both sides gave every cell the same score (a speed-up
 bought by skipping work shows there).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,11 @@ def sample_students(source: str = "samples") -> dict[str, Path]:
     samples = AUTOGRADER / "samples"
     if source == "solutions":
         return {"solution": SOLUTIONS}
-    found = {p.name: p for p in sorted(samples.iterdir()) if p.is_dir() and any(p.glob("*.ipynb"))} if samples.is_dir() else {}
+    found = (
+        {p.name: p for p in sorted(samples.iterdir()) if p.is_dir() and any(p.glob("*.ipynb"))}
+        if samples.is_dir()
+        else {}
+    )
     return found or {"solution": SOLUTIONS}
 
 
@@ -67,13 +72,17 @@ def stock_serial(submissions: Path, course: Path) -> dict:
 
     def run(*args):
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True
+        )
         steps[args[0]] = time.perf_counter() - start
         (course / f"{args[0]}.log").write_text(done.stdout + done.stderr)
         # nbgrader exits 1 when any one submission failed; the others are graded all the same.
-        failures.extend(line for line in (done.stdout + done.stderr).splitlines()
-                        if "There was an error processing assignment '" in line)
+        failures.extend(
+            line
+            for line in (done.stdout + done.stderr).splitlines()
+            if "There was an error processing assignment '" in line
+        )
 
     start = time.perf_counter()
     run("generate_assignment", ASSIGNMENT, "--force")
@@ -95,15 +104,23 @@ def stock_scores(course: Path) -> dict[tuple[str, str, str], float | None]:
             for notebook in gb.find_assignment(ASSIGNMENT).notebooks:
                 for cell in notebook.grade_cells:
                     grade = gb.find_grade(cell.name, notebook.name, ASSIGNMENT, student.id)
-                    scores[(student.id, notebook.name, cell.name)] = None if grade.needs_manual_grade else float(grade.score)
+                    scores[(student.id, notebook.name, cell.name)] = (
+                        None if grade.needs_manual_grade else float(grade.score)
+                    )
     return scores
 
 
 def compare_scores(stock: dict, cells: list[dict]) -> list[str]:
     """Every cell the two sides scored differently (empty: the same scores)."""
-    ours = {(r["student_id"], r["notebook"], r["grade_id"]): (None if r["score"] == "" else float(r["score"])) for r in cells}
-    return [f"{'/'.join(key)}: stock {stock.get(key)}, parallel {ours.get(key)}"
-            for key in sorted(set(stock) | set(ours)) if stock.get(key) != ours.get(key)]
+    ours = {
+        (r["student_id"], r["notebook"], r["grade_id"]): (None if r["score"] == "" else float(r["score"]))
+        for r in cells
+    }
+    return [
+        f"{'/'.join(key)}: stock {stock.get(key)}, parallel {ours.get(key)}"
+        for key in sorted(set(stock) | set(ours))
+        if stock.get(key) != ours.get(key)
+    ]
 
 
 def measure_floor(repeats: int = 5) -> dict:
@@ -115,20 +132,33 @@ def measure_floor(repeats: int = 5) -> dict:
         t0 = time.perf_counter()
         km, kc = start_new_kernel(kernel_name=KERNEL_NAME, extra_arguments=["--IPKernelApp.log_level=ERROR"])
         t1 = time.perf_counter()
-        kc.execute_interactive("import jax, jax.numpy as jnp; jnp.zeros(1).block_until_ready()", timeout=120,
-                                output_hook=lambda message: None)
+        kc.execute_interactive(
+            "import jax, jax.numpy as jnp; jnp.zeros(1).block_until_ready()",
+            timeout=120,
+            output_hook=lambda message: None,
+        )
         t2 = time.perf_counter()
         kc.stop_channels()
         km.shutdown_kernel(now=True)
         starts.append(t1 - t0)
         imports.append(t2 - t1)
-    return {"kernel_start_s": statistics.median(starts), "import_jax_s": statistics.median(imports),
-            "floor_per_notebook_s": statistics.median(starts) + statistics.median(imports)}
+    return {
+        "kernel_start_s": statistics.median(starts),
+        "import_jax_s": statistics.median(imports),
+        "floor_per_notebook_s": statistics.median(starts) + statistics.median(imports),
+    }
 
 
 def cost_breakdown(timings: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
     """Median seconds per notebook and part, over the students."""
-    parts = ("total", "kernel_start", "first_cell_imports", "notebook_work", "hidden_and_public_tests", "nbgrader_overhead")
+    parts = (
+        "total",
+        "kernel_start",
+        "first_cell_imports",
+        "notebook_work",
+        "hidden_and_public_tests",
+        "nbgrader_overhead",
+    )
     table = {}
     for name in (*NOTEBOOKS, "(feedback)"):
         rows = [t for student in timings.values() for t in student if t["notebook"] == name]
@@ -141,8 +171,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=16, help="students in the benchmark class (default 16)")
     parser.add_argument("--jobs", type=int, default=2, help="workers for the parallel grader (default 2)")
-    parser.add_argument("--students", choices=("samples", "solutions"), default="samples",
-                        help="copy autograder/samples (default) or the solution notebooks as every student")
+    parser.add_argument(
+        "--students",
+        choices=("samples", "solutions"),
+        default="samples",
+        help="copy autograder/samples (default) or the solution notebooks as every student",
+    )
     args = parser.parse_args(argv)
     use_the_venvs_tools()
     submissions = BENCH / "submissions"
@@ -156,8 +190,11 @@ def main(argv=None) -> int:
     if stock["failures"]:
         # nbgrader drops a whole submission when one notebook trips it: it then does less work
         # than the grader, and the ratio flatters it.
-        print(f"WARNING: stock nbgrader failed on {len(stock['failures'])} of {len(students)} submissions "
-              f"(see {BENCH / 'stock-course' / 'autograde.log'}): the comparison is not like for like", flush=True)
+        print(
+            f"WARNING: stock nbgrader failed on {len(stock['failures'])} of {len(students)} submissions "
+            f"(see {BENCH / 'stock-course' / 'autograde.log'}): the comparison is not like for like",
+            flush=True,
+        )
     shutil.rmtree(BENCH / "parallel", ignore_errors=True)  # a fresh class gradebook, like stock nbgrader's
     start = time.perf_counter()
     result = grade(submissions, BENCH / "parallel", jobs=args.jobs, progress_stream=io.StringIO())
@@ -199,12 +236,23 @@ def main(argv=None) -> int:
     print(f"\n{'':28}{'stock serial':>14}{'parallel':>12}")
     print(f"{'wall (s)':28}{report['stock_serial_wall_s']:>14.1f}{report['parallel_wall_s']:>12.1f}")
     print(f"{'s per student':28}{report['stock_s_per_student']:>14.2f}{report['parallel_s_per_student']:>12.2f}")
-    print(f"speedup {report['speedup']:.2f}x with {args.jobs} jobs on {cpus} CPUs; same scores cell by cell: {report['same_scores']}")
-    print(f"floor {floor_per_student:.2f} s per student (5 x (kernel start + import jax) / {min(args.jobs, cpus)} cores); "
-          f"the parallel grader takes {report['parallel_over_floor']:.2f}x that")
+    print(
+        f"speedup {report['speedup']:.2f}x with {args.jobs} jobs on {cpus} CPUs; same scores cell by cell: {report['same_scores']}"
+    )
+    print(
+        f"floor {floor_per_student:.2f} s per student (5 x (kernel start + import jax) / {min(args.jobs, cpus)} cores); "
+        f"the parallel grader takes {report['parallel_over_floor']:.2f}x that"
+    )
     print("parallel run, wall seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.phases.items()))
     print("\nmedian seconds per notebook (parallel run):")
-    parts = ("total", "kernel_start", "first_cell_imports", "notebook_work", "hidden_and_public_tests", "nbgrader_overhead")
+    parts = (
+        "total",
+        "kernel_start",
+        "first_cell_imports",
+        "notebook_work",
+        "hidden_and_public_tests",
+        "nbgrader_overhead",
+    )
     print(f"{'notebook':22}" + "".join(f"{p[:12]:>13}" for p in parts))
     for name, row in report["breakdown_per_notebook_s"].items():
         print(f"{name:22}" + "".join(f"{row[p]:>13.2f}" if p in row else f"{'':>13}" for p in parts))

@@ -15,6 +15,7 @@ cache:
 A program the source notebooks never compiled (a learner's own variant) misses the cache and
 compiles as usual, so grades do not depend on it; only the seconds do.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -74,7 +75,9 @@ def reading_env(folder: str | Path) -> dict[str, str]:
     return {**_common(folder), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": NEVER}
 
 
-def add_entries(template: dict[str, bytes], filled: list[tuple[str, dict[str, bytes]]]) -> tuple[dict[str, bytes], int, int]:
+def add_entries(
+    template: dict[str, bytes], filled: list[tuple[str, dict[str, bytes]]]
+) -> tuple[dict[str, bytes], int, int]:
     """The template with the cache added, from (host, entries) pairs of one kind of host only:
     (template, entries, bytes)."""
     usable = [(host, entries) for host, entries in filled if entries]

@@ -4,6 +4,7 @@ nbgrader wants <root>/source/<assignment>/; the bundle keeps the source in solut
 its authoring files. A course folder is therefore assembled under runs/ from exactly the files
 that belong to the assignment, and every nbgrader command runs inside it.
 """
+
 from __future__ import annotations
 
 import os

@@ -15,13 +15,21 @@ While any cell awaits manual grading (or a re-check after regrading), the LMS fi
 written and every such cell is listed: exit 1. --allow-pending writes it without those
 students' rows. Exit 0 when everything was written, 2 on bad arguments.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from .gradebook import GradebookError, LMS_FILE, pending_lines, regenerate_class_files, require_gradebook, write_lms_file
+from .gradebook import (
+    LMS_FILE,
+    GradebookError,
+    pending_lines,
+    regenerate_class_files,
+    require_gradebook,
+    write_lms_file,
+)
 from .paths import ROOT, RUNS
 
 DEFAULT_OUT = RUNS / "autograde"
@@ -29,12 +37,22 @@ DEFAULT_OUT = RUNS / "autograde"
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"the folder grading wrote (default {DEFAULT_OUT.relative_to(ROOT)})")
-    parser.add_argument("--allow-pending", action="store_true",
-                        help="write the LMS file even while cells await manual grading, without those students")
-    parser.add_argument("--total-only", action="store_true",
-                        help=f"the LMS file gets the assignment's total only, no per-notebook columns")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"the folder grading wrote (default {DEFAULT_OUT.relative_to(ROOT)})",
+    )
+    parser.add_argument(
+        "--allow-pending",
+        action="store_true",
+        help="write the LMS file even while cells await manual grading, without those students",
+    )
+    parser.add_argument(
+        "--total-only",
+        action="store_true",
+        help="the LMS file gets the assignment's total only, no per-notebook columns",
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
     try:
@@ -50,9 +68,12 @@ def main(argv=None) -> int:
     for line in pending_lines(export.pending):
         print(line)
     if written is None:
-        print(f"{LMS_FILE} not written: {len(export.pending)} student(s) have cells awaiting manual grading. "
-              f"Grade them in formgrader (make formgrader), then run this again; or pass --allow-pending "
-              f"to leave those students out.", file=sys.stderr)
+        print(
+            f"{LMS_FILE} not written: {len(export.pending)} student(s) have cells awaiting manual grading. "
+            f"Grade them in formgrader (make formgrader), then run this again; or pass --allow-pending "
+            f"to leave those students out.",
+            file=sys.stderr,
+        )
         return 1
     left_out = f", without {len(export.pending)} student(s) awaiting manual grading" if export.pending else ""
     print(f"wrote {where}/{LMS_FILE}: {len(export.rows)} student(s){left_out}")

@@ -12,6 +12,7 @@ The autograded notebooks carry no hidden tests (the grader removed them), so nei
 feedback; a page that would is refused. Notebooks flagged in OUT/flags.csv keep their
 "Flagged for instructor review" note. Exit 0 when done, 2 on bad arguments.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,10 @@ def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = No
     wanted = known if not students else list(dict.fromkeys(students))
     unknown = [s for s in wanted if s not in known]
     if unknown:
-        raise GradebookError(f"no submission of {', '.join(map(repr, unknown))} in {course / 'gradebook.db'}; "
-                             f"the class: {', '.join(known) or '(nobody yet)'}")
+        raise GradebookError(
+            f"no submission of {', '.join(map(repr, unknown))} in {course / 'gradebook.db'}; "
+            f"the class: {', '.join(known) or '(nobody yet)'}"
+        )
     api, _ = _api(course)
     written: dict[str, list[Path]] = {}
     for student in wanted:
@@ -63,7 +66,9 @@ def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = No
         _hide_tests_in_autograded(autograded)
         outcome = api.generate_feedback(ASSIGNMENT, student, force=True)
         if not outcome["success"]:
-            raise RuntimeError(f"nbgrader generate_feedback failed for {student}:\n{outcome.get('log', '')}{outcome.get('error', '')}")
+            raise RuntimeError(
+                f"nbgrader generate_feedback failed for {student}:\n{outcome.get('log', '')}{outcome.get('error', '')}"
+            )
         findings = flag_findings(out, student)
         public.mkdir(parents=True, exist_ok=True)
         for page in sorted(feedback.glob("*.html")):
@@ -86,10 +91,19 @@ def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = No
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"the folder grading wrote (default {DEFAULT_OUT.relative_to(ROOT)})")
-    parser.add_argument("--student", action="append", default=[], metavar="ID",
-                        help="only this student (repeat for more); default: the whole class")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"the folder grading wrote (default {DEFAULT_OUT.relative_to(ROOT)})",
+    )
+    parser.add_argument(
+        "--student",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only this student (repeat for more); default: the whole class",
+    )
     args = parser.parse_args(argv)
     try:
         written = regenerate_feedback(args.out, args.student)
@@ -99,8 +113,11 @@ def main(argv=None) -> int:
     out = args.out.resolve()
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     for student, pages in written.items():
-        print(f"{student}: {len(pages)} page(s) in {where}/feedback/{student}/" if pages
-              else f"{student}: nothing was autograded, no feedback")
+        print(
+            f"{student}: {len(pages)} page(s) in {where}/feedback/{student}/"
+            if pages
+            else f"{student}: nothing was autograded, no feedback"
+        )
     return 0
 
 

@@ -17,25 +17,29 @@ student folder that cannot be graded is rejected alone; the others are graded al
 Exit 0 when grading ran, 2 on bad arguments, 3 when this host cannot grade safely (no working
 sandbox, or the instructor's notebooks fail their own checks).
 """
+
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
-from .course import nbgrader_env, use_the_venvs_tools
-from .gradebook import (  # noqa: F401 (re-exported: the gradebook functions lived here)
-    CELL_COLUMNS, GradebookError, _api, _escape, _flag_note, build_course, clear_outputs, export_grades,
-    merge_into_gradebook, prepare_class_course, read_cells, source_cell_order, source_files, write_class_files,
+from .course import use_the_venvs_tools
+from .gradebook import (
+    GradebookError,
+    build_course,
+    clear_outputs,
+    merge_into_gradebook,
+    prepare_class_course,
+    read_cells,
+    source_files,
+    write_class_files,
+    write_student_files,
 )
-from .paths import ASSIGNMENT, NOTEBOOKS, ROOT, RUNS, SHIPPED_MODULES
+from .paths import NOTEBOOKS, ROOT, RUNS
 from .progress import Progress
 from .reference import into_template
 from .runners import DaskRunner, HereRunner, SchedulerSecurity
@@ -43,7 +47,7 @@ from .sandbox import UNSAFE_FLAG, UNSAFE_WARNING, Limits, SandboxUnavailable, fi
 from .submissions import UsageError, find_submissions, read_notebook
 from .tampering import scan_notebook
 from .verdicts import ReferenceError
-from .worker import StudentResult, StudentTask, quiet_gradebook_warnings
+from .worker import StudentTask
 
 DEFAULT_OUT = RUNS / "autograde"
 
@@ -68,40 +72,22 @@ class GradingResult:
 
 
 # ----------------------------------------------------------------------------------------
-# The class course: one gradebook, kept from run to run (autograder/gradebook.py)
-# ----------------------------------------------------------------------------------------
-def write_student_files(out: Path, course: Path, result: StudentResult, submission: dict[str, Path],
-                        findings: dict[str, list[str]]) -> None:
-    """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
-    student = result.student_id
-    submitted = course / "submitted" / student / ASSIGNMENT
-    autograded = course / "autograded" / student / ASSIGNMENT
-    feedback = course / "feedback" / student / ASSIGNMENT
-    for folder in (submitted, autograded, feedback, out / "feedback" / student):
-        folder.mkdir(parents=True, exist_ok=True)
-    for name, path in submission.items():
-        shutil.copyfile(path, submitted / name)
-    for name, text in result.autograded.items():
-        (autograded / name).write_text(text)
-    for name in SHIPPED_MODULES:
-        source = course / "source" / ASSIGNMENT / name
-        if result.autograded and source.exists():
-            shutil.copyfile(source, autograded / name)
-    for name, html in result.feedback.items():
-        notes = findings.get(Path(name).stem + ".ipynb")
-        if notes:
-            html = _flag_note(html, notes)
-        (feedback / name).write_text(html)
-        (out / "feedback" / student / name).write_text(html)
-
-
-# ----------------------------------------------------------------------------------------
 # The whole run
 # ----------------------------------------------------------------------------------------
-def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: str | None = None,
-          cell_timeout: int | None = None, progress_stream=None, compile_cache: bool = True,
-          fork_kernels: bool = True, unsafe_no_sandbox: bool = False, limits: dict | None = None,
-          scheduler_security: SchedulerSecurity | None = None, fresh_gradebook: bool = False) -> GradingResult:
+def grade(
+    submissions: Path,
+    out: Path = DEFAULT_OUT,
+    jobs: int = 1,
+    scheduler: str | None = None,
+    cell_timeout: int | None = None,
+    progress_stream=None,
+    compile_cache: bool = True,
+    fork_kernels: bool = True,
+    unsafe_no_sandbox: bool = False,
+    limits: dict | None = None,
+    scheduler_security: SchedulerSecurity | None = None,
+    fresh_gradebook: bool = False,
+) -> GradingResult:
     """Grade every student in submissions; write OUT. UsageError on bad arguments,
     GradebookError when OUT's class gradebook holds another assignment, CannotGradeSafely when
     no sandbox works here or the instructor's notebooks fail their checks.
@@ -119,8 +105,10 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
         raise UsageError(f"--cell-timeout must be at least 1 second, not {cell_timeout}")
     if scheduler is not None:
         if not re.match(r"^tls://\S+$", scheduler):
-            raise UsageError(f"--scheduler wants a TLS address like tls://host:8786, not {scheduler!r}: an "
-                             "unencrypted scheduler runs code for anyone who reaches it")
+            raise UsageError(
+                f"--scheduler wants a TLS address like tls://host:8786, not {scheduler!r}: an "
+                "unencrypted scheduler runs code for anyone who reaches it"
+            )
         if scheduler_security is None:
             raise UsageError("--scheduler needs the instructor's TLS files: --tls-ca-file, --tls-cert and --tls-key")
     try:
@@ -144,8 +132,11 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
     use_the_venvs_tools()
     options = {"unsafe": unsafe_no_sandbox, "limits": dict(limits or {})}
 
-    runner = HereRunner(**options) if jobs == 1 and scheduler is None else \
-        DaskRunner(jobs, scheduler, scheduler_security, **options)
+    runner = (
+        HereRunner(**options)
+        if jobs == 1 and scheduler is None
+        else DaskRunner(jobs, scheduler, scheduler_security, **options)
+    )
     with runner:
         build_course(course, fresh=fresh_gradebook)
         source = source_files(course)
@@ -169,8 +160,9 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
                 if findings:
                     findings_by_nb.setdefault(student, {})[name] = findings
                     flagged.setdefault(student, []).extend(f"{name}: {f}" for f in findings)
-            tasks.append(StudentTask(student, notebooks, timeout, extra_files=extra, fork_kernels=fork_kernels,
-                                     **options))
+            tasks.append(
+                StudentTask(student, notebooks, timeout, extra_files=extra, fork_kernels=fork_kernels, **options)
+            )
         phases["setup"] = time.perf_counter() - started
 
         progress = Progress(len(tasks), stream=progress_stream)
@@ -189,8 +181,9 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
     for result in results:
         if result.broken:
             broken.setdefault(result.student_id, []).extend(result.broken)
-        write_student_files(out, course, result, found.students[result.student_id],
-                            findings_by_nb.get(result.student_id, {}))
+        write_student_files(
+            out, course, result, found.students[result.student_id], findings_by_nb.get(result.student_id, {})
+        )
     students = sorted(found.students)
     cells = read_cells(course, students)
     write_class_files(out, course, flagged, students)
@@ -198,10 +191,17 @@ def grade(submissions: Path, out: Path = DEFAULT_OUT, jobs: int = 1, scheduler: 
     seconds = time.perf_counter() - started
     progress.finish(seconds)
     return GradingResult(
-        cells=cells, broken={k: broken[k] for k in sorted(broken)}, flagged=flagged, seconds=seconds,
-        students=students, timings={r.student_id: r.timings for r in results},
-        student_seconds={r.student_id: r.seconds for r in results}, out=out,
-        phases={k: round(v, 2) for k, v in phases.items()}, rejected=dict(found.rejected), notes=dict(found.notes),
+        cells=cells,
+        broken={k: broken[k] for k in sorted(broken)},
+        flagged=flagged,
+        seconds=seconds,
+        students=students,
+        timings={r.student_id: r.timings for r in results},
+        student_seconds={r.student_id: r.seconds for r in results},
+        out=out,
+        phases={k: round(v, 2) for k, v in phases.items()},
+        rejected=dict(found.rejected),
+        notes=dict(found.notes),
     )
 
 
@@ -225,8 +225,9 @@ def score_table(result: GradingResult) -> str:
             cells.append(f"{score:g}/{maximum:g}{'*' if manual else ''}".rjust(13))
         mark = " !" if student in result.broken else (" ?" if student in result.flagged else "")
         lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
-    lines.append("* includes cells awaiting manual grading (formgrader on OUT/course);"
-                 " ! broken submission; ? flagged for review")
+    lines.append(
+        "* includes cells awaiting manual grading (formgrader on OUT/course); ! broken submission; ? flagged for review"
+    )
     return "\n".join(lines)
 
 
@@ -240,24 +241,51 @@ def _limit(text: str) -> tuple[str, str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
-    parser.add_argument("--jobs", type=int, default=1, help="students graded at once on a local Dask cluster (default 1: here)")
-    parser.add_argument("--scheduler", help="address of a running Dask scheduler that speaks TLS, e.g. tls://10.0.0.5:8786")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="students graded at once on a local Dask cluster (default 1: here)"
+    )
+    parser.add_argument(
+        "--scheduler", help="address of a running Dask scheduler that speaks TLS, e.g. tls://10.0.0.5:8786"
+    )
     parser.add_argument("--tls-ca-file", help="with --scheduler: the certificate authority of the cluster's TLS")
     parser.add_argument("--tls-cert", help="with --scheduler: this client's certificate")
     parser.add_argument("--tls-key", help="with --scheduler: this client's private key")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"where results go (default {DEFAULT_OUT.relative_to(ROOT)})")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"where results go (default {DEFAULT_OUT.relative_to(ROOT)})"
+    )
     parser.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: nbgrader_config.py)")
-    parser.add_argument("--limit", type=_limit, action="append", default=[], metavar="NAME=VALUE",
-                        help=f"a limit of every kernel, e.g. memory=8G (names: {', '.join(Limits().as_dict())}); repeatable")
-    parser.add_argument("--no-compile-cache", dest="compile_cache", action="store_false",
-                        help="every kernel compiles for itself (slower; grades are the same)")
-    parser.add_argument("--no-fork", dest="fork_kernels", action="store_false",
-                        help="a fresh sandbox and kernel per notebook instead of forks of a warm one (slower; same grades)")
-    parser.add_argument("--fresh-gradebook", action="store_true",
-                        help="start a new class gradebook (the old one is copied to OUT/gradebook-backups/): "
-                             "manual grades are then lost; by default they are kept")
-    parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
-                        help="grade WITHOUT any sandbox: only for submissions you trust")
+    parser.add_argument(
+        "--limit",
+        type=_limit,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"a limit of every kernel, e.g. memory=8G (names: {', '.join(Limits().as_dict())}); repeatable",
+    )
+    parser.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_false",
+        help="every kernel compiles for itself (slower; grades are the same)",
+    )
+    parser.add_argument(
+        "--no-fork",
+        dest="fork_kernels",
+        action="store_false",
+        help="a fresh sandbox and kernel per notebook instead of forks of a warm one (slower; same grades)",
+    )
+    parser.add_argument(
+        "--fresh-gradebook",
+        action="store_true",
+        help="start a new class gradebook (the old one is copied to OUT/gradebook-backups/): "
+        "manual grades are then lost; by default they are kept",
+    )
+    parser.add_argument(
+        UNSAFE_FLAG,
+        dest="unsafe",
+        action="store_true",
+        help="grade WITHOUT any sandbox: only for submissions you trust",
+    )
     args = parser.parse_args(argv)
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
     security = SchedulerSecurity(*tls) if all(tls) else None
@@ -267,9 +295,19 @@ def main(argv=None) -> int:
     if args.unsafe:
         print(UNSAFE_WARNING, file=sys.stderr, flush=True)
     try:
-        result = grade(args.submissions, args.out, args.jobs, args.scheduler, args.cell_timeout,
-                       compile_cache=args.compile_cache, fork_kernels=args.fork_kernels, unsafe_no_sandbox=args.unsafe,
-                       limits=dict(args.limit), scheduler_security=security, fresh_gradebook=args.fresh_gradebook)
+        result = grade(
+            args.submissions,
+            args.out,
+            args.jobs,
+            args.scheduler,
+            args.cell_timeout,
+            compile_cache=args.compile_cache,
+            fork_kernels=args.fork_kernels,
+            unsafe_no_sandbox=args.unsafe,
+            limits=dict(args.limit),
+            scheduler_security=security,
+            fresh_gradebook=args.fresh_gradebook,
+        )
     except (UsageError, GradebookError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -17,10 +17,12 @@ formgrader reads. The first grading run builds it. Every later run reuses it:
 - write_class_files() regenerates OUT/cells.csv, OUT/grades.csv, OUT/flags.csv and the LMS
   import file OUT/lms-performance-05.csv from the gradebook alone (python -m autograder.export).
 """
+
 from __future__ import annotations
 
 import csv
 import datetime
+import html
 import json
 import re
 import shutil
@@ -31,7 +33,7 @@ from pathlib import Path
 import nbformat
 
 from . import course as _course
-from .paths import ASSIGNMENT, NOTEBOOKS
+from .paths import ASSIGNMENT, NOTEBOOKS, SHIPPED_MODULES
 
 CELL_COLUMNS = ("student_id", "notebook", "grade_id", "score", "max_score")
 FLAG_COLUMNS = ("student_id", "finding")
@@ -79,7 +81,7 @@ def backup_gradebook(course: Path) -> Path | None:
         return None
     folder = course.parent / BACKUPS
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     target = folder / f"gradebook-{stamp}.db"
     counter = 1
     while target.exists():
@@ -128,8 +130,11 @@ def _put_back_previous_source(course: Path) -> None:
 
 def source_files(course: Path) -> dict[str, bytes]:
     """The course's source folder by relative path: what the compile cache is filled from."""
-    return {str(p.relative_to(course)): p.read_bytes() for p in sorted((course / "source").rglob("*"))
-            if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+    return {
+        str(p.relative_to(course)): p.read_bytes()
+        for p in sorted((course / "source").rglob("*"))
+        if p.is_file() and ".ipynb_checkpoints" not in p.parts
+    }
 
 
 def assignment_structure(course: Path) -> dict[str, dict[str, dict]]:
@@ -209,7 +214,9 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
         outcome = api.generate_assignment(ASSIGNMENT, force=True, create=True)
         if not outcome["success"]:
             _put_back_previous_source(course)
-            raise RuntimeError(f"nbgrader generate_assignment failed:\n{outcome.get('log', '')}{outcome.get('error', '')}")
+            raise RuntimeError(
+                f"nbgrader generate_assignment failed:\n{outcome.get('log', '')}{outcome.get('error', '')}"
+            )
         if (course / "gradebook.db").exists():
             changes = structure_changes(assignment_structure(course), assignment_structure(scratch))
             if changes:
@@ -229,8 +236,11 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
         shutil.rmtree(course / "release", ignore_errors=True)
         shutil.copytree(scratch / "release", course / "release")
         shutil.rmtree(course.parent / _PREVIOUS, ignore_errors=True)
-        template = {"nbgrader_config.py": (scratch / "nbgrader_config.py").read_bytes(),
-                    "gradebook.db": (scratch / "gradebook.db").read_bytes(), **source}
+        template = {
+            "nbgrader_config.py": (scratch / "nbgrader_config.py").read_bytes(),
+            "gradebook.db": (scratch / "gradebook.db").read_bytes(),
+            **source,
+        }
         return template, int(config.Execute.timeout)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -347,12 +357,16 @@ def require_gradebook(out: Path) -> Path:
     """OUT/course, checked to hold a class gradebook; GradebookError with what to do otherwise."""
     out = Path(out)
     if not out.exists():
-        raise GradebookError(f"the out folder {out} does not exist: grade the class first (make autograde), "
-                             "or give the --out that grading used")
+        raise GradebookError(
+            f"the out folder {out} does not exist: grade the class first (make autograde), "
+            "or give the --out that grading used"
+        )
     course = out / "course"
     if not (course / "gradebook.db").is_file():
-        raise GradebookError(f"no class gradebook at {course / 'gradebook.db'}: grade the class first "
-                             f"(make autograde, or python -m autograder.grade SUBMISSIONS --out {out})")
+        raise GradebookError(
+            f"no class gradebook at {course / 'gradebook.db'}: grade the class first "
+            f"(make autograde, or python -m autograder.grade SUBMISSIONS --out {out})"
+        )
     return course
 
 
@@ -414,8 +428,15 @@ def read_cells(course: Path, students: list[str] | None = None) -> list[dict]:
                 for grade_id in order[Path(name).stem]:
                     grade = grades[grade_id]
                     score = "" if grade.needs_manual_grade else float(grade.score)
-                    rows.append({"student_id": student, "notebook": Path(name).stem, "grade_id": grade_id,
-                                 "score": score, "max_score": float(grade.max_score)})
+                    rows.append(
+                        {
+                            "student_id": student,
+                            "notebook": Path(name).stem,
+                            "grade_id": grade_id,
+                            "score": score,
+                            "max_score": float(grade.max_score),
+                        }
+                    )
     return rows
 
 
@@ -469,13 +490,17 @@ def lms_export(course: Path, total_only: bool = False) -> LmsExport:
             except MissingEntry:
                 submission = None
             if submission is not None:
-                waiting = [f"{nb.name}/{g.name}" for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade]
+                waiting = [
+                    f"{nb.name}/{g.name}" for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade
+                ]
                 if waiting:
                     pending[student.id] = sorted(waiting)
                     continue
                 for nb in submission.notebooks:
                     scores[nb.name] = max(0.0, nb.score - (nb.late_submission_penalty or 0.0))
-            name = f"{student.last_name}, {student.first_name}" if student.last_name and student.first_name else student.id
+            name = (
+                f"{student.last_name}, {student.first_name}" if student.last_name and student.first_name else student.id
+            )
             row = [name, student.lms_user_id or "", student.id, "", "", _number(sum(scores.values()))]
             rows.append(row + ([] if total_only else [_number(scores[s]) for s in stems]))
     return LmsExport(header, points, rows, pending)
@@ -485,7 +510,9 @@ def pending_lines(pending: dict[str, list[str]]) -> list[str]:
     return [f"PENDING {student}: {', '.join(cells)}" for student, cells in sorted(pending.items())]
 
 
-def write_lms_file(out: Path, course: Path, allow_pending: bool = False, total_only: bool = False) -> tuple[Path | None, LmsExport]:
+def write_lms_file(
+    out: Path, course: Path, allow_pending: bool = False, total_only: bool = False
+) -> tuple[Path | None, LmsExport]:
     """Write OUT/lms-performance-05.csv; (its path, the export). While any cell awaits manual
     grading the file is not written (a stale one is removed), unless allow_pending: then it is
     written without the students whose grading is not finished."""
@@ -541,8 +568,10 @@ def write_class_files(out: Path, course: Path, flagged: dict[str, list[str]], gr
         print(f"feedback of {', '.join(by_hand)} regenerated with the manual grades kept in the gradebook")
     written, export = write_lms_file(out, course)
     if written is None:
-        print(f"{LMS_FILE} not written: {len(export.pending)} student(s) have cells awaiting manual grading "
-              f"(formgrader on {course}); then run `python -m autograder.export --out {out}` (make export)")
+        print(
+            f"{LMS_FILE} not written: {len(export.pending)} student(s) have cells awaiting manual grading "
+            f"(formgrader on {course}); then run `python -m autograder.export --out {out}` (make export)"
+        )
     return cells
 
 
@@ -562,15 +591,37 @@ def regenerate_class_files(out: Path) -> list[dict]:
 # ----------------------------------------------------------------------------------------
 # Feedback pages
 # ----------------------------------------------------------------------------------------
-def _flag_note(html: str, findings: list[str]) -> str:
-    items = "".join(f"<li>{_escape(f)}</li>" for f in findings)
+def _flag_note(page: str, findings: list[str]) -> str:
+    items = "".join(f"<li>{html.escape(f)}</li>" for f in findings)
     note = (
         '<div class="alert alert-warning" style="border:2px solid #c60;padding:1em;margin:1em">'
         "<strong>Flagged for instructor review.</strong> The grader found code that can interfere "
         f"with grading; an instructor will look at it. Your scores are unchanged.<ul>{items}</ul></div>"
     )
-    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + note, html, count=1)
+    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + note, page, count=1)
 
 
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def write_student_files(
+    out: Path, course: Path, result, submission: dict[str, Path], findings: dict[str, list[str]]
+) -> None:
+    """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
+    student = result.student_id
+    submitted = course / "submitted" / student / ASSIGNMENT
+    autograded = course / "autograded" / student / ASSIGNMENT
+    feedback = course / "feedback" / student / ASSIGNMENT
+    for folder in (submitted, autograded, feedback, out / "feedback" / student):
+        folder.mkdir(parents=True, exist_ok=True)
+    for name, path in submission.items():
+        shutil.copyfile(path, submitted / name)
+    for name, text in result.autograded.items():
+        (autograded / name).write_text(text)
+    for name in SHIPPED_MODULES:
+        source = course / "source" / ASSIGNMENT / name
+        if result.autograded and source.exists():
+            shutil.copyfile(source, autograded / name)
+    for name, page in result.feedback.items():
+        notes = findings.get(Path(name).stem + ".ipynb")
+        if notes:
+            page = _flag_note(page, notes)
+        (feedback / name).write_text(page)
+        (out / "feedback" / student / name).write_text(page)

@@ -5,6 +5,7 @@ nbgrader puts the hidden tests back into the autograded notebook and the feedbac
 generates feedback; the cells' outputs (the checks' report) stay, so a learner still reads
 what each hidden check expected and found.
 """
+
 from __future__ import annotations
 
 import re

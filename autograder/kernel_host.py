@@ -19,6 +19,7 @@ same code once per notebook in a fresh sandbox and `exec`s nothing: the host bec
 SOURCE runs as `python -c SOURCE CONFIG` and imports nothing of the bundle (the sandbox does
 not show it). KernelHost is the grader's side.
 """
+
 from __future__ import annotations
 
 import json
@@ -281,8 +282,13 @@ class KernelHost:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            self.command(json.dumps(self.config)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=self.env, text=True, start_new_session=True,
+            self.command(json.dumps(self.config)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=self.env,
+            text=True,
+            start_new_session=True,
         )
         line = self._read_line(START_TIMEOUT)
         if line != "ready":

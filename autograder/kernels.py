@@ -11,6 +11,7 @@ starting a process itself:
 - a watcher thread ends it when its processes, their memory or the socket folder pass their
   limits, and says which (`limit_hit`); the cell then reports that limit.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -59,8 +60,17 @@ class SandboxSession:
     env: variables added to every kernel's environment (NBGRADER_EXECUTION, the checks' mode).
     """
 
-    def __init__(self, sandbox: Sandbox, folder: Path, assignment: Path, *, cache: Path | None = None,
-                 cache_writable: bool = False, fork: bool = True, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        folder: Path,
+        assignment: Path,
+        *,
+        cache: Path | None = None,
+        cache_writable: bool = False,
+        fork: bool = True,
+        env: dict[str, str] | None = None,
+    ):
         if sandbox.kernel_uid is not None:
             sandbox = dataclasses.replace(sandbox, kernel_uid=kernel_uid())  # a uid of this session's own
         self.sandbox, self.folder, self.assignment = sandbox, Path(folder), Path(assignment)
@@ -100,8 +110,12 @@ class SandboxSession:
     def kernel_environment(self, inherited: dict[str, str]) -> dict[str, str]:
         cache = None if self.cache is None else (CACHE if not self.sandbox.unsafe else str(self.cache))
         assignment = ASSIGNMENT if not self.sandbox.unsafe else str(self.assignment)
-        return kernel_env(inherited, scratch=self.scratch, cache=cache,
-                          extra={"PERFORMANCE05_ASSIGNMENT": assignment, **self.extra_env})
+        return kernel_env(
+            inherited,
+            scratch=self.scratch,
+            cache=cache,
+            extra={"PERFORMANCE05_ASSIGNMENT": assignment, **self.extra_env},
+        )
 
     def _host(self, interpreter: list[str], env: dict[str, str], warm: bool) -> KernelHost:
         config = {
@@ -118,9 +132,14 @@ class SandboxSession:
             Path(self.scratch).mkdir(parents=True, exist_ok=True)
 
         def command(config_json: str) -> list[str]:
-            return self.sandbox.argv([*interpreter, "-c", SOURCE, config_json], assignment=self.assignment,
-                                     connection=self.connection, cache=self.cache,
-                                     cache_writable=self.cache_writable, env=env)
+            return self.sandbox.argv(
+                [*interpreter, "-c", SOURCE, config_json],
+                assignment=self.assignment,
+                connection=self.connection,
+                cache=self.cache,
+                cache_writable=self.cache_writable,
+                env=env,
+            )
 
         return KernelHost(command, config, env)
 
@@ -302,11 +321,11 @@ class SandboxedKernelManager(AsyncKernelManager):
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         session: SandboxSession = self.session_for_kernels
         split = kernel_cmd.index("-m")
-        interpreter, args = kernel_cmd[:split], kernel_cmd[split + 2:]  # around `-m ipykernel_launcher`
+        interpreter, args = kernel_cmd[:split], kernel_cmd[split + 2 :]  # around `-m ipykernel_launcher`
         # The kernel reads its own connection file, written by the host: drop `-f <file>`.
         if "-f" in args:
             at = args.index("-f")
-            args = args[:at] + args[at + 2:]
+            args = args[:at] + args[at + 2 :]
         info = {**self.get_connection_info(session=False), "ip": session.socket_prefix_inside}
         info["key"] = info["key"].decode() if isinstance(info["key"], bytes) else info["key"]
         env = session.kernel_environment(kw.get("env") or os.environ)

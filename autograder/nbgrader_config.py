@@ -3,6 +3,7 @@
 The release and the grader copy this file into the course folder they build under runs/,
 so every nbgrader command of the bundle reads the same settings.
 """
+
 c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
 
 c.CourseDirectory.course_id = "performance"

@@ -1,4 +1,5 @@
 """Where the pieces of the bundle live. One place, so no script guesses a path."""
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

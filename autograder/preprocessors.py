@@ -12,6 +12,7 @@ nbgrader_config.py puts them in nbgrader's pipeline:
   before SaveAutoGrades (each test cell's score decided here, from what the kernel observed;
   see autograder/verdicts.py).
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,7 +30,6 @@ from traitlets import Dict, Unicode
 from .kernels import MAX_MESSAGE, NotebookRecord, SandboxedKernelManager
 from .verdicts import OBSERVATION_MIME, decide, is_test_cell, load_checks, load_reference, observe_only, write_verdict
 
-
 #: Bytes of the checks' observations kept per cell (a cell's checks observe far less).
 OBSERVATIONS_LIMIT = 8 << 20
 #: What a learner's error says when it came from a limit of the sandbox (ename -> note).
@@ -37,8 +37,11 @@ LIMIT_NOTES = {
     "MemoryError": "the kernel ran into its memory limit",
     "BlockingIOError": "the kernel may have run into its process limit",
 }
-ERRNO_NOTES = {27: "the kernel ran into its file-size limit", 28: "the kernel filled its scratch space (/tmp)",
-               30: "the sandbox's file system is read-only outside /tmp"}
+ERRNO_NOTES = {
+    27: "the kernel ran into its file-size limit",
+    28: "the kernel filled its scratch space (/tmp)",
+    30: "the sandbox's file system is read-only outside /tmp",
+}
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -106,28 +109,43 @@ class SandboxedExecute(Execute):
         try:
             cell = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
         except CellTimeoutError:  # no output came after the reply (the IOPub channel broke)
-            why = ("the kernel's output channel broke (a message larger than the grader takes, "
-                   f"{MAX_MESSAGE >> 20} MiB), and the kernel was stopped")
+            why = (
+                "the kernel's output channel broke (a message larger than the grader takes, "
+                f"{MAX_MESSAGE >> 20} MiB), and the kernel was stopped"
+            )
             self._stopped = f"{why}, in cell {cell_index + 1}"
-            self.record.trouble.append(f"{self._stopped}; the checks that finished before keep their points, the rest scored 0")
+            self.record.trouble.append(
+                f"{self._stopped}; the checks that finished before keep their points, the rest scored 0"
+            )
             cell.outputs.append(_error("KernelStopped", f"{why}. Later cells did not run."))
             session = self.config.SandboxedKernelManager.get("session_for_kernels")
             if session is not None:
                 session.close()
         except DeadKernelError:
             hit = getattr(self.km, "limit_hit", None)
-            why = f"the kernel was stopped because {hit}" if hit else \
-                "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
+            why = (
+                f"the kernel was stopped because {hit}"
+                if hit
+                else "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
+            )
             self._stopped = f"{why}, in cell {cell_index + 1}"
-            self.record.trouble.append(f"{self._stopped}; the checks that finished before keep their points, the rest scored 0")
-            cell.outputs.append(_error("KernelDied", f"{why}. Later cells did not run; checks that "
-                                       "finished before this cell keep their points."))
+            self.record.trouble.append(
+                f"{self._stopped}; the checks that finished before keep their points, the rest scored 0"
+            )
+            cell.outputs.append(
+                _error(
+                    "KernelDied",
+                    f"{why}. Later cells did not run; checks that finished before this cell keep their points.",
+                )
+            )
         finally:
             test = utils.is_grade(cell) and not utils.is_solution(cell)
             self.record.cells.append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
         if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
-            self.record.trouble.append(f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
-                                      "what it did not finish scored 0")
+            self.record.trouble.append(
+                f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
+                "what it did not finish scored 0"
+            )
         _note_limits(cell)
         return cell
 
@@ -137,15 +155,23 @@ class SandboxedExecute(Execute):
         # The checks' observations count apart (the grader reads them), under a cap of their own.
         observed = OBSERVATION_MIME in (content.get("data") or {})
         # (The kernel cuts its own printed output at the limit; this is the backstop.)
-        key, limit = ((cell_index, "observed"), OBSERVATIONS_LIMIT) if observed else \
-            ((cell_index, "output"), int(self.limits.get("output", 2 << 20)) + (64 << 10))
+        key, limit = (
+            ((cell_index, "observed"), OBSERVATIONS_LIMIT)
+            if observed
+            else ((cell_index, "output"), int(self.limits.get("output", 2 << 20)) + (64 << 10))
+        )
         used = self._output_bytes.get(key, 0)
         self._output_bytes[key] = used + size
         if used + size > limit:
             if used <= limit:
-                outs.append(NotebookNode(output_type="stream", name="stdout",
-                                         text=f"\n[output cut: this cell printed more than {limit / (1 << 20):g} MiB, "
-                                              "the output limit of grading]\n"))
+                outs.append(
+                    NotebookNode(
+                        output_type="stream",
+                        name="stdout",
+                        text=f"\n[output cut: this cell printed more than {limit / (1 << 20):g} MiB, "
+                        "the output limit of grading]\n",
+                    )
+                )
             return None
         return super().output(outs, msg, display_id, cell_index)
 
@@ -207,7 +233,9 @@ class DecideVerdicts(NbGraderPreprocessor):
     """
 
     reference_file = Unicode("", help="JSON written by the reference run: {notebook: {grade_id: ...}}").tag(config=True)
-    checks_module = Unicode("", help="The course source's remat_checks.py, the one definition of a verdict").tag(config=True)
+    checks_module = Unicode("", help="The course source's remat_checks.py, the one definition of a verdict").tag(
+        config=True
+    )
 
     def preprocess(self, nb, resources):
         if not self.reference_file or not self.checks_module:
@@ -222,8 +250,12 @@ class DecideVerdicts(NbGraderPreprocessor):
                 continue
             grade_id = cell.metadata["nbgrader"]["grade_id"]
             if grade_id not in reference:
-                write_verdict(cell, 0.0, f"this cell has no reference run to be graded against; 0 of "
-                              f"{cell.metadata['nbgrader']['points']} points (an instructor will look at it)")
+                write_verdict(
+                    cell,
+                    0.0,
+                    f"this cell has no reference run to be graded against; 0 of "
+                    f"{cell.metadata['nbgrader']['points']} points (an instructor will look at it)",
+                )
                 continue
             earned, report = decide(reference[grade_id], cell, checks)
             write_verdict(cell, earned, report)
@@ -244,7 +276,9 @@ class MetadataFromSource(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         path = Path(self.source_folder) / f"{resources['nbgrader']['notebook']}.ipynb"
         source = nbformat.read(path, as_version=4)
-        by_id = {c.metadata["nbgrader"]["grade_id"]: c for c in source.cells if "grade_id" in c.metadata.get("nbgrader", {})}
+        by_id = {
+            c.metadata["nbgrader"]["grade_id"]: c for c in source.cells if "grade_id" in c.metadata.get("nbgrader", {})
+        }
         for cell in nb.cells:
             meta = cell.get("metadata", {}).get("nbgrader")
             if meta is None:
@@ -294,7 +328,9 @@ class RestoreMissingCells(OverwriteCells):
                 continue
             self.log.warning("Missing grade cell %s: restored from the source", grade_cell.name)
             source_cell = source_nb.source_cells[order.index(grade_cell.name)]
-            restored = self.missing_cell_transform(source_cell, grade_cell.max_score, is_solution=grade_cell.name in solution_ids)
+            restored = self.missing_cell_transform(
+                source_cell, grade_cell.max_score, is_solution=grade_cell.name in solution_ids
+            )
             earlier = [present[name] for name in order[: order.index(grade_cell.name)] if name in present]
             nb.cells.insert(max(earlier) + 1 if earlier else 0, restored)
         return nb, resources

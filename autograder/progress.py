@@ -1,4 +1,5 @@
 """Progress of a grading run: a bar with count, rate and ETA on a terminal, plain lines otherwise."""
+
 from __future__ import annotations
 
 import sys

@@ -11,6 +11,7 @@ It gives the grader two things:
 
 A reference run must be clean: an error or a warning in any cell is reported.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,8 @@ class ReferenceRun:
 def unpack(template: dict[str, bytes], folder: Path, prefix: str) -> None:
     for relative, data in template.items():
         if relative.startswith(prefix):
-            (folder / relative[len(prefix):]).parent.mkdir(parents=True, exist_ok=True)
-            (folder / relative[len(prefix):]).write_bytes(data)
+            (folder / relative[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
+            (folder / relative[len(prefix) :]).write_bytes(data)
 
 
 def shipped_files(template: dict[str, bytes], folder: Path) -> Path:
@@ -60,8 +61,8 @@ def shipped_files(template: dict[str, bytes], folder: Path) -> Path:
     prefix = f"source/{ASSIGNMENT}/"
     folder.mkdir(parents=True, exist_ok=True)
     for relative, data in template.items():
-        if relative.startswith(prefix) and not relative.endswith(".ipynb") and "/" not in relative[len(prefix):]:
-            (folder / relative[len(prefix):]).write_bytes(data)
+        if relative.startswith(prefix) and not relative.endswith(".ipynb") and "/" not in relative[len(prefix) :]:
+            (folder / relative[len(prefix) :]).write_bytes(data)
     return folder
 
 
@@ -76,8 +77,15 @@ def problems_of(notebook) -> list[str]:
     return found
 
 
-def run_reference(notebook: str, template: dict[str, bytes], *, unsafe: bool = False, limits: dict | None = None,
-                  timeout: int = 300, fill_cache: bool = True) -> ReferenceRun:
+def run_reference(
+    notebook: str,
+    template: dict[str, bytes],
+    *,
+    unsafe: bool = False,
+    limits: dict | None = None,
+    timeout: int = 300,
+    fill_cache: bool = True,
+) -> ReferenceRun:
     """Run one source notebook of the template in a sandboxed kernel, observing its checks."""
     started = time.perf_counter()
     sandbox = sandbox_for_grading(Limits.from_config(limits), unsafe)
@@ -89,12 +97,24 @@ def run_reference(notebook: str, template: dict[str, bytes], *, unsafe: bool = F
         cache.mkdir()
         inside = str(cache) if sandbox.unsafe else CACHE
         env = {**GRADING_ENV, **(writing_env(inside) if fill_cache else {})}
-        session = SandboxSession(sandbox, scratch / "session", shipped_files(template, scratch / "assignment"),
-                                 cache=cache if fill_cache else None, cache_writable=True, fork=False, env=env)
+        session = SandboxSession(
+            sandbox,
+            scratch / "session",
+            shipped_files(template, scratch / "assignment"),
+            cache=cache if fill_cache else None,
+            cache_writable=True,
+            fork=False,
+            env=env,
+        )
         executed = nbformat.read(source / notebook, as_version=4)
-        client = NotebookClient(executed, timeout=timeout, kernel_name=KERNEL_NAME, allow_errors=True,
-                                kernel_manager_class=SandboxedKernelManager,
-                                extra_arguments=["--IPKernelApp.log_level=ERROR"])
+        client = NotebookClient(
+            executed,
+            timeout=timeout,
+            kernel_name=KERNEL_NAME,
+            allow_errors=True,
+            kernel_manager_class=SandboxedKernelManager,
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        )
         client.km = client.create_kernel_manager()
         client.km.session_for_kernels = session
         run = ReferenceRun(notebook, host_signature())
@@ -121,8 +141,10 @@ def into_template(template: dict[str, bytes], runs: list[ReferenceRun], say=lamb
     """The template with the reference and the compile cache; ReferenceError when a run failed."""
     failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
     if failed:
-        raise ReferenceError("the reference run of the instructor's notebooks was not clean; no one is "
-                             "graded against it:\n  " + "\n  ".join(failed))
+        raise ReferenceError(
+            "the reference run of the instructor's notebooks was not clean; no one is "
+            "graded against it:\n  " + "\n  ".join(failed)
+        )
     missing = sorted(set(NOTEBOOKS) - {run.notebook for run in runs})
     if missing:
         raise ReferenceError(f"no reference run for {missing}")
@@ -130,6 +152,8 @@ def into_template(template: dict[str, bytes], runs: list[ReferenceRun], say=lamb
     merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs])
     merged[REFERENCE] = json.dumps(reference, sort_keys=True).encode()
     cells = sum(len(cells) for cells in reference.values())
-    say(f"reference run: {cells} graded cells from the instructor's notebooks, {sum(r.seconds for r in runs):.1f} s of "
-        f"work; compile cache: {count} executables ({size / 1e6:.1f} MB)")
+    say(
+        f"reference run: {cells} graded cells from the instructor's notebooks, {sum(r.seconds for r in runs):.1f} s of "
+        f"work; compile cache: {count} executables ({size / 1e6:.1f} MB)"
+    )
     return merged

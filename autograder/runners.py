@@ -10,6 +10,7 @@ a remote scheduler must speak TLS too, with the instructor's certificates. Every
 carries this run's id, so two runs on one scheduler never share a result, and workers with
 more than one thread are refused (a worker grades one student at a time).
 """
+
 from __future__ import annotations
 
 import uuid
@@ -36,8 +37,9 @@ class SchedulerSecurity:
     def security(self):
         from distributed.security import Security
 
-        return Security(tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key,
-                        require_encryption=True)
+        return Security(
+            tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key, require_encryption=True
+        )
 
 
 class HereRunner:
@@ -56,8 +58,10 @@ class HereRunner:
         self._source, self._fill = source, fill_cache
 
     def reference_runs(self) -> list[ReferenceRun]:
-        return [run_reference(name, self._source, unsafe=self.unsafe, limits=self.limits, fill_cache=self._fill)
-                for name in NOTEBOOKS]
+        return [
+            run_reference(name, self._source, unsafe=self.unsafe, limits=self.limits, fill_cache=self._fill)
+            for name in NOTEBOOKS
+        ]
 
     def run(self, tasks, template, progress) -> list[StudentResult]:
         results = []
@@ -68,7 +72,9 @@ class HereRunner:
                     break
                 except Exception as error:  # the machinery failed on this submission: retry once
                     if attempt == 2:
-                        result = broken_result(task.student_id, f"grading failed twice ({type(error).__name__}: {error})")
+                        result = broken_result(
+                            task.student_id, f"grading failed twice ({type(error).__name__}: {error})"
+                        )
             progress.update(result)
             results.append(result)
         return results
@@ -82,8 +88,14 @@ class DaskRunner:
     reference while this process builds the gradebook.
     """
 
-    def __init__(self, jobs: int, scheduler: str | None, security: SchedulerSecurity | None = None,
-                 unsafe: bool = False, limits: dict | None = None):
+    def __init__(
+        self,
+        jobs: int,
+        scheduler: str | None,
+        security: SchedulerSecurity | None = None,
+        unsafe: bool = False,
+        limits: dict | None = None,
+    ):
         self.jobs, self.scheduler, self.scheduler_security = jobs, scheduler, security
         self.unsafe, self.limits = unsafe, dict(limits or {})
         self.run_id = uuid.uuid4().hex[:12]
@@ -99,9 +111,17 @@ class DaskRunner:
         # A task that kills its worker fails at once (not after three workers) and is retried here, once.
         with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
             if self.scheduler is None:
-                self.cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
-                                            dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR,
-                                            security=True, protocol="tls://", host="127.0.0.1")
+                self.cluster = LocalCluster(
+                    n_workers=self.jobs,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    memory_limit=0,
+                    silence_logs=logging.ERROR,
+                    security=True,
+                    protocol="tls://",
+                    host="127.0.0.1",
+                )
                 self.client = Client(self.cluster, timeout="30s")
             else:
                 self.client = Client(self.scheduler, security=self.scheduler_security.security(), timeout="30s")
@@ -116,8 +136,10 @@ class DaskRunner:
         threaded = sorted(addr for addr, info in workers.items() if info.get("nthreads", 1) != 1)
         if threaded:
             self.client.close()
-            raise UsageError(f"workers with more than one thread ({', '.join(threaded)}): start them with "
-                             "`--nthreads 1` (a worker grades one student at a time)")
+            raise UsageError(
+                f"workers with more than one thread ({', '.join(threaded)}): start them with "
+                "`--nthreads 1` (a worker grades one student at a time)"
+            )
 
     def __exit__(self, *exc):
         self.client.close()
@@ -132,8 +154,16 @@ class DaskRunner:
         # Largest notebook first (the most to compile), so the workers finish at about the same time.
         order = sorted(NOTEBOOKS, key=lambda name: -len(source.get(f"source/{ASSIGNMENT}/{name}", b"")))
         self._references = [
-            self.client.submit(run_reference, name, source, unsafe=self.unsafe, limits=self.limits,
-                               fill_cache=fill_cache, key=self._key("reference", name), pure=False)
+            self.client.submit(
+                run_reference,
+                name,
+                source,
+                unsafe=self.unsafe,
+                limits=self.limits,
+                fill_cache=fill_cache,
+                key=self._key("reference", name),
+                pure=False,
+            )
             for name in order
         ]
 
@@ -165,7 +195,9 @@ class DaskRunner:
                     by_key[key] = task
                     futures.add(client.submit(grade_student, task, shared, key=key, pure=False))
                     continue
-                result = broken_result(task.student_id, f"its grading worker failed twice ({type(error).__name__}: {error})")
+                result = broken_result(
+                    task.student_id, f"its grading worker failed twice ({type(error).__name__}: {error})"
+                )
             progress.update(result)
             results.append(result)
         return results

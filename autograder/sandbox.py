@@ -24,6 +24,7 @@ pinned in requirements-cpu.txt) and probes it once, with the exact options gradi
 anyone is graded; a host that forbids it (no unprivileged user namespaces) stops with what
 failed and how to fix it. Grading without a sandbox needs `--unsafe-no-sandbox`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -127,14 +128,30 @@ class Sandbox:
     def unsafe(self) -> bool:
         return self.bwrap is None
 
-    def argv(self, command: list[str], *, assignment: Path, connection: Path, cache: Path | None = None,
-             cache_writable: bool = False, env: dict[str, str]) -> list[str]:
+    def argv(
+        self,
+        command: list[str],
+        *,
+        assignment: Path,
+        connection: Path,
+        cache: Path | None = None,
+        cache_writable: bool = False,
+        env: dict[str, str],
+    ) -> list[str]:
         """command wrapped in bwrap (see the module docstring for what it sees)."""
         if self.bwrap is None:
             return command
         privileged = os.geteuid() == 0
-        argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
-                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        argv = [
+            self.bwrap,
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
         if privileged:
             # Mounts are made as root; the kernel host then drops to kernel_uid with these two
             # capabilities (and then none): the kernel never holds root's identity.
@@ -185,25 +202,28 @@ def interpreter_folders() -> list[str]:
     return [p for p in reals if not any(p.startswith(other + os.sep) for other in reals)]
 
 
-def kernel_env(inherited: dict[str, str], *, scratch: str = SCRATCH, cache: str | None = None,
-               extra: dict[str, str] | None = None) -> dict[str, str]:
+def kernel_env(
+    inherited: dict[str, str], *, scratch: str = SCRATCH, cache: str | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """The whole environment of a kernel: nothing of the grader's but what changes numerics."""
     env = {name: value for name, value in inherited.items() if name.startswith(INHERITED_PREFIXES)}
-    env.update({
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": f"{scratch}/home",
-        "USER": "learner",
-        "LOGNAME": "learner",
-        "LANG": "C.UTF-8",
-        "TMPDIR": scratch,
-        "IPYTHONDIR": f"{scratch}/ipython",
-        "MPLCONFIGDIR": f"{scratch}/matplotlib",
-        "XDG_CACHE_HOME": f"{scratch}/cache",
-        "MPLBACKEND": "Agg",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        # ipykernel's parent poller would read the kernel host's exit as the grader's.
-        "JPY_PARENT_PID": "1",
-    })
+    env.update(
+        {
+            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "HOME": f"{scratch}/home",
+            "USER": "learner",
+            "LOGNAME": "learner",
+            "LANG": "C.UTF-8",
+            "TMPDIR": scratch,
+            "IPYTHONDIR": f"{scratch}/ipython",
+            "MPLCONFIGDIR": f"{scratch}/matplotlib",
+            "XDG_CACHE_HOME": f"{scratch}/cache",
+            "MPLBACKEND": "Agg",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            # ipykernel's parent poller would read the kernel host's exit as the grader's.
+            "JPY_PARENT_PID": "1",
+        }
+    )
     if cache is not None:
         env["JAX_COMPILATION_CACHE_DIR"] = cache
     env.update(extra or {})
@@ -265,8 +285,9 @@ def probe(bwrap: str, limits: Limits) -> Sandbox:
             os.chown(connection, sandbox.kernel_uid, sandbox.kernel_uid)
             drop = f"os.setgroups([]); os.setgid({sandbox.kernel_uid}); os.setuid({sandbox.kernel_uid})\n"
         code = "import os\n" + drop + PROBE
-        command = sandbox.argv([sys.executable, "-c", code], assignment=assignment, connection=connection,
-                               env=kernel_env({}))
+        command = sandbox.argv(
+            [sys.executable, "-c", code], assignment=assignment, connection=connection, env=kernel_env({})
+        )
         try:
             run = subprocess.run(command, capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as error:

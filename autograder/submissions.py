@@ -6,6 +6,7 @@ folder cannot be graded (an id that is not usable, no notebook of the assignment
 alone, with a line saying why, and the rest of the class is graded; a file a student should
 not have handed in (another notebook, a stray file) is left out with a note.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,8 +43,10 @@ def student_id_problem(name: str) -> str | None:
     if unicodedata.normalize("NFC", name) != name:
         return "its name is not in Unicode normal form C; rename it"
     if not _ID.match(name):
-        return ("a student id must start with a letter or digit and hold only letters, digits and _ . @ + - "
-                "(no spaces); rename the folder")
+        return (
+            "a student id must start with a letter or digit and hold only letters, digits and _ . @ + - "
+            "(no spaces); rename the folder"
+        )
     return None
 
 
@@ -62,18 +65,19 @@ def find_submissions(folder: Path) -> Submissions:
                 raise UsageError(f"{entry} sits at the top of the submissions folder; {layout}")
             continue
         if (entry / ASSIGNMENT).is_dir():
-            raise UsageError(f"{entry / ASSIGNMENT} is a folder (that is nbgrader's submitted/ layout: give the "
-                             f"notebooks directly); {layout}")
+            raise UsageError(
+                f"{entry / ASSIGNMENT} is a folder (that is nbgrader's submitted/ layout: give the "
+                f"notebooks directly); {layout}"
+            )
         why = student_id_problem(entry.name)
         if why:
             found.rejected[entry.name] = why
             continue
         files, notes = {}, []
         for item in sorted(entry.iterdir()):
-            if item.name in NOTEBOOKS or item.name in EXTRA_FILES:
-                if item.is_file():
-                    files[item.name] = item
-                    continue
+            if (item.name in NOTEBOOKS or item.name in EXTRA_FILES) and item.is_file():
+                files[item.name] = item
+                continue
             if item.name.startswith(".") or item.name == "__pycache__":
                 continue
             notes.append(f"{item.name} left out: not a notebook of {ASSIGNMENT}")

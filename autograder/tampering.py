@@ -12,6 +12,7 @@ syntax tree (so comments and strings about these things do not count, and aliase
 - processes, signals, sockets, ctypes and exits; code built from text (`exec`, `eval`);
 - paths outside the submission folder, and the grader's files.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,25 +20,57 @@ import ast
 import nbformat
 
 #: IPython's machinery a learner has no reason to touch.
-IPYTHON_INTERNALS = frozenset({
-    "showtraceback", "showsyntaxerror", "set_custom_exc", "_showtraceback", "events", "display_formatter",
-    "displayhook", "display_pub", "input_transformers_post", "input_transformers_cleanup", "ast_transformers",
-    "register_magic_function", "user_global_ns",
-})
+IPYTHON_INTERNALS = frozenset(
+    {
+        "showtraceback",
+        "showsyntaxerror",
+        "set_custom_exc",
+        "_showtraceback",
+        "events",
+        "display_formatter",
+        "displayhook",
+        "display_pub",
+        "input_transformers_post",
+        "input_transformers_cleanup",
+        "ast_transformers",
+        "register_magic_function",
+        "user_global_ns",
+    }
+)
 #: Modules whose use deserves a look in a lesson that needs none of them.
 RISKY_MODULES = {
-    "subprocess": "starts processes", "multiprocessing": "starts processes", "socket": "opens network connections",
-    "ctypes": "calls C code directly (ctypes)", "signal": "sends or handles signals", "sqlite3": "opens databases",
-    "distributed": "connects to Dask", "dask": "connects to Dask", "builtins": "touches Python's builtins",
-    "importlib": "imports modules by hand", "shutil": "copies or deletes files",
+    "subprocess": "starts processes",
+    "multiprocessing": "starts processes",
+    "socket": "opens network connections",
+    "ctypes": "calls C code directly (ctypes)",
+    "signal": "sends or handles signals",
+    "sqlite3": "opens databases",
+    "distributed": "connects to Dask",
+    "dask": "connects to Dask",
+    "builtins": "touches Python's builtins",
+    "importlib": "imports modules by hand",
+    "shutil": "copies or deletes files",
 }
 RISKY_CALLS = {
-    ("os", "fork"): "forks processes", ("os", "kill"): "sends signals", ("os", "killpg"): "sends signals",
-    ("os", "_exit"): "ends the kernel", ("os", "system"): "runs shell commands", ("os", "popen"): "runs shell commands",
-    ("os", "execv"): "replaces the kernel", ("os", "walk"): "walks the file system", ("sys", "exit"): "ends the kernel",
+    ("os", "fork"): "forks processes",
+    ("os", "kill"): "sends signals",
+    ("os", "killpg"): "sends signals",
+    ("os", "_exit"): "ends the kernel",
+    ("os", "system"): "runs shell commands",
+    ("os", "popen"): "runs shell commands",
+    ("os", "execv"): "replaces the kernel",
+    ("os", "walk"): "walks the file system",
+    ("sys", "exit"): "ends the kernel",
 }
-GRADER_FILES = ("gradebook.db", "nbgrader_config", "remat_lesson.py", "remat_checks.py", "remat_evidence.py",
-                "remat_sweep.py", "reference.json")
+GRADER_FILES = (
+    "gradebook.db",
+    "nbgrader_config",
+    "remat_lesson.py",
+    "remat_checks.py",
+    "remat_evidence.py",
+    "remat_sweep.py",
+    "reference.json",
+)
 
 
 def _root(node) -> ast.AST:
@@ -110,7 +143,9 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Attribute(self, node):
         dotted = _dotted(node)
-        if node.attr in IPYTHON_INTERNALS and ("get_ipython" in dotted or _dotted(node.value) in ("ip", "shell", "ipython")):
+        if node.attr in IPYTHON_INTERNALS and (
+            "get_ipython" in dotted or _dotted(node.value) in ("ip", "shell", "ipython")
+        ):
             self.flag(node, "changes how IPython runs or reports code", dotted)
         elif node.attr == "modules" and isinstance(node.value, ast.Name) and self.imported.get(node.value.id) == "sys":
             self.flag(node, "edits the module table (sys.modules)", dotted)
@@ -124,8 +159,14 @@ class _Scanner(ast.NodeVisitor):
         name = _dotted(node.func)
         if name in ("exec", "eval", "compile", "__import__"):
             self.flag(node, "runs code built from text", f"{name}(...)")
-        elif name in ("setattr", "delattr") and node.args and self._is_outside_object(ast.Attribute(value=node.args[0], attr="x")):
-            self.flag(node, "rebinds an attribute of an imported module or object", f"{name}({_dotted(node.args[0])}, ...)")
+        elif (
+            name in ("setattr", "delattr")
+            and node.args
+            and self._is_outside_object(ast.Attribute(value=node.args[0], attr="x"))
+        ):
+            self.flag(
+                node, "rebinds an attribute of an imported module or object", f"{name}({_dotted(node.args[0])}, ...)"
+            )
         elif name in ("exit", "quit"):
             self.flag(node, "ends the kernel", f"{name}()")
         head = name.split(".")
@@ -165,7 +206,9 @@ def scan_source(source: str) -> list[tuple[int, str, str]]:
     """(line, what it means, the code) for each suspicious construct of one cell's code."""
     tree = _tree(source)
     if tree is None:
-        return [(1, "code that does not parse (not scanned)", source.strip().splitlines()[0][:60] if source.strip() else "")]
+        return [
+            (1, "code that does not parse (not scanned)", source.strip().splitlines()[0][:60] if source.strip() else "")
+        ]
     scanner = _Scanner()
     scanner.visit(tree)
     return scanner.found

@@ -14,6 +14,7 @@ So code in a submission that patches NumPy, the checks, stdout or IPython can at
 the values it hands over; a check passes only when those values are the right ones. The score
 and the report the learner reads are written here, over whatever the cell printed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,7 +29,7 @@ OBSERVATION_MIME = "application/vnd.performance05.observation+json"
 #: Checks' methods whose arguments after the first say what the found value is compared with.
 JUDGMENTS = frozenset({"close", "equal", "at_least", "below"})
 REFERENCE_PREFIX = "reference_"
-NOT_HERE = "raise RuntimeError(\"reference code runs only in the instructor's reference run\")"
+NOT_HERE = 'raise RuntimeError("reference code runs only in the instructor\'s reference run")'
 #: The longest message from a learner's exception kept in a report.
 MAX_MESSAGE = 600
 
@@ -100,8 +101,11 @@ class _LeaveOutExpected(ast.NodeTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "Checks":
-            node.func = ast.Attribute(value=ast.Call(func=ast.Name("_performance05_fresh_checks", ast.Load()), args=[],
-                                                     keywords=[]), attr="Checks", ctx=ast.Load())
+            node.func = ast.Attribute(
+                value=ast.Call(func=ast.Name("_performance05_fresh_checks", ast.Load()), args=[], keywords=[]),
+                attr="Checks",
+                ctx=ast.Load(),
+            )
             return node
         method = node.func
         if isinstance(method, ast.Attribute) and isinstance(method.value, ast.Name) and method.value.id == "checks":
@@ -109,8 +113,10 @@ class _LeaveOutExpected(ast.NodeTransformer):
                 node.args = node.args[:1] + [ast.Constant(None) for _ in node.args[1:]]
                 node.keywords = [ast.keyword(arg=k.arg, value=ast.Constant(None)) for k in node.keywords]
             elif method.attr == "raises":
-                node.keywords = [ast.keyword(arg=k.arg, value=ast.Constant(None)) if k.arg in ("what", "hint") else k
-                                 for k in node.keywords]
+                node.keywords = [
+                    ast.keyword(arg=k.arg, value=ast.Constant(None)) if k.arg in ("what", "hint") else k
+                    for k in node.keywords
+                ]
         return node
 
 
@@ -131,7 +137,7 @@ def reference_of(notebook: NotebookNode, checks: ModuleType) -> dict[str, dict]:
     """{grade_id: {"points", "where", "items": [...]}} of an executed source notebook; ReferenceError
     when a cell's observations are missing or its solution fails its own check."""
     reference, problems = {}, []
-    for index, cell in enumerate(notebook.cells):
+    for cell in notebook.cells:
         if not is_test_cell(cell):
             continue
         grade_id = cell.metadata["nbgrader"]["grade_id"]
@@ -147,7 +153,9 @@ def reference_of(notebook: NotebookNode, checks: ModuleType) -> dict[str, dict]:
                 problems.append(f"{grade_id}, check {item['index'] + 1} ({item['what']}): {failure}")
         declared = float(cell.metadata["nbgrader"]["points"])
         if abs(sum(float(i["points"]) for i in items) - declared) > 1e-9:
-            problems.append(f"{grade_id}: the checks add up to {sum(i['points'] for i in items)}, the cell declares {declared}")
+            problems.append(
+                f"{grade_id}: the checks add up to {sum(i['points'] for i in items)}, the cell declares {declared}"
+            )
         reference[grade_id] = {
             "points": declared,
             "where": heads[0]["where"],
@@ -163,8 +171,11 @@ def reference_of(notebook: NotebookNode, checks: ModuleType) -> dict[str, dict]:
 # ---------------------------------------------------------------------------------------
 def _item_failure(reference_item: dict, records: list, stopped: str | None, checks: ModuleType) -> str | None:
     if not records:
-        return f"this check did not run: the cell stopped before it ({stopped})" if stopped else \
-            "this check did not run: the cell stopped before it"
+        return (
+            f"this check did not run: the cell stopped before it ({stopped})"
+            if stopped
+            else "this check did not run: the cell stopped before it"
+        )
     if len(records) > 1:
         return "this check reported more than once: something interfered with the checks"
     record = records[0]
@@ -184,8 +195,11 @@ def _item_failure(reference_item: dict, records: list, stopped: str | None, chec
         if failure:
             return failure
     if len(found) != len(expected):
-        return "this check did not finish: the cell stopped inside it" if len(found) < len(expected) else \
-            "this check reported more than it checks: something interfered with the checks"
+        return (
+            "this check did not finish: the cell stopped inside it"
+            if len(found) < len(expected)
+            else "this check reported more than it checks: something interfered with the checks"
+        )
     return None
 
 
@@ -197,8 +211,11 @@ def decide(reference_cell: dict, cell, checks: ModuleType) -> tuple[float, str]:
             by_index.setdefault(record["index"], []).append(record)
     stopped = stop_reason(cell)
     items = [
-        {"points": item["points"], "what": item["what"],
-         "failure": _item_failure(item, by_index.get(index, []), stopped, checks)}
+        {
+            "points": item["points"],
+            "what": item["what"],
+            "failure": _item_failure(item, by_index.get(index, []), stopped, checks),
+        }
         for index, item in enumerate(reference_cell["items"])
     ]
     lines, earned, checked = checks.report_lines(items, reference_cell["where"])
@@ -209,8 +226,12 @@ def write_verdict(cell, earned: float, report: str) -> None:
     """Replace the cell's outputs by the grader's report and score (nbgrader reads the score)."""
     cell.outputs = [
         NotebookNode(output_type="stream", name="stdout", text=report + "\n"),
-        NotebookNode(output_type="execute_result", execution_count=cell.get("execution_count"),
-                     data={"text/plain": repr(float(earned))}, metadata={}),
+        NotebookNode(
+            output_type="execute_result",
+            execution_count=cell.get("execution_count"),
+            data={"text/plain": repr(float(earned))},
+            metadata={},
+        ),
     ]
 
 

@@ -5,14 +5,13 @@ everything it produces comes back as data (scores, autograded notebooks, feedbac
 worker may run in this process, in a local Dask worker or on another machine, and no two tasks
 ever share a gradebook file. The parent merges the results into the class gradebook.
 """
+
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -23,8 +22,8 @@ from pathlib import Path
 import nbformat
 
 from .compile_cache import reading_env, usable_cache
-from .hidden_tests import strip_hidden_tests
 from .course import use_the_venvs_tools
+from .hidden_tests import strip_hidden_tests
 from .kernels import NotebookRecord, SandboxSession
 from .paths import ASSIGNMENT, NOTEBOOKS
 from .reference import CHECKS_MODULE, GRADING_ENV, REFERENCE, shipped_files
@@ -90,8 +89,9 @@ def student_session(task: StudentTask, course: Path, template: dict[str, bytes],
     env = dict(GRADING_ENV)
     if cache is not None:
         env.update(reading_env(str(cache) if sandbox.unsafe else CACHE))
-    return SandboxSession(sandbox, folder, shipped_files(template, folder / "assignment"), cache=cache,
-                          fork=task.fork_kernels, env=env)
+    return SandboxSession(
+        sandbox, folder, shipped_files(template, folder / "assignment"), cache=cache, fork=task.fork_kernels, env=env
+    )
 
 
 def _autograde_one(api, student_id: str, notebook: str):
@@ -122,7 +122,12 @@ def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
     for cell in notebook.cells:
         merged = []
         for out in cell.get("outputs", []):
-            if merged and out.output_type == "stream" and merged[-1].output_type == "stream" and merged[-1].name == out.name:
+            if (
+                merged
+                and out.output_type == "stream"
+                and merged[-1].output_type == "stream"
+                and merged[-1].name == out.name
+            ):
                 merged[-1].text += out.text
             else:
                 merged.append(out)
@@ -219,23 +224,31 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             first = cells[0]["seconds"] if cells else 0.0
             tests = sum(c["seconds"] for c in cells if c["test"])
             work = sum(c["seconds"] for c in cells[1:] if not c["test"])
-            result.timings.append({
-                "notebook": name,
-                "total": seconds,
-                "kernel_start": record.kernel_start,
-                "first_cell_imports": first,
-                "notebook_work": work,
-                "hidden_and_public_tests": tests,
-                "nbgrader_overhead": max(0.0, seconds - record.kernel_start - first - work - tests),
-            })
+            result.timings.append(
+                {
+                    "notebook": name,
+                    "total": seconds,
+                    "kernel_start": record.kernel_start,
+                    "first_cell_imports": first,
+                    "notebook_work": work,
+                    "hidden_and_public_tests": tests,
+                    "nbgrader_overhead": max(0.0, seconds - record.kernel_start - first - work - tests),
+                }
+            )
             path = autograded / name
             if not outcome["success"] or not path.exists():
-                reason = "it ran past its time limit and was stopped" if fired else _why_it_broke(outcome.get("log", "") + (outcome.get("error") or ""))
+                reason = (
+                    "it ran past its time limit and was stopped"
+                    if fired
+                    else _why_it_broke(outcome.get("log", "") + (outcome.get("error") or ""))
+                )
                 result.broken.append(f"{name}: {reason}; graded 0")
                 continue
             if fired:
-                result.broken.append(f"{name}: it ran past its time limit and was stopped; the checks it had "
-                                     "finished keep their points, the rest scored 0")
+                result.broken.append(
+                    f"{name}: it ran past its time limit and was stopped; the checks it had "
+                    "finished keep their points, the rest scored 0"
+                )
             else:
                 result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
 

@@ -36,6 +36,7 @@ first argument is the learner's value. tests/test_checks.py holds every cell to 
 `judge()` and `report_lines()` are the one definition of a verdict and of the report, used
 here and by the grader. This module needs NumPy only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -141,8 +142,10 @@ def _close(found, expected, what, judgment) -> str | None:
     rtol, atol = float(judgment["rtol"]), float(judgment.get("atol", 0.0))
     if got.size and not bool((np.abs(got - want) <= atol + rtol * np.abs(want)).all()):
         error = float(np.max(np.abs(got - want)))
-        return (f"expected {what} within rtol={rtol:g} of {_brief(expected)}, found {_brief(found)} "
-                f"(largest difference {error:.3g})")
+        return (
+            f"expected {what} within rtol={rtol:g} of {_brief(expected)}, found {_brief(found)} "
+            f"(largest difference {error:.3g})"
+        )
     return None
 
 
@@ -199,8 +202,10 @@ def points_line(earned: float, checked: float, declared: float) -> str:
     """The last line of a report: what was checked, and what is left for grading."""
     if math.isclose(checked, declared):
         return f"{earned:g} of {declared:g} points"
-    return (f"{earned:g} of {checked:g} points checked here; the cell is worth {declared:g}: "
-            f"{declared - checked:g} more are checked when graded")
+    return (
+        f"{earned:g} of {checked:g} points checked here; the cell is worth {declared:g}: "
+        f"{declared - checked:g} more are checked when graded"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -234,14 +239,24 @@ class Checks:
         except NotImplementedError as raised:
             # The release's stub raises a bare NotImplementedError(); one with a message is the
             # learner's code passing on an error it should have handled.
-            failure = error = (f"your code raised NotImplementedError: {raised}" if str(raised)
-                               else "not answered yet: the answer cell still raises NotImplementedError")
+            failure = error = (
+                f"your code raised NotImplementedError: {raised}"
+                if str(raised)
+                else "not answered yet: the answer cell still raises NotImplementedError"
+            )
         except Exception as raised:  # the learner's code broke: report it, go on with the next item
             failure = error = f"your code raised {type(raised).__name__}: {raised}"
         finally:
             self._judgments = None
-        record = {"record": "item", "index": len(self.items), "points": points, "what": what,
-                  "judgments": judgments, "error": error, "failure": failure}
+        record = {
+            "record": "item",
+            "index": len(self.items),
+            "points": points,
+            "what": what,
+            "judgments": judgments,
+            "error": error,
+            "failure": failure,
+        }
         self.items.append(record)
         self._publish(record)
 
@@ -258,8 +273,17 @@ class Checks:
     # -- judgments ----------------------------------------------------------------------------
     def close(self, found, expected, *, rtol: float, atol: float = 0.0, what: str = "values", hint: str | None = None):
         """found matches expected elementwise: |found - expected| <= atol + rtol * |expected|."""
-        self._judge({"kind": "close", "what": what, "hint": hint, "rtol": rtol, "atol": atol,
-                     "found": numbers(found), "expected": numbers(expected)})
+        self._judge(
+            {
+                "kind": "close",
+                "what": what,
+                "hint": hint,
+                "rtol": rtol,
+                "atol": atol,
+                "found": numbers(found),
+                "expected": numbers(expected),
+            }
+        )
 
     def equal(self, found, expected, *, what: str, hint: str | None = None):
         """found is the same plain value as expected (compared as JSON data)."""
@@ -277,7 +301,7 @@ class Checks:
         """Calling fn(*args, **kwargs) raises `exception` (or a subclass of it)."""
         try:
             fn(*args, **kwargs)
-        except Exception as raised:  # noqa: BLE001: which exception is what is observed
+        except Exception as raised:  # which exception is what is observed
             found = [cls.__name__ for cls in type(raised).__mro__]
         else:
             found = None
@@ -297,8 +321,10 @@ class Checks:
             return earned
         failures = [f"{item['what']}: {item['failure']}" for item in self.items if item["failure"] is not None]
         if failures:
-            raise CheckFailed(f"{checked - earned:g} of {checked:g} points lost. Where to look: {self.where}.\n- "
-                              + "\n- ".join(failures))
+            raise CheckFailed(
+                f"{checked - earned:g} of {checked:g} points lost. Where to look: {self.where}.\n- "
+                + "\n- ".join(failures)
+            )
         return None
 
     def _publish(self, record: dict) -> None:
@@ -308,4 +334,6 @@ class Checks:
             from IPython.display import publish_display_data
         except ImportError:
             return
-        publish_display_data({OBSERVATION_MIME: record, "text/plain": f"(observation for the grader: {record['record']})"})
+        publish_display_data(
+            {OBSERVATION_MIME: record, "text/plain": f"(observation for the grader: {record['record']})"}
+        )

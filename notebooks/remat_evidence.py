@@ -4,13 +4,15 @@ Ships with the assignment. The evidence keeps the lesson's three views apart: sa
 *entries*, compiler-estimated *bytes* and measured *time*; a missing memory estimate stays
 None (JSON null) and is drawn as "unavailable", never as a zero bar.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+from statistics import median
 
-from remat_lesson import MEMORY_FIELDS, load_record, median, provenance, runs_dir
+from remat_lesson import MEMORY_FIELDS, load_record, provenance, runs_dir
 
 STAGES = ("01-understand", "02-build", "03-experiment", "04-exercise")
 POLICIES = ("plain", "remat", "whole")
@@ -66,7 +68,9 @@ def order_effect(medians_by_order: dict) -> list[str]:
     """
     runs = min(len(values) for medians in medians_by_order.values() for values in medians.values())
     if runs < 2:
-        return [f"{runs} run per order: too few to tell an order's effect from run-to-run spread; nothing is said about the order."]
+        return [
+            f"{runs} run per order: too few to tell an order's effect from run-to-run spread; nothing is said about the order."
+        ]
     lines = []
     for policy in ("plain", "remat"):
         first = medians_by_order[f"{policy} first"][policy]
@@ -87,8 +91,10 @@ def order_effect(medians_by_order: dict) -> list[str]:
         verdict = "the ranking of the medians flips with the order: in each order, the policy timed first has the higher median"
     else:
         verdict = "the ranking of the medians flips with the order: in each order, the policy timed second has the higher median"
-    lines.append(f"remat's median over plain's: {plain_first:.2f} with plain timed first, {remat_first:.2f} with remat "
-                 f"timed first: {verdict}.")
+    lines.append(
+        f"remat's median over plain's: {plain_first:.2f} with plain timed first, {remat_first:.2f} with remat "
+        f"timed first: {verdict}."
+    )
     return lines
 
 
@@ -133,7 +139,9 @@ def draw_storage_figure(evidence: dict, directory: Path, stem: str = FIGURE_STEM
     if not policies:
         for axis in (top, bottom):
             axis.set_axis_off()
-            axis.text(0.5, 0.5, "not recorded yet: run stages 2 and 3", ha="center", va="center", transform=axis.transAxes)
+            axis.text(
+                0.5, 0.5, "not recorded yet: run stages 2 and 3", ha="center", va="center", transform=axis.transAxes
+            )
     counts = [evidence["residual_entries"][p] for p in policies]
     bars = top.bar([labels[p] for p in policies], counts, color=[colors[p] for p in policies])
     top.bar_label(bars, labels=[str(c) for c in counts], padding=2)
@@ -145,23 +153,38 @@ def draw_storage_figure(evidence: dict, directory: Path, stem: str = FIGURE_STEM
     if not policies:
         pass
     elif all(temps[p] is not None for p in policies):
-        bars = bottom.bar([labels[p] for p in policies], [temps[p] for p in policies], color=[colors[p] for p in policies])
+        bars = bottom.bar(
+            [labels[p] for p in policies], [temps[p] for p in policies], color=[colors[p] for p in policies]
+        )
         bottom.bar_label(bars, labels=[f"{temps[p]} B" for p in policies], padding=2)
         bottom.set_ylabel("compiled temp (bytes)")
         bottom.set_ylim(0, max(temps.values()) * 1.25)
         bottom.set_title("What the compiler plans: temporary bytes (an estimate, not a measured peak)", fontsize=10)
     else:
         bottom.set_axis_off()
-        bottom.add_patch(plt.Rectangle((0.02, 0.08), 0.96, 0.84, transform=bottom.transAxes, fill=False, hatch="//", ec="0.6"))
+        bottom.add_patch(
+            plt.Rectangle((0.02, 0.08), 0.96, 0.84, transform=bottom.transAxes, fill=False, hatch="//", ec="0.6")
+        )
         bottom.text(
-            0.5, 0.5, "memory analysis unavailable on this backend\n(no estimate: not zero bytes)",
-            ha="center", va="center", fontsize=11, transform=bottom.transAxes,
+            0.5,
+            0.5,
+            "memory analysis unavailable on this backend\n(no estimate: not zero bytes)",
+            ha="center",
+            va="center",
+            fontsize=11,
+            transform=bottom.transAxes,
             bbox={"facecolor": "white", "edgecolor": "0.4"},
         )
         bottom.set_title("What the compiler plans: temporary bytes", fontsize=10)
     figure.text(
-        0.5, -0.01, "Upper panel in entries (values autodiff saves); lower panel in bytes (compiler estimate). "
-        "Different units: read each on its own.", ha="center", va="top", fontsize=8, wrap=True,
+        0.5,
+        -0.01,
+        "Upper panel in entries (values autodiff saves); lower panel in bytes (compiler estimate). "
+        "Different units: read each on its own.",
+        ha="center",
+        va="top",
+        fontsize=8,
+        wrap=True,
     )
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
@@ -215,7 +238,13 @@ def _template_values(evidence: dict, explanation: str) -> dict:
 
     errors, dd = evidence["max_abs_error"], evidence["directional_derivative"]
     memory_rows = "\n".join(
-        f"| {p} | " + (" | ".join(str(m[f]) for f in MEMORY_FIELDS) if (m := evidence["memory"][p]) else "unavailable | unavailable | unavailable | unavailable") + " |"
+        f"| {p} | "
+        + (
+            " | ".join(str(m[f]) for f in MEMORY_FIELDS)
+            if (m := evidence["memory"][p])
+            else "unavailable | unavailable | unavailable | unavailable"
+        )
+        + " |"
         for p in POLICIES
     )
     timing_rows = []
@@ -224,7 +253,8 @@ def _template_values(evidence: dict, explanation: str) -> dict:
         if samples:
             timing_rows.append(
                 f"| {policy} | {summary['median'] * 1e6:.1f} | {summary['min'] * 1e6:.1f} – {summary['max'] * 1e6:.1f} | "
-                + ", ".join(f"{s * 1e6:.1f}" for s in samples) + " |"
+                + ", ".join(f"{s * 1e6:.1f}" for s in samples)
+                + " |"
             )
         else:
             timing_rows.append(f"| {policy} | not recorded | | |")
@@ -241,7 +271,8 @@ def _template_values(evidence: dict, explanation: str) -> dict:
         "memory_rows": memory_rows,
         "timing_rows": "\n".join(timing_rows),
         "timing_order": "\n".join(f"- {line}" for line in order_effect(evidence["timings_by_order_s"]["medians"]))
-        if evidence.get("timings_by_order_s") else "not recorded (run stage 2)",
+        if evidence.get("timings_by_order_s")
+        else "not recorded (run stage 2)",
         "prediction_rows": prediction_rows,
         "explanation": explanation.strip() or "(not written yet)",
         "provenance": f"{provenance['utc']} · Python {provenance['python']} · jax {provenance['jax']} · "

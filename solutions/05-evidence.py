@@ -54,8 +54,10 @@ entries, memory = evidence["residual_entries"], evidence["memory"]
 if None in (entries["plain"], entries["remat"]):
     print("Residual entries were not recorded: run stage 2.")
 else:
-    print(f"Upper panel: plain saves {entries['plain']} entries, per-layer checkpoint {entries['remat']}"
-          + (f", whole-objective checkpoint {entries['whole']}." if entries["whole"] is not None else "."))
+    print(
+        f"Upper panel: plain saves {entries['plain']} entries, per-layer checkpoint {entries['remat']}"
+        + (f", whole-objective checkpoint {entries['whole']}." if entries["whole"] is not None else ".")
+    )
 if memory["plain"] is None or memory["remat"] is None:
     print("Lower panel: memory analysis unavailable, so there is nothing to compare; not zero bytes.")
 else:
@@ -87,11 +89,19 @@ for policy in ("plain", "remat"):
     )
 summaries = evidence["timing_summary_s"]
 if summaries["plain"] and summaries["remat"]:
-    overlap = summaries["plain"]["min"] <= summaries["remat"]["max"] and summaries["remat"]["min"] <= summaries["plain"]["max"]
-    print("The two ranges " + ("overlap: these samples rank neither policy." if overlap else "do not overlap in this run."))
+    overlap = (
+        summaries["plain"]["min"] <= summaries["remat"]["max"]
+        and summaries["remat"]["min"] <= summaries["plain"]["max"]
+    )
+    print(
+        "The two ranges "
+        + ("overlap: these samples rank neither policy." if overlap else "do not overlap in this run.")
+    )
 by_order = evidence["timings_by_order_s"]
 if by_order:
-    print(f"\nThe order of timing, measured in stage 2 ({by_order['runs']} run(s) per order, {by_order['repeats']} samples per policy and run):")
+    print(
+        f"\nThe order of timing, measured in stage 2 ({by_order['runs']} run(s) per order, {by_order['repeats']} samples per policy and run):"
+    )
     for line in order_effect(by_order["medians"]):
         print(" ", line)
 else:

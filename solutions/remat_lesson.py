@@ -5,6 +5,7 @@ restores it from the source before grading, so the checks below can be trusted. 
 learner writes (the oracle, the residual count, the memory report, the timing loop, the
 difference quotients) is deliberately not here: it lives in the notebooks' answer cells.
 """
+
 from __future__ import annotations
 
 import collections
@@ -15,10 +16,8 @@ import json
 import math
 import os
 import platform
-import re
 import sys
-import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import jax
@@ -300,8 +299,13 @@ def _jsonable(value):
     raise TypeError(f"cannot store {type(value).__name__} in a record")
 
 
-def provenance(command: str | None = None) -> dict:
-    """When, with what and on what a result was produced."""
+#: Environment variables that change what JAX or the lesson does, kept with every result.
+RECORDED_VARIABLES = ("JAX_", "XLA_", "TF_CPP_", "REMAT_LESSON_NO_MEMORY_ANALYSIS")
+
+
+def provenance(command: str | None = None, **extra) -> dict:
+    """When, with what and on what a result was produced: the one record of it for the lesson,
+    its sweep, the evidence kit and the phase project (which adds what it needs in `extra`)."""
     import jaxlib
 
     try:
@@ -312,24 +316,17 @@ def provenance(command: str | None = None) -> dict:
         matplotlib_version = None
     devices = jax.devices()
     return {
-        "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
         "numpy": np.__version__,
         "matplotlib": matplotlib_version,
         "platform": platform.platform(),
-        "devices": {
-            "backend": jax.default_backend(),
-            "kind": devices[0].device_kind,
-            "count": len(devices),
-        },
+        "devices": {"backend": jax.default_backend(), "kind": devices[0].device_kind, "count": len(devices)},
         "memory_analysis": "disabled" if memory_analysis_disabled() else "as the backend reports",
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_VARIABLES)},
+        "jax_environment": jax.print_environment_info(return_string=True).strip().splitlines(),
         "command": command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        **extra,
     }
-
-
-def median(samples) -> float:
-    ordered = sorted(float(s) for s in samples)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

@@ -27,6 +27,7 @@ Extra policies are plain callables `loss(weights, x) -> scalar`; pass them to `r
 module can also be measured in a fresh process; one defined in a notebook cannot, and its
 peak is reported as unavailable.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,16 +42,16 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from statistics import median
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-
-from remat_lesson import MEMORY_FIELDS, median, memory_analysis_disabled, provenance, saved_residual_lines
+from remat_lesson import MEMORY_FIELDS, memory_analysis_disabled, provenance, saved_residual_lines
 
 Loss = Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -161,8 +162,23 @@ def resolve_policy(reference: str) -> Loss:
 # ---------------------------------------------------------------------------------------
 # The three views of memory, and the ops in the program.
 # ---------------------------------------------------------------------------------------
-_DTYPE_BYTES = {"f64": 8, "s64": 8, "u64": 8, "f32": 4, "s32": 4, "u32": 4, "i32": 4,
-                "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "s8": 1, "u8": 1, "bool": 1, "pred": 1}
+_DTYPE_BYTES = {
+    "f64": 8,
+    "s64": 8,
+    "u64": 8,
+    "f32": 4,
+    "s32": 4,
+    "u32": 4,
+    "i32": 4,
+    "bf16": 2,
+    "f16": 2,
+    "s16": 2,
+    "u16": 2,
+    "s8": 1,
+    "u8": 1,
+    "bool": 1,
+    "pred": 1,
+}
 _SHAPE = re.compile(r"^([a-z]+\d*)\[([\d,\s]*)\]")
 
 
@@ -263,7 +279,10 @@ def _measure_peak_here(reference: str, depth: int, width: int, batch: int) -> di
     if _resident_memory() is None:
         return {"peak_bytes": None, "peak_note": "/proc/self/status has no VmHWM here"}
     loss = resolve_policy(reference)
-    shapes = (jax.ShapeDtypeStruct((depth, width, width), jnp.float32), jax.ShapeDtypeStruct((batch, width), jnp.float32))
+    shapes = (
+        jax.ShapeDtypeStruct((depth, width, width), jnp.float32),
+        jax.ShapeDtypeStruct((batch, width), jnp.float32),
+    )
     gradient = jax.jit(jax.grad(loss)).lower(*shapes).compile()
     scale = np.float32(1 / math.sqrt(width))
     # Inputs made by a compiled fill: their buffers are created inside the measured window.
@@ -280,20 +299,35 @@ def _measure_peak_here(reference: str, depth: int, width: int, batch: int) -> di
     weights, x = fill(scale)
     jax.block_until_ready(gradient(weights, x))
     after = _resident_memory()
-    return {"peak_bytes": after["VmHWM"] - before["VmRSS"], "peak_note": "measured", "rss_baseline_bytes": before["VmRSS"]}
+    return {
+        "peak_bytes": after["VmHWM"] - before["VmRSS"],
+        "peak_note": "measured",
+        "rss_baseline_bytes": before["VmRSS"],
+    }
 
 
 def measure_peak(loss: Loss, depth: int, width: int, batch: int, timeout_s: float = 300) -> dict:
     """Peak growth of one gradient call, measured in a fresh Python process (see _measure_peak_here)."""
     reference = policy_reference(loss)
     if reference is None:
-        return {"peak_bytes": None, "peak_note": "not importable by a fresh process (defined in a notebook or a closure)"}
+        return {
+            "peak_bytes": None,
+            "peak_note": "not importable by a fresh process (defined in a notebook or a closure)",
+        }
     paths = [str(Path(__file__).resolve().parent)]
     module = sys.modules.get(reference.partition(":")[0])
     if module is not None and getattr(module, "__file__", None):
         paths.append(str(Path(module.__file__).resolve().parent))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]))
-    command = [sys.executable, str(Path(__file__).resolve()), "--measure-peak", reference, str(depth), str(width), str(batch)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--measure-peak",
+        reference,
+        str(depth),
+        str(width),
+        str(batch),
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -307,14 +341,19 @@ def measure_peak(loss: Loss, depth: int, width: int, batch: int, timeout_s: floa
 # ---------------------------------------------------------------------------------------
 # Which compiler pass does what: XLA's own dump, pass by pass.
 # ---------------------------------------------------------------------------------------
-_PASS_FILE = re.compile(r"^module_\d+\.(?P<module>[^.]+)\.(?P<step>\d{4})\.(?P<pipeline>[^.]+)\.after_(?P<after>.+?)\.before_(?P<before>.+?)\.txt$")
+_PASS_FILE = re.compile(
+    r"^module_\d+\.(?P<module>[^.]+)\.(?P<step>\d{4})\.(?P<pipeline>[^.]+)\.after_(?P<after>.+?)\.before_(?P<before>.+?)\.txt$"
+)
 
 
 def _pass_trace_here(reference: str, depth: int, width: int, batch: int, folder: str) -> list[dict]:
     """Inside a fresh process started with XLA_FLAGS asking for a dump after every pass: compile
     one policy's gradient and read the dump back. One row per dumped step, in pipeline order."""
     loss = resolve_policy(reference)
-    shapes = (jax.ShapeDtypeStruct((depth, width, width), jnp.float32), jax.ShapeDtypeStruct((batch, width), jnp.float32))
+    shapes = (
+        jax.ShapeDtypeStruct((depth, width, width), jnp.float32),
+        jax.ShapeDtypeStruct((batch, width), jnp.float32),
+    )
     jax.jit(jax.grad(loss)).lower(*shapes).compile()
     rows = []
     for path in sorted(Path(folder).iterdir()):
@@ -322,13 +361,22 @@ def _pass_trace_here(reference: str, depth: int, width: int, batch: int, folder:
         if not match or "grad" not in match["module"] and reference.split(":")[-1] not in match["module"]:
             continue
         text = path.read_text()
-        rows.append({"step": int(match["step"]), "pipeline": match["pipeline"], "after": match["after"],
-                     "before": match["before"], "dots": len(_COMPILED_DOT.findall(text)),
-                     "barriers": len(_COMPILED_BARRIER.findall(text))})
+        rows.append(
+            {
+                "step": int(match["step"]),
+                "pipeline": match["pipeline"],
+                "after": match["after"],
+                "before": match["before"],
+                "dots": len(_COMPILED_DOT.findall(text)),
+                "barriers": len(_COMPILED_BARRIER.findall(text)),
+            }
+        )
     return rows
 
 
-def pass_trace(loss: Loss, depth: int = 4, width: int = 16, batch: int = 32, timeout_s: float = 300) -> list[dict] | None:
+def pass_trace(
+    loss: Loss, depth: int = 4, width: int = 16, batch: int = 32, timeout_s: float = 300
+) -> list[dict] | None:
     """Dots and optimization barriers in the program after each pass of XLA's pipeline.
 
     Runs a fresh Python process with XLA_FLAGS=--xla_dump_to=<scratch> --xla_dump_hlo_pass_re=.*
@@ -344,9 +392,21 @@ def pass_trace(loss: Loss, depth: int = 4, width: int = 16, batch: int = 32, tim
         return None
     with tempfile.TemporaryDirectory(prefix="xla-passes-") as folder:
         flags = f"--xla_dump_to={folder} --xla_dump_hlo_pass_re=.*"
-        env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip(),
-                   PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]))
-        command = [sys.executable, str(Path(__file__).resolve()), "--pass-trace", reference, str(depth), str(width), str(batch), folder]
+        env = dict(
+            os.environ,
+            XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip(),
+            PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]),
+        )
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--pass-trace",
+            reference,
+            str(depth),
+            str(width),
+            str(batch),
+            folder,
+        ]
         try:
             done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -375,13 +435,28 @@ SMALL_BATCH = 512
 
 #: Columns of a sweep row, in the order the CSV file keeps them.
 COLUMNS = (
-    "policy", "depth", "width", "batch",
-    "residual_entries", "residual_bytes",
-    "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
-    "peak_bytes", "peak_note", "rss_baseline_bytes",
-    "dots_lowered", "dots_compiled", "barriers_lowered", "barriers_compiled",
-    "time_median_s", "time_vs_plain", "time_samples_s",
-    "max_abs_diff_vs_plain", "compile_s",
+    "policy",
+    "depth",
+    "width",
+    "batch",
+    "residual_entries",
+    "residual_bytes",
+    "argument_bytes",
+    "output_bytes",
+    "temp_bytes",
+    "alias_bytes",
+    "peak_bytes",
+    "peak_note",
+    "rss_baseline_bytes",
+    "dots_lowered",
+    "dots_compiled",
+    "barriers_lowered",
+    "barriers_compiled",
+    "time_median_s",
+    "time_vs_plain",
+    "time_samples_s",
+    "max_abs_diff_vs_plain",
+    "compile_s",
 )
 
 
@@ -406,8 +481,16 @@ def _compiled_text(compiled) -> str | None:
 
 
 def sweep_size(
-    policies: Mapping[str, Loss], depth: int, width: int, batch: int, *,
-    repeats: int = 5, peak: bool = True, peak_jobs: int = 2, rtol: float = 1e-5, seed: int = 0,
+    policies: Mapping[str, Loss],
+    depth: int,
+    width: int,
+    batch: int,
+    *,
+    repeats: int = 5,
+    peak: bool = True,
+    peak_jobs: int = 2,
+    rtol: float = 1e-5,
+    seed: int = 0,
 ) -> list[dict]:
     """One row per policy for one (L, D, B); times interleave across the policies."""
     weights, x = make_inputs(depth, width, batch, seed)
@@ -419,8 +502,12 @@ def sweep_size(
         compile_s = time.perf_counter() - start
         entries, saved_bytes = saved_residuals(loss, weights, x)
         rows[name] = {
-            "policy": name, "depth": depth, "width": width, "batch": batch,
-            "residual_entries": entries, "residual_bytes": saved_bytes,
+            "policy": name,
+            "depth": depth,
+            "width": width,
+            "batch": batch,
+            "residual_entries": entries,
+            "residual_bytes": saved_bytes,
             **_memory_columns(compiled),
             **op_counts(lowered.as_text(), _compiled_text(compiled)),
             "compile_s": compile_s,
@@ -453,14 +540,14 @@ def sweep_size(
     for name, row in rows.items():
         row["time_samples_s"] = samples[name]
         row["time_median_s"] = median(samples[name])
-        row["time_vs_plain"] = (
-            row["time_median_s"] / median(samples[BASELINE]) if BASELINE in samples else None
-        )
+        row["time_vs_plain"] = row["time_median_s"] / median(samples[BASELINE]) if BASELINE in samples else None
 
     # Fresh processes measure nothing about time, so they may run side by side.
     if peak:
         with ThreadPoolExecutor(max_workers=max(1, peak_jobs)) as pool:
-            peaks = dict(zip(policies, pool.map(lambda loss: measure_peak(loss, depth, width, batch), policies.values())))
+            peaks = dict(
+                zip(policies, pool.map(lambda loss: measure_peak(loss, depth, width, batch), policies.values()))
+            )
     else:
         peaks = {name: {"peak_bytes": None, "peak_note": "not measured"} for name in policies}
     for name in policies:
@@ -470,9 +557,15 @@ def sweep_size(
 
 
 def run_sweep(
-    depths: Iterable[int] = SMALL_DEPTHS, width: int = SMALL_WIDTH, batch: int = SMALL_BATCH, *,
-    policies: Iterable[str] | None = None, extra_policies: Mapping[str, Loss | str] | None = None,
-    repeats: int = 5, peak: bool | str = "deepest", peak_jobs: int = 2,
+    depths: Iterable[int] = SMALL_DEPTHS,
+    width: int = SMALL_WIDTH,
+    batch: int = SMALL_BATCH,
+    *,
+    policies: Iterable[str] | None = None,
+    extra_policies: Mapping[str, Loss | str] | None = None,
+    repeats: int = 5,
+    peak: bool | str = "deepest",
+    peak_jobs: int = 2,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Rows for every policy at every depth. The defaults are a small sweep for the notebook.
@@ -577,7 +670,9 @@ def plot_memory(rows: list[dict], path: Path | None = None):
         anchor_sqrt = min((r for r in temps if r["depth"] == deep), key=lambda r: r["temp_bytes"])
         grid = np.geomspace(shallow, deep, 50)
         axes.plot(grid, anchor_linear["temp_bytes"] / mib * grid / shallow, ":", color="0.4", label="O(L) slope")
-        axes.plot(grid, anchor_sqrt["temp_bytes"] / mib * np.sqrt(grid / deep), "-.", color="0.6", label="O(sqrt L) slope")
+        axes.plot(
+            grid, anchor_sqrt["temp_bytes"] / mib * np.sqrt(grid / deep), "-.", color="0.6", label="O(sqrt L) slope"
+        )
     if not temps:
         axes.text(0.5, 0.5, "memory analysis unavailable on this backend", ha="center", transform=axes.transAxes)
     axes.set_xscale("log", base=2)
@@ -604,12 +699,24 @@ def plot_time(rows: list[dict], path: Path | None = None):
     for index, (name, group) in enumerate(_by_policy(rows).items()):
         points = [(r["depth"], median(r["time_samples_s"]) / plain[r["depth"]]) for r in group if r["depth"] in plain]
         # Spread of the ratio: each sample over the plain median, quartiles as the bar.
-        spreads = [np.percentile([s / plain[r["depth"]] for s in r["time_samples_s"]], [25, 75]) for r in group if r["depth"] in plain]
+        spreads = [
+            np.percentile([s / plain[r["depth"]] for s in r["time_samples_s"]], [25, 75])
+            for r in group
+            if r["depth"] in plain
+        ]
         if points:
             xs, ys = zip(*points)
             below = [y - lo for y, (lo, _) in zip(ys, spreads)]
             above = [hi - y for y, (_, hi) in zip(ys, spreads)]
-            axes.errorbar(xs, ys, yerr=[np.maximum(below, 0), np.maximum(above, 0)], fmt="o-", color=f"C{index % 10}", capsize=3, label=name)
+            axes.errorbar(
+                xs,
+                ys,
+                yerr=[np.maximum(below, 0), np.maximum(above, 0)],
+                fmt="o-",
+                color=f"C{index % 10}",
+                capsize=3,
+                label=name,
+            )
     axes.axhline(1.0, color="0.5", lw=1)
     axes.set_xscale("log", base=2)
     _label_depths(axes, sorted({row["depth"] for row in rows}))
@@ -643,10 +750,18 @@ def _save(figure, path):
 
 def _main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--measure-peak", nargs=4, metavar=("POLICY", "L", "D", "B"),
-                        help="internal: measure one policy's peak in this (fresh) process and print JSON")
-    parser.add_argument("--pass-trace", nargs=5, metavar=("POLICY", "L", "D", "B", "DUMP"),
-                        help="internal: compile one policy's gradient under an XLA dump and print the pass trace as JSON")
+    parser.add_argument(
+        "--measure-peak",
+        nargs=4,
+        metavar=("POLICY", "L", "D", "B"),
+        help="internal: measure one policy's peak in this (fresh) process and print JSON",
+    )
+    parser.add_argument(
+        "--pass-trace",
+        nargs=5,
+        metavar=("POLICY", "L", "D", "B", "DUMP"),
+        help="internal: compile one policy's gradient under an XLA dump and print the pass trace as JSON",
+    )
     args = parser.parse_args(argv)
     if args.measure_peak:
         reference, depth, width, batch = args.measure_peak
@@ -659,8 +774,10 @@ def _main(argv=None):
     rows = run_sweep(progress=print)
     for row in rows:
         temp = row["temp_bytes"]
-        print(f"{row['policy']:>24} L={row['depth']:<4} temp={'n/a' if temp is None else f'{temp / 2**20:.2f} MiB'} "
-              f"time={row['time_median_s'] * 1e3:.2f} ms")
+        print(
+            f"{row['policy']:>24} L={row['depth']:<4} temp={'n/a' if temp is None else f'{temp / 2**20:.2f} MiB'} "
+            f"time={row['time_median_s'] * 1e3:.2f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Not part of the student release: `sqrt_segments_loss` is the answer to the grade
 
 writes data/remat-sweep.csv, data/remat-sweep.provenance.json and the two figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,9 +18,8 @@ import time
 from pathlib import Path
 
 import jax
-from jax import lax
-
 import remat_sweep
+from jax import lax
 from remat_sweep import final_loss, layer, sqrt_segment_length
 
 
@@ -109,7 +109,9 @@ FULL_BATCH = 1024
 FULL_REPEATS = 5
 
 
-def run_full_sweep(depths=FULL_DEPTHS, width=FULL_WIDTH, batch=FULL_BATCH, repeats=FULL_REPEATS, peak=True, progress=print):
+def run_full_sweep(
+    depths=FULL_DEPTHS, width=FULL_WIDTH, batch=FULL_BATCH, repeats=FULL_REPEATS, peak=True, progress=print
+):
     return remat_sweep.run_sweep(
         depths, width, batch, extra_policies=REFERENCE_POLICIES, repeats=repeats, peak=peak, progress=progress
     )
@@ -117,7 +119,9 @@ def run_full_sweep(depths=FULL_DEPTHS, width=FULL_WIDTH, batch=FULL_BATCH, repea
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Run the full rematerialization sweep and draw its figures.")
-    parser.add_argument("--out", type=Path, default=Path("data"), help="folder for the CSV, its provenance and the figures")
+    parser.add_argument(
+        "--out", type=Path, default=Path("data"), help="folder for the CSV, its provenance and the figures"
+    )
     parser.add_argument("--depths", type=int, nargs="+", default=list(FULL_DEPTHS))
     parser.add_argument("--width", type=int, default=FULL_WIDTH)
     parser.add_argument("--batch", type=int, default=FULL_BATCH)
@@ -132,9 +136,15 @@ def main(argv=None):
         jax.config.update("jax_compilation_cache_dir", cache)
         os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
         rows = run_full_sweep(args.depths, args.width, args.batch, args.repeats, peak=not args.no_peak)
-    settings = {"depths": args.depths, "width": args.width, "batch": args.batch, "repeats": args.repeats,
-                "policies": sorted({row["policy"] for row in rows}), "seconds": round(time.perf_counter() - start, 1),
-                **_largest_resident_sets()}
+    settings = {
+        "depths": args.depths,
+        "width": args.width,
+        "batch": args.batch,
+        "repeats": args.repeats,
+        "policies": sorted({row["policy"] for row in rows}),
+        "seconds": round(time.perf_counter() - start, 1),
+        **_largest_resident_sets(),
+    }
     command = " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)])
     csv_path = remat_sweep.write_csv(rows, args.out / "remat-sweep.csv", command=command, settings=settings)
     remat_sweep.plot_memory(rows, args.out / "remat-sweep-memory.png")
@@ -166,18 +176,24 @@ def summary(rows) -> str:
     for name, row in at.items():
         temp = "n/a" if row["temp_bytes"] is None else f"{row['temp_bytes'] / mib:.1f}"
         peak = "n/a" if row["peak_bytes"] is None else f"{row['peak_bytes'] / mib:.1f}"
-        lines.append(f"  {name:>24}: temp {temp} MiB, peak {peak} MiB, {row['residual_entries']} residual entries, "
-                     f"dots {row['dots_lowered']}->{row['dots_compiled']}, median {row['time_median_s'] * 1e3:.1f} ms")
+        lines.append(
+            f"  {name:>24}: temp {temp} MiB, peak {peak} MiB, {row['residual_entries']} residual entries, "
+            f"dots {row['dots_lowered']}->{row['dots_compiled']}, median {row['time_median_s'] * 1e3:.1f} ms"
+        )
     nested, plain, scan = at.get("nested_sqrt_segments"), at.get("plain"), at.get("scan")
     if nested and plain and scan and nested["temp_bytes"] and plain["temp_bytes"]:
         lines.append(f"  nested temp / plain temp = {nested['temp_bytes'] / plain['temp_bytes']:.3f} (claim: <= 0.25)")
-        lines.append(f"  nested time / scan time = {nested['time_median_s'] / scan['time_median_s']:.3f} (claim: <= 1.5)")
+        lines.append(
+            f"  nested time / scan time = {nested['time_median_s'] / scan['time_median_s']:.3f} (claim: <= 1.5)"
+        )
     for row in rows:
         planned = [row[key] for key in ("argument_bytes", "output_bytes", "temp_bytes")]
         if row["peak_bytes"] and None not in planned and row["temp_bytes"] >= 32 * mib:
             ratio = row["peak_bytes"] / sum(planned)
             flag = "" if abs(ratio - 1) <= 0.10 else "  <-- outside 10%"
-            lines.append(f"  peak / (argument + output + temp) for {row['policy']} at L={row['depth']}: {ratio:.3f}{flag}")
+            lines.append(
+                f"  peak / (argument + output + temp) for {row['policy']} at L={row['depth']}: {ratio:.3f}{flag}"
+            )
     return "\n".join(lines)
 
 

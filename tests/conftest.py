@@ -1,4 +1,11 @@
-"""Shared fixtures: each notebook set is executed once per test session, then read by many tests."""
+"""Shared fixtures: each notebook set is executed once per test session, then read by many tests.
+
+The tiers: `make test-fast` runs what starts no kernel and no notebook (the pure parts: the
+checks and verdicts, the tampering scan, submission discovery, hidden-test stripping, sync and
+release rendering, the evidence files, the audit checker, the dependency lock), in well under a
+minute; `make test` runs everything. A module in SLOW_MODULES is marked `slow` as a whole.
+"""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +14,28 @@ from pathlib import Path
 
 import pytest
 
-from autograder.execute import execute_notebook
 from autograder.paths import NOTEBOOKS, RELEASE, SOLUTIONS
+from bundle.execute import execute_notebook
+
+#: Test modules that run kernels, notebooks or a grading run.
+SLOW_MODULES = {
+    "test_autograder_scores",
+    "test_grading_engine",
+    "test_instructor_cycle",
+    "test_sandbox",
+    "test_lesson",
+    "test_figures",
+    "test_prose",
+    "test_remat_sweep",
+    "test_performance_audit",
+    "test_vjp_view",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 class NotebookRuns:

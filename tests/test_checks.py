@@ -5,6 +5,7 @@ runs test cells in a learner's kernel without what they compare with, and decide
 they observed. Here both are exercised directly on values, and every graded cell of the lesson
 is held to the rule that makes the second possible.
 """
+
 from __future__ import annotations
 
 import ast
@@ -77,7 +78,9 @@ def test_the_report_says_which_points_were_checked_here(checks):
     lines, earned, checked = checks.report_lines(items, "'Your turn'")
     assert lines[0] == "[PASS] 1/1  a" and lines[1] == "[FAIL] 0/1  b" and "where to look: 'Your turn'" in lines[3]
     assert (earned, checked) == (1.0, 2.0)
-    assert checks.points_line(1, 1, 3) == "1 of 1 points checked here; the cell is worth 3: 2 more are checked when graded"
+    assert (
+        checks.points_line(1, 1, 3) == "1 of 1 points checked here; the cell is worth 3: 2 more are checked when graded"
+    )
     assert checks.points_line(2, 3, 3) == "2 of 3 points"
 
 
@@ -116,7 +119,10 @@ def test_observing_never_judges_in_the_kernel(checks, monkeypatch):
         cell.equal("anything", None, what=None)
     assert cell.score() is None
     item = published[-1]
-    assert item["failure"] is None and [j["found"] for j in item["judgments"]] == [{"shape": [1], "values": [5.0]}, "anything"]
+    assert item["failure"] is None and [j["found"] for j in item["judgments"]] == [
+        {"shape": [1], "values": [5.0]},
+        "anything",
+    ]
     json.dumps(published)  # plain data all the way (it travels as JSON)
 
 
@@ -129,11 +135,29 @@ def _observed(*records) -> NotebookNode:
 
 
 REFERENCE = {
-    "points": 2, "where": "'Your turn'",
+    "points": 2,
+    "where": "'Your turn'",
     "items": [
-        {"points": 1, "what": "lesson", "judgments": [{"kind": "close", "what": "gradient", "hint": None, "rtol": 1e-6, "atol": 0.0,
-                                                         "found": {"shape": [1], "values": [2.0]}, "expected": {"shape": [1], "values": [2.0]}}]},
-        {"points": 1, "what": "count", "judgments": [{"kind": "equal", "what": "entries", "hint": None, "found": 9, "expected": 9}]},
+        {
+            "points": 1,
+            "what": "lesson",
+            "judgments": [
+                {
+                    "kind": "close",
+                    "what": "gradient",
+                    "hint": None,
+                    "rtol": 1e-6,
+                    "atol": 0.0,
+                    "found": {"shape": [1], "values": [2.0]},
+                    "expected": {"shape": [1], "values": [2.0]},
+                }
+            ],
+        },
+        {
+            "points": 1,
+            "what": "count",
+            "judgments": [{"kind": "equal", "what": "entries", "hint": None, "found": 9, "expected": 9}],
+        },
     ],
 }
 
@@ -153,32 +177,61 @@ def test_the_grader_judges_the_found_values_against_the_reference(checks):
 def test_what_the_kernel_claims_beside_its_values_counts_for_nothing(checks):
     # A kernel that claims a huge tolerance, its own expected value and "no failure":
     forged = _observed(
-        _item(0, [{"found": {"shape": [1], "values": [-2.0]}, "rtol": 1e9, "expected": {"shape": [1], "values": [-2.0]},
-                   "kind": "equal", "failure": None}]),
-        _item(1, [{"found": 9}]))
+        _item(
+            0,
+            [
+                {
+                    "found": {"shape": [1], "values": [-2.0]},
+                    "rtol": 1e9,
+                    "expected": {"shape": [1], "values": [-2.0]},
+                    "kind": "equal",
+                    "failure": None,
+                }
+            ],
+        ),
+        _item(1, [{"found": 9}]),
+    )
     assert decide(REFERENCE, forged, checks)[0] == 1.0
     # Missing, repeated, cut short or padded observations earn nothing.
     assert decide(REFERENCE, _observed(_item(1, [{"found": 9}])), checks)[0] == 1.0
-    twice = _observed(_item(0, [{"found": {"shape": [1], "values": [2.0]}}]), _item(0, [{"found": {"shape": [1], "values": [2.0]}}]))
+    twice = _observed(
+        _item(0, [{"found": {"shape": [1], "values": [2.0]}}]), _item(0, [{"found": {"shape": [1], "values": [2.0]}}])
+    )
     assert decide(REFERENCE, twice, checks)[0] == 0.0
     assert decide(REFERENCE, _observed(_item(0, []), _item(1, [])), checks)[0] == 0.0
-    padded = _observed(_item(0, [{"found": {"shape": [1], "values": [2.0]}}] * 2), _item(1, [{"found": 9}, {"found": 9}]))
+    padded = _observed(
+        _item(0, [{"found": {"shape": [1], "values": [2.0]}}] * 2), _item(1, [{"found": 9}, {"found": 9}])
+    )
     assert decide(REFERENCE, padded, checks)[0] == 0.0
     assert decide(REFERENCE, _observed("junk", {"record": "item", "index": "0"}), checks)[0] == 0.0
 
 
 def test_a_check_that_did_not_run_says_why(checks):
     stopped = _observed(_item(0, [{"found": {"shape": [1], "values": [2.0]}}]))
-    stopped.outputs.append(NotebookNode(output_type="error", ename="KernelDied", evalue="the kernel died in cell 7", traceback=[]))
+    stopped.outputs.append(
+        NotebookNode(output_type="error", ename="KernelDied", evalue="the kernel died in cell 7", traceback=[])
+    )
     earned, report = decide(REFERENCE, stopped, checks)
     assert earned == 1.0 and "did not run: the cell stopped before it (KernelDied: the kernel died in cell 7)" in report
 
 
 def test_a_solution_that_fails_its_own_check_stops_grading(checks):
-    cell = _observed({"record": "checks", "points": 1, "where": "w"},
-                     {"record": "item", "index": 0, "points": 1, "what": "a", "error": None, "failure": None,
-                      "judgments": [{"kind": "equal", "what": "x", "hint": None, "found": 1, "expected": 2}]})
-    cell.cell_type, cell.metadata = "code", {"nbgrader": {"grade": True, "solution": False, "grade_id": "t", "points": 1}}
+    cell = _observed(
+        {"record": "checks", "points": 1, "where": "w"},
+        {
+            "record": "item",
+            "index": 0,
+            "points": 1,
+            "what": "a",
+            "error": None,
+            "failure": None,
+            "judgments": [{"kind": "equal", "what": "x", "hint": None, "found": 1, "expected": 2}],
+        },
+    )
+    cell.cell_type, cell.metadata = (
+        "code",
+        {"nbgrader": {"grade": True, "solution": False, "grade_id": "t", "points": 1}},
+    )
     with pytest.raises(ReferenceError, match="expected x: 2, found 1"):
         reference_of(NotebookNode(cells=[cell]), checks)
 
@@ -229,8 +282,13 @@ def test_what_a_check_compares_with_is_computed_inside_its_judgment(cell):
     def collect(node, parameters=frozenset()):
         if isinstance(node, ast.FunctionDef):
             parameters = parameters | {a.arg for a in node.args.args + node.args.kwonlyargs}
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in JUDGMENTS \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "checks":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in JUDGMENTS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "checks"
+        ):
             judgments.append((node, parameters))
         for child in ast.iter_child_nodes(node):
             collect(child, parameters)
@@ -247,8 +305,12 @@ def test_what_a_check_compares_with_is_computed_inside_its_judgment(cell):
     references = {n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith(REFERENCE_PREFIX)}
     inside |= {id(n) for ref in references for n in ast.walk(ref)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith(REFERENCE_PREFIX) \
-                and id(node) not in inside:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id.startswith(REFERENCE_PREFIX)
+            and id(node) not in inside
+        ):
             problems.append(f"line {node.lineno}: {node.func.id}() called outside a judgment")
     assert problems == [], f"{cell}:\n  " + "\n  ".join(problems)
 

@@ -4,6 +4,7 @@
 the files only (no index is asked), so they fail offline too when a dependency was added or
 changed in pyproject.toml without relocking.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,7 +14,10 @@ import pytest
 
 from autograder.paths import ROOT
 
-LOCKS = {"requirements-cpu.txt": ("lesson", "grader", "test"), "requirements-dev.txt": ("lesson", "grader", "test", "dev")}
+LOCKS = {
+    "requirements-cpu.txt": ("lesson", "grader", "test"),
+    "requirements-dev.txt": ("lesson", "grader", "test", "dev"),
+}
 
 
 def _name(requirement: str) -> str:
@@ -62,9 +66,12 @@ def test_a_dependency_added_without_relocking_is_caught(pyproject):
     changed = {**pyproject, "dependency-groups": {**pyproject["dependency-groups"]}}
     changed["dependency-groups"]["grader"] = [*pyproject["dependency-groups"]["grader"], "tqdm==4.67.1"]
     assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == ["tqdm (grader) is not in the lock"]
-    changed["dependency-groups"]["grader"] = [r.replace("psutil==7.2.2", "psutil==7.0.0") for r in pyproject["dependency-groups"]["grader"]]
+    changed["dependency-groups"]["grader"] = [
+        r.replace("psutil==7.2.2", "psutil==7.0.0") for r in pyproject["dependency-groups"]["grader"]
+    ]
     assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == [
-        "psutil (grader) is pinned at 7.2.2, pyproject.toml asks for 7.0.0"]
+        "psutil (grader) is pinned at 7.2.2, pyproject.toml asks for 7.0.0"
+    ]
 
 
 def test_every_direct_dependency_is_pinned_exactly(pyproject):

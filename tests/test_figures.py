@@ -1,12 +1,13 @@
 """data/: the figure's data and provenance, reproducible; the unavailable-memory mode shows nulls."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from autograder.figures import FIGURE_STEM, comparable, differences, regenerate
 from autograder.paths import DATA
+from bundle.figures import FIGURE_STEM, comparable, differences, regenerate
 
 PROVENANCE_KEYS = {"utc", "python", "jax", "jaxlib", "numpy", "matplotlib", "platform", "devices", "command"}
 
@@ -19,12 +20,15 @@ def regenerated(tmp_path_factory):
 
 def test_committed_data_has_schema_and_provenance():
     data = json.loads((DATA / f"{FIGURE_STEM}.json").read_text())
-    assert PROVENANCE_KEYS <= set(data["provenance"])
+    assert set(data["provenance"]) >= PROVENANCE_KEYS
     assert set(data["provenance"]["devices"]) == {"backend", "kind", "count"}
     assert set(data["residual_entries"]) == {"plain", "remat", "whole"}
     for report in data["memory"].values():
         assert report is None or set(report) == {
-            "argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes"
+            "argument_size_in_bytes",
+            "output_size_in_bytes",
+            "temp_size_in_bytes",
+            "alias_size_in_bytes",
         }
     header = (DATA / "reference-execution.txt").read_text().splitlines()[: len(PROVENANCE_KEYS) + 1]
     assert {line.split(":")[0].lstrip("# ") for line in header if line.startswith("# ")} >= PROVENANCE_KEYS
@@ -40,7 +44,9 @@ def test_regeneration_reproduces_the_deterministic_fields(regenerated):
     assert fresh["memory_analysis_available"] == committed["memory_analysis_available"]
     for name, error in fresh["max_abs_error"].items():
         assert error < 1e-6 and committed["max_abs_error"][name] < 1e-6
-    assert fresh["directional_derivative"]["finite"] == pytest.approx(committed["directional_derivative"]["finite"], rel=1e-6)
+    assert fresh["directional_derivative"]["finite"] == pytest.approx(
+        committed["directional_derivative"]["finite"], rel=1e-6
+    )
     assert (out / "storage-views.png").is_file()
 
 

@@ -5,6 +5,7 @@ One small class is graded once serially (module fixture); the parallel and sched
 grade the same class and must produce the same files. No wall-clock thresholds here: timing
 lives in `make bench-grading`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -86,7 +87,9 @@ def test_blank_submission_gets_zeros(serial):
 
 
 def test_malformed_notebook_is_reported_and_the_class_still_graded(serial):
-    assert any("01-understand.ipynb" in reason and "not a readable notebook" in reason for reason in serial.broken["broken"])
+    assert any(
+        "01-understand.ipynb" in reason and "not a readable notebook" in reason for reason in serial.broken["broken"]
+    )
     stored = _stored_grades(serial.out, "broken")
     assert all(score == 0 for grades in stored.values() for _, score, *_ in grades)
     assert {r["student_id"] for r in serial.cells} == {"perfect", "blank", "broken"}
@@ -98,7 +101,9 @@ def test_output_files(serial):
         assert reader.fieldnames == ["student_id", "notebook", "grade_id", "score", "max_score"]
         rows = list(reader)
     graded_cells = sum(
-        1 for n in NOTEBOOKS for c in nbformat.read(SOLUTIONS / n, as_version=4).cells
+        1
+        for n in NOTEBOOKS
+        for c in nbformat.read(SOLUTIONS / n, as_version=4).cells
         if c.metadata.get("nbgrader", {}).get("grade")
     )
     assert len(rows) == 3 * graded_cells
@@ -120,8 +125,11 @@ def test_feedback_shows_check_messages_but_never_hidden_tests(serial):
         for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
             match = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
             if match:
-                hidden += [line.strip() for line in match.group(1).splitlines()
-                           if len(line.strip()) > 25 and line.strip() not in released]
+                hidden += [
+                    line.strip()
+                    for line in match.group(1).splitlines()
+                    if len(line.strip()) > 25 and line.strip() not in released
+                ]
     assert hidden, "the lesson has hidden tests to hide"
     pages = list((serial.out / "feedback").rglob("*.html"))
     autograded = list((serial.out / "course" / "autograded").rglob("*.ipynb"))
@@ -158,7 +166,9 @@ def _normalised(out: Path) -> dict[str, str]:
         rows = []
         for student in ("perfect", "blank", "broken"):
             for nb in gb.find_submission(ASSIGNMENT, student).notebooks:
-                rows += [(student, nb.name, g.name, g.auto_score, g.manual_score, g.needs_manual_grade) for g in nb.grades]
+                rows += [
+                    (student, nb.name, g.name, g.auto_score, g.manual_score, g.needs_manual_grade) for g in nb.grades
+                ]
                 rows += [(student, nb.name, c.name, c.auto_comment) for c in nb.comments]
                 rows.append((student, nb.name, nb.flagged, nb.late_submission_penalty))
         files["gradebook"] = json.dumps(rows)
@@ -179,7 +189,9 @@ def test_parallel_grading_matches_serial(klass, serial, tmp_path):
 
 def test_grading_without_the_speedups_matches(klass, serial, tmp_path):
     """The compile cache and the forked kernels change how long grading takes, nothing else."""
-    plain = grade(klass, tmp_path / "plain", jobs=1, progress_stream=io.StringIO(), compile_cache=False, fork_kernels=False)
+    plain = grade(
+        klass, tmp_path / "plain", jobs=1, progress_stream=io.StringIO(), compile_cache=False, fork_kernels=False
+    )
     assert plain.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(plain.out))
 
@@ -190,7 +202,9 @@ def test_feedback_is_the_same_without_a_sandbox(klass, serial, tmp_path):
     unsafe = grade(klass, tmp_path / "unsafe", jobs=1, progress_stream=io.StringIO(), unsafe_no_sandbox=True)
     assert unsafe.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(unsafe.out))
-    assert "performance-05-grade-" not in "".join(p.read_text() for p in (tmp_path / "unsafe" / "feedback").rglob("*.html"))
+    assert "performance-05-grade-" not in "".join(
+        p.read_text() for p in (tmp_path / "unsafe" / "feedback").rglob("*.html")
+    )
 
 
 def _free_port() -> int:
@@ -210,16 +224,28 @@ def _tls_files(folder: Path) -> SchedulerSecurity:
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "performance05-test-cluster")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]), critical=False)
-            .sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
     (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                       serialization.NoEncryption()))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return SchedulerSecurity(str(folder / "cert.pem"), str(folder / "cert.pem"), str(folder / "key.pem"))
 
 
@@ -230,10 +256,20 @@ def test_grading_on_a_running_tls_scheduler_matches_serial(klass, serial, tmp_pa
     address = f"tls://127.0.0.1:{port}"
     dask = str(Path(PY).parent / "dask")
     logs = open(tmp_path / "dask.log", "w")
-    scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
-                                  "--protocol", "tls", *tls], cwd=ROOT, env=ENV, stdout=logs, stderr=subprocess.STDOUT)
-    worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--nworkers", "2", "--no-dashboard", *tls],
-                              cwd=ROOT, env=ENV, stdout=logs, stderr=subprocess.STDOUT)
+    scheduler = subprocess.Popen(
+        [dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", "--protocol", "tls", *tls],
+        cwd=ROOT,
+        env=ENV,
+        stdout=logs,
+        stderr=subprocess.STDOUT,
+    )
+    worker = subprocess.Popen(
+        [dask, "worker", address, "--nthreads", "1", "--nworkers", "2", "--no-dashboard", *tls],
+        cwd=ROOT,
+        env=ENV,
+        stdout=logs,
+        stderr=subprocess.STDOUT,
+    )
     try:
         from dask.distributed import Client
 
@@ -250,7 +286,9 @@ def test_grading_on_a_running_tls_scheduler_matches_serial(klass, serial, tmp_pa
         # Without the instructor's certificate nobody gets in, a learner's kernel included.
         with pytest.raises((OSError, TypeError)):
             Client(address, timeout="3s")
-        remote = grade(klass, tmp_path / "remote", scheduler=address, scheduler_security=security, progress_stream=io.StringIO())
+        remote = grade(
+            klass, tmp_path / "remote", scheduler=address, scheduler_security=security, progress_stream=io.StringIO()
+        )
         _assert_same(_normalised(serial.out), _normalised(remote.out))
     finally:
         for process in (worker, scheduler):
@@ -287,13 +325,17 @@ def test_timeouts_and_hidden_errors_score_zero_and_are_named(tmp_path):
     (subs / "sneaky").mkdir()
     sleepy = _with_answer(RELEASE / "01-understand.ipynb", "layer-backward", "import time\ntime.sleep(600)")
     nbformat.write(sleepy, subs / "sleepy" / "01-understand.ipynb")
-    sneaky = _with_answer(RELEASE / "01-understand.ipynb", "layer-backward", (
-        "import os\n"
-        "print('SOLUTIONS VISIBLE:', os.path.exists(%r))\n"
-        "get_ipython().showtraceback = lambda *args, **kwargs: None\n"
-        "def layer_backward(weights, h, h_bar):\n"
-        "    raise SystemExit('no report for you')\n"
-    ) % str(SOLUTIONS / "01-understand.py"))
+    sneaky = _with_answer(
+        RELEASE / "01-understand.ipynb",
+        "layer-backward",
+        (
+            "import os\n"
+            f"print('SOLUTIONS VISIBLE:', os.path.exists({str(SOLUTIONS / '01-understand.py')!r}))\n"
+            "get_ipython().showtraceback = lambda *args, **kwargs: None\n"
+            "def layer_backward(weights, h, h_bar):\n"
+            "    raise SystemExit('no report for you')\n"
+        ),
+    )
     nbformat.write(sneaky, subs / "sneaky" / "01-understand.ipynb")
     result = grade(subs, tmp_path / "out", cell_timeout=8, progress_stream=io.StringIO())
     assert any("01-understand.ipynb" in r and "limit" in r for r in result.broken["sleepy"]), result.broken
@@ -303,7 +345,9 @@ def test_timeouts_and_hidden_errors_score_zero_and_are_named(tmp_path):
     assert any("IPython" in f for f in result.flagged["sneaky"])
     page = (tmp_path / "out" / "feedback" / "sneaky" / "01-understand.html").read_text()
     assert "Flagged for instructor review" in page
-    autograded = (tmp_path / "out" / "course" / "autograded" / "sneaky" / ASSIGNMENT / "01-understand.ipynb").read_text()
+    autograded = (
+        tmp_path / "out" / "course" / "autograded" / "sneaky" / ASSIGNMENT / "01-understand.ipynb"
+    ).read_text()
     assert "SOLUTIONS VISIBLE: False" in autograded
     with Gradebook(f"sqlite:///{tmp_path / 'out' / 'course' / 'gradebook.db'}") as gb:
         assert gb.find_submission_notebook("01-understand", ASSIGNMENT, "sneaky").flagged
@@ -342,10 +386,17 @@ def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path)
             for name in NOTEBOOKS:
                 (course / "submitted" / "perfect" / ASSIGNMENT).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(SOLUTIONS / name, course / "submitted" / "perfect" / ASSIGNMENT / name)
-        done = subprocess.run([PY, "-m", "nbgrader", *command], cwd=course, env=env, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [PY, "-m", "nbgrader", *command], cwd=course, env=env, capture_output=True, text=True, timeout=900
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        grades = [g for nb in gb.find_submission(ASSIGNMENT, "perfect").notebooks for g in nb.grades if not g.needs_manual_grade]
+        grades = [
+            g
+            for nb in gb.find_submission(ASSIGNMENT, "perfect").notebooks
+            for g in nb.grades
+            if not g.needs_manual_grade
+        ]
         assert grades and all(g.score == g.max_score for g in grades), [(g.name, g.score) for g in grades]
 
 
@@ -369,15 +420,15 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
 
 
 def test_validate_fails_a_failing_notebook_and_passes_a_passing_one(tmp_path):
-    blank = _cli("autograder.validate", str(RELEASE / "01-understand.ipynb"))
+    blank = _cli("bundle.validate", str(RELEASE / "01-understand.ipynb"))
     assert blank.returncode == 1, blank.stdout + blank.stderr
     assert "VALIDATION FAILED" in blank.stdout
     # The solution, alone in a folder: validate brings the shipped modules from notebooks/.
     shutil.copyfile(SOLUTIONS / "01-understand.ipynb", tmp_path / "01-understand.ipynb")
-    perfect = _cli("autograder.validate", str(tmp_path / "01-understand.ipynb"))
+    perfect = _cli("bundle.validate", str(tmp_path / "01-understand.ipynb"))
     assert perfect.returncode == 0, perfect.stdout + perfect.stderr
     assert "Success" in perfect.stdout
-    missing = _cli("autograder.validate", str(tmp_path / "nope.ipynb"))
+    missing = _cli("bundle.validate", str(tmp_path / "nope.ipynb"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
@@ -388,10 +439,26 @@ def test_workers_with_more_than_one_thread_are_refused(klass, tmp_path):
     from autograder.submissions import UsageError
 
     files = _tls_files(tmp_path)
-    security = Security(tls_ca_file=files.ca_file, tls_scheduler_cert=files.cert, tls_scheduler_key=files.key,
-                        tls_worker_cert=files.cert, tls_worker_key=files.key, tls_client_cert=files.cert,
-                        tls_client_key=files.key, require_encryption=True)
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tls://", security=security,
-                      dashboard_address=None, host="127.0.0.1") as cluster:
-        with pytest.raises(UsageError, match="more than one thread"):
-            grade(klass, tmp_path / "out", scheduler=cluster.scheduler_address, scheduler_security=files)
+    security = Security(
+        tls_ca_file=files.ca_file,
+        tls_scheduler_cert=files.cert,
+        tls_scheduler_key=files.key,
+        tls_worker_cert=files.cert,
+        tls_worker_key=files.key,
+        tls_client_cert=files.cert,
+        tls_client_key=files.key,
+        require_encryption=True,
+    )
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            processes=False,
+            protocol="tls://",
+            security=security,
+            dashboard_address=None,
+            host="127.0.0.1",
+        ) as cluster,
+        pytest.raises(UsageError, match="more than one thread"),
+    ):
+        grade(klass, tmp_path / "out", scheduler=cluster.scheduler_address, scheduler_security=files)

@@ -7,6 +7,7 @@ The samples (autograder/samples/) are graded once; every test works on its own c
 Manual grades are entered through nbgrader's Gradebook API, the way formgrader's handlers
 enter them. The browser path is tests/browser/test_formgrader.py.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -48,11 +49,20 @@ def _cells(out: Path) -> list[dict]:
 
 
 def _score(out: Path, student: str, notebook: str, cell: str) -> str:
-    return next(r["score"] for r in _cells(out) if (r["student_id"], r["notebook"], r["grade_id"]) == (student, notebook, cell))
+    return next(
+        r["score"] for r in _cells(out) if (r["student_id"], r["notebook"], r["grade_id"]) == (student, notebook, cell)
+    )
 
 
-def grade_by_hand(out: Path, student: str, notebook: str, cell: str, score: float | None,
-                  comment: str | None = None, extra_credit: float | None = None) -> None:
+def grade_by_hand(
+    out: Path,
+    student: str,
+    notebook: str,
+    cell: str,
+    score: float | None,
+    comment: str | None = None,
+    extra_credit: float | None = None,
+) -> None:
     """What formgrader's grade and comment handlers do when an instructor saves a score or comment."""
     with Gradebook(_db(out)) as gb:
         grade_row = gb.find_grade(cell, notebook, ASSIGNMENT, student)
@@ -99,8 +109,13 @@ def out(graded, tmp_path) -> Path:
 def _manual_cells(out: Path) -> set[tuple[str, str]]:
     """(notebook, grade_id) of the cells that wait for a human, read from the gradebook."""
     with Gradebook(_db(out)) as gb:
-        return {(nb.name, g.name) for s in gb.find_assignment(ASSIGNMENT).submissions for nb in s.notebooks
-                for g in nb.grades if g.needs_manual_grade}
+        return {
+            (nb.name, g.name)
+            for s in gb.find_assignment(ASSIGNMENT).submissions
+            for nb in s.notebooks
+            for g in nb.grades
+            if g.needs_manual_grade
+        }
 
 
 # ----------------------------------------------------------------------------------------
@@ -134,8 +149,11 @@ def regraded(graded, tmp_path_factory):
     submissions = root / "submissions"
     for student in ("sample-complete", "sample-two-mistakes"):
         shutil.copytree(SAMPLES / student, submissions / student)
-    _with_answer(submissions / "sample-two-mistakes" / "04-exercise.ipynb", "answer-why-hvp",
-                 "\n\nAdded after the deadline: the HVP is linear in the direction.")
+    _with_answer(
+        submissions / "sample-two-mistakes" / "04-exercise.ipynb",
+        "answer-why-hvp",
+        "\n\nAdded after the deadline: the HVP is linear in the direction.",
+    )
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         result = grade(submissions, out, progress_stream=io.StringIO(), compile_cache=False)
@@ -154,14 +172,20 @@ def test_regrade_keeps_manual_grades_and_comments(regraded):
     assert _score(out, "sample-complete", "05-evidence", "explanation") == "2.5"
     assert _score(out, "sample-two-mistakes", "01-understand", "test-layer-backward") == "1.0"
     # The student not graded this time keeps their rows, files and pages, as they were.
-    assert [r for r in _cells(out) if r["student_id"] == "sample-partial"] == [r for r in before if r["student_id"] == "sample-partial"]
+    assert [r for r in _cells(out) if r["student_id"] == "sample-partial"] == [
+        r for r in before if r["student_id"] == "sample-partial"
+    ]
     assert {p.name: p.read_text() for p in (out / "feedback" / "sample-partial").glob("*.html")} == pages_before
     assert (out / "course" / "autograded" / "sample-partial" / ASSIGNMENT / "01-understand.ipynb").exists()
     # The regraded students' feedback is regenerated from the gradebook: the manual grade is in it.
     page = (out / "feedback" / "sample-complete" / "04-exercise.html").read_text()
     assert COMPLETE_COMMENT in page and "Score: 1.5 / 2.0" in page
     with open(out / "grades.csv", newline="") as handle:
-        assert {row["student_id"] for row in csv.DictReader(handle)} == {"sample-complete", "sample-partial", "sample-two-mistakes"}
+        assert {row["student_id"] for row in csv.DictReader(handle)} == {
+            "sample-complete",
+            "sample-partial",
+            "sample-two-mistakes",
+        }
     # A changed text of a cell (a fixed test) is taken over; its grades stay.
     with Gradebook(_db(out)) as gb:
         source = gb.find_source_cell("test-hvp", "04-exercise", ASSIGNMENT).source
@@ -173,7 +197,14 @@ def test_changed_answer_keeps_the_grade_but_flags_it_for_a_recheck(regraded):
     manual_score, _, needs_manual_grade, comment = _stored(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp")
     assert (manual_score, comment) == (1.0, MISTAKES_COMMENT), "the manual grade or comment was lost"
     assert needs_manual_grade is True, "the changed answer is not marked for a re-check"
-    line = next((line for line in printed.splitlines() if line.startswith("RECHECK sample-two-mistakes: 04-exercise/answer-why-hvp")), None)
+    line = next(
+        (
+            line
+            for line in printed.splitlines()
+            if line.startswith("RECHECK sample-two-mistakes: 04-exercise/answer-why-hvp")
+        ),
+        None,
+    )
     assert line is not None, printed
     assert "changed" in line and "kept" in line
     assert _score(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp") == ""  # awaits the instructor again
@@ -247,9 +278,13 @@ def test_lms_export_layout_and_numbers(out):
         assert f"PENDING {student}: {', '.join(sorted(waiting))}" in refused.stdout
     assert "not written" in refused.stderr and not (out / LMS_FILE).exists()
 
-    header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", ASSIGNMENT] + [f"{ASSIGNMENT} {s}" for s in STEMS]
-    maxima = {s: sum(float(r["max_score"]) for r in cells if r["notebook"] == s and r["student_id"] == cells[0]["student_id"])
-              for s in STEMS}
+    header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", ASSIGNMENT] + [
+        f"{ASSIGNMENT} {s}" for s in STEMS
+    ]
+    maxima = {
+        s: sum(float(r["max_score"]) for r in cells if r["notebook"] == s and r["student_id"] == cells[0]["student_id"])
+        for s in STEMS
+    }
 
     def points(student: str, manual: dict) -> dict[str, float]:
         by_notebook = dict.fromkeys(STEMS, 0.0)
@@ -276,8 +311,10 @@ def test_lms_export_layout_and_numbers(out):
     assert number(rows[2][5]) == maxima["01-understand"] > 0
 
     # The written answers graded by hand; a name and Canvas's user id in the gradebook.
-    manual = {"sample-complete": {"answer-why-hvp": 2.0, "explanation": 1.5},
-              "sample-two-mistakes": {"answer-why-hvp": 0.5, "explanation": 2.0}}
+    manual = {
+        "sample-complete": {"answer-why-hvp": 2.0, "explanation": 1.5},
+        "sample-two-mistakes": {"answer-why-hvp": 0.5, "explanation": 2.0},
+    }
     for student, scores in manual.items():
         for cell, score in scores.items():
             notebook = next(r["notebook"] for r in cells if r["grade_id"] == cell)
@@ -304,13 +341,17 @@ def test_lms_export_layout_and_numbers(out):
     automatic = [r for r in cells if r["score"] != ""]
     complete = [r for r in automatic if r["student_id"] == "sample-complete"]
     assert all(float(r["score"]) == float(r["max_score"]) for r in complete)
-    assert number(by_id["sample-complete"][5]) == sum(float(r["max_score"]) for r in complete) + sum(manual["sample-complete"].values())
+    assert number(by_id["sample-complete"][5]) == sum(float(r["max_score"]) for r in complete) + sum(
+        manual["sample-complete"].values()
+    )
     mistakes = [r for r in automatic if r["student_id"] == "sample-two-mistakes"]
     lost = [r for r in mistakes if float(r["score"]) < float(r["max_score"])]
     assert len(lost) == 2, lost
     assert number(by_id["sample-two-mistakes"][5]) == pytest.approx(
-        sum(float(r["max_score"]) for r in mistakes) - sum(float(r["max_score"]) - float(r["score"]) for r in lost)
-        + sum(manual["sample-two-mistakes"].values()))
+        sum(float(r["max_score"]) for r in mistakes)
+        - sum(float(r["max_score"]) - float(r["score"]) for r in lost)
+        + sum(manual["sample-two-mistakes"].values())
+    )
 
     total_only = _cli("autograder.export", "--out", str(out), "--total-only")
     assert total_only.returncode == 0
@@ -342,7 +383,11 @@ def _hidden_lines(student_folder: Path) -> list[str]:
         for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
             match = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
             if match:
-                lines += [line.strip() for line in match.group(1).splitlines() if len(line.strip()) > 25 and line.strip() not in seen]
+                lines += [
+                    line.strip()
+                    for line in match.group(1).splitlines()
+                    if len(line.strip()) > 25 and line.strip() not in seen
+                ]
     return lines
 
 
@@ -380,11 +425,15 @@ def test_feedback_regenerated_with_the_manual_grade_and_no_hidden_tests(out):
             assert line not in text, f"{path.name} shows hidden test source: {line}"
     assert {p: p.read_text() for p in untouched} == untouched, "another student's feedback changed"
     assert sorted(p.name for p in (out / "course" / "feedback" / student / ASSIGNMENT).iterdir()) == sorted(
-        f"{s}.html" for s in STEMS), "only feedback pages belong in the feedback folder"
+        f"{s}.html" for s in STEMS
+    ), "only feedback pages belong in the feedback folder"
 
     # The whole class: a student without manual grades gets the very pages grading wrote.
     everyone = _cli("autograder.feedback", "--out", str(out))
     assert everyone.returncode == 0, everyone.stdout + everyone.stderr
     for path, before in untouched.items():
         assert _without_times(path.read_text()) == _without_times(before), path.name
-    assert sorted(p.name for p in (out / "feedback" / "sample-partial").glob("*.html")) == ["01-understand.html", "02-build.html"]
+    assert sorted(p.name for p in (out / "feedback" / "sample-partial").glob("*.html")) == [
+        "01-understand.html",
+        "02-build.html",
+    ]

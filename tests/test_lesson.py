@@ -3,6 +3,7 @@
 Every figure is read from what the notebooks recorded while they ran, never from a
 constant that a notebook prints.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,18 +21,23 @@ def test_solution_notebook_runs_clean_in_a_fresh_kernel(solution_runs, name):
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_release_notebook_stops_only_at_an_unanswered_stub(release_runs, name):
+    """As a learner first opens it, every stage stops at its first unanswered cell, and nowhere
+    before: a release that ran clean would have leaked its answers."""
     run = release_runs.executions[name]
-    if run.error is None:
-        return  # a stage whose answer cells all come after its last cell that needs them
+    assert run.error is not None, f"{name} ran clean unanswered: does the release carry the answers?"
     failed = run.notebook.cells[run.failed_cell]
     error = next(o for o in failed.outputs if o.output_type == "error")
     unanswered_stub = error.ename == "NotImplementedError" and "raise NotImplementedError()" in failed.source
     unanswered_check = error.ename == "CheckFailed" and "not answered yet" in "".join(
         o.get("text", "") for o in failed.outputs if o.output_type == "stream"
     )
-    assert unanswered_stub or unanswered_check, f"{name}: unexpected {error.ename} at cell {run.failed_cell}: {error.evalue}"
+    assert unanswered_stub or unanswered_check, (
+        f"{name}: unexpected {error.ename} at cell {run.failed_cell}: {error.evalue}"
+    )
     earlier_errors = [
-        i for i, cell in enumerate(run.notebook.cells[: run.failed_cell]) if any(o.output_type == "error" for o in cell.get("outputs", []))
+        i
+        for i, cell in enumerate(run.notebook.cells[: run.failed_cell])
+        if any(o.output_type == "error" for o in cell.get("outputs", []))
     ]
     assert earlier_errors == []
 
@@ -46,7 +52,12 @@ def test_residual_entries_reproduce_the_recorded_counts(solution_runs):
 
 def test_compiled_memory_estimates_reproduce(solution_runs):
     build, experiment = solution_runs.record("02-build.json"), solution_runs.record("03-experiment.json")
-    expected = {"argument_size_in_bytes": 64, "output_size_in_bytes": 64, "temp_size_in_bytes": 256, "alias_size_in_bytes": 0}
+    expected = {
+        "argument_size_in_bytes": 64,
+        "output_size_in_bytes": 64,
+        "temp_size_in_bytes": 256,
+        "alias_size_in_bytes": 0,
+    }
     assert build["memory"] == {"plain": expected, "remat": expected}
     assert experiment["memory"]["whole"]["temp_size_in_bytes"] == 256
 
@@ -63,7 +74,6 @@ def test_gradients_match_the_oracle_and_each_other(solution_runs):
 def test_directional_derivative_reproduces(solution_runs):
     derivative = solution_runs.record("evidence.json")["directional_derivative"]
     assert derivative["epsilon"] == pytest.approx(1e-3)
-    assert derivative["finite"] == pytest.approx(0.0074045, abs=2e-7)
     assert derivative["finite"] == pytest.approx(derivative["automatic"], rel=3e-3)
 
 
@@ -97,6 +107,18 @@ def test_evidence_file_has_the_promised_schema(solution_runs):
     assert {"utc", "python", "jax", "jaxlib", "numpy", "platform", "devices"} <= set(evidence["provenance"])
     assert evidence["provenance"]["jax"] == "0.9.2"
     assert evidence["missing_stages"] == []
-    markdown = (solution_runs.runs_dir / "evidence.md").read_text()
-    assert "{{" not in markdown, "a placeholder of the evidence template was left unfilled"
     assert (solution_runs.runs_dir / "storage-views.png").stat().st_size > 10_000
+
+
+def test_evidence_md_states_what_evidence_json_holds(solution_runs):
+    """The file people read says the numbers the machine-readable one holds."""
+    evidence = solution_runs.record("evidence.json")
+    markdown = (solution_runs.runs_dir / "evidence.md").read_text()
+    entries = ", ".join(f"{policy} {count}" for policy, count in evidence["residual_entries"].items())
+    assert entries in markdown, f"the entries: {entries}"
+    for policy in ("plain", "remat"):
+        memory = evidence["memory"][policy]
+        row = f"| {policy} | {memory['argument_size_in_bytes']} | {memory['output_size_in_bytes']} | {memory['temp_size_in_bytes']} |"
+        assert row in markdown, f"the memory row of {policy}: {row}"
+        summary = evidence["timing_summary_s"][policy]
+        assert f"| {policy} | {summary['median'] * 1e6:.1f} |" in markdown, f"the median of {policy}"

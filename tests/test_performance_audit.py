@@ -5,6 +5,7 @@ rules (dispatch no slower than a synchronized call, warm calls faster than the f
 tested on fake timings written into a copy of real evidence, never on this machine's clock:
 a busy 2-core machine may break them in real measurements, which is the learner's to read.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,13 +23,13 @@ RUNNER = PROJECT / "run.py"
 
 
 def run_audit(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(RUNNER), *arguments], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(RUNNER), *arguments], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
 
 
 def audit(stage: str, implementation: str, evidence_dir: Path) -> subprocess.CompletedProcess:
-    return run_audit("--stage", stage, "--implementation", implementation,
-                     "--evidence-dir", str(evidence_dir))
+    return run_audit("--stage", stage, "--implementation", implementation, "--evidence-dir", str(evidence_dir))
 
 
 def fake_timings(evidence_dir: Path) -> None:
@@ -40,10 +41,18 @@ def fake_timings(evidence_dir: Path) -> None:
         timings[key] = [value] * len(timings[key])
     timings.update(trace_lower_s=0.02, compile_s=0.2, first_call_s=0.21)
     probe = timings["clock_probe"]
-    probe["synchronized_s"], probe["dispatch_only_s"] = [5e-3] * len(probe["synchronized_s"]), [1e-4] * len(probe["dispatch_only_s"])
-    timings["summary"].update(warm_synchronized_median_s=1e-4, dispatch_only_median_s=3e-5, host_to_device_median_s=7e-5,
-                              compile_over_warm_median=2000.0, first_call_over_warm_median=2100.0,
-                              dispatch_share_of_synchronized=0.3)
+    probe["synchronized_s"], probe["dispatch_only_s"] = (
+        [5e-3] * len(probe["synchronized_s"]),
+        [1e-4] * len(probe["dispatch_only_s"]),
+    )
+    timings["summary"].update(
+        warm_synchronized_median_s=1e-4,
+        dispatch_only_median_s=3e-5,
+        host_to_device_median_s=7e-5,
+        compile_over_warm_median=2000.0,
+        first_call_over_warm_median=2100.0,
+        dispatch_share_of_synchronized=0.3,
+    )
     path.write_text(json.dumps(timings))
 
 
@@ -81,9 +90,15 @@ def test_real_runs_fail_only_timing_rules_if_any(measured_evidence):
 
 
 def test_solution_passes_every_stage_and_keeps_the_evidence(solution_evidence):
-    expected = ["evidence.json", "stage1-calculations.json", "stage2-conditions.json",
-                "stage2-cache-misses.log", "compiled-summary.json", "compiled-baseline.hlo.txt",
-                "timings.json"]
+    expected = [
+        "evidence.json",
+        "stage1-calculations.json",
+        "stage2-conditions.json",
+        "stage2-cache-misses.log",
+        "compiled-summary.json",
+        "compiled-baseline.hlo.txt",
+        "timings.json",
+    ]
     for name in expected:
         assert (solution_evidence / name).stat().st_size > 0, name
     assert len(list((solution_evidence / "jaxpr").glob("*.txt"))) == 6
@@ -115,12 +130,14 @@ def repeat_recompiled(evidence_dir: Path) -> None:
         observed = condition(payload, "same_shape_again")["observed"]
         observed["cache_size_after"] = observed["cache_size_before"] + 1
         observed["compile_events"] = 1
+
     edit_json(evidence_dir / "stage2-conditions.json", change)
 
 
 def wrong_reason(evidence_dir: Path) -> None:
     def change(payload):
         condition(payload, "weak_python_scalar")["diagnosis"]["reason"] = "new dtype"
+
     edit_json(evidence_dir / "stage2-conditions.json", change)
 
 
@@ -135,14 +152,14 @@ def repeat_jaxpr_differs(evidence_dir: Path) -> None:
 
 def jaxpr_changed_beyond_the_condition(evidence_dir: Path) -> None:
     path = evidence_dir / "jaxpr" / "new_input_dtype.txt"
-    path.write_text(path.read_text().replace('"targets": "float32[16,4]"',
-                                             '"targets": "float16[16,4]"'))
+    path.write_text(path.read_text().replace('"targets": "float32[16,4]"', '"targets": "float16[16,4]"'))
 
 
 def dispatch_slower_than_sync(evidence_dir: Path) -> None:
     def change(payload):
         slowest = max(payload["warm_synchronized_s"])
         payload["dispatch_only_s"] = [slowest * 2] * len(payload["dispatch_only_s"])
+
     edit_json(evidence_dir / "timings.json", change)
 
 
@@ -150,42 +167,49 @@ def dispatch_clock_waits_for_the_result(evidence_dir: Path) -> None:
     def change(payload):
         probe = payload["clock_probe"]
         probe["dispatch_only_s"] = list(probe["synchronized_s"])
+
     edit_json(evidence_dir / "timings.json", change)
 
 
 def warm_slower_than_first_call(evidence_dir: Path) -> None:
     def change(payload):
         payload["first_call_s"] = min(payload["warm_synchronized_s"]) / 2
+
     edit_json(evidence_dir / "timings.json", change)
 
 
 def samples_dropped(evidence_dir: Path) -> None:
     def change(payload):
         payload["warm_synchronized_s"] = payload["warm_synchronized_s"][:3]
+
     edit_json(evidence_dir / "timings.json", change)
 
 
 def numpy_disagrees(evidence_dir: Path) -> None:
     def change(payload):
         payload["numpy_checks"][0]["worst_tolerance_ratio"] = 40.0
+
     edit_json(evidence_dir / "stage1-calculations.json", change)
 
 
 def unavailable_recorded_as_zero(evidence_dir: Path) -> None:
     def change(payload):
         payload["compiler"]["cost_analysis"]["flops"] = 0.0
+
     edit_json(evidence_dir / "stage1-calculations.json", change)
 
 
 def provenance_incomplete(evidence_dir: Path) -> None:
     def change(payload):
         del payload["stages"]["1"]["provenance"]["jax"]
+
     edit_json(evidence_dir / "evidence.json", change)
 
 
 def field_missing(evidence_dir: Path) -> None:
     def change(payload):
         del payload["final_cache_size"]
+
     edit_json(evidence_dir / "stage2-conditions.json", change)
 
 
@@ -193,20 +217,20 @@ BROKEN_EVIDENCE = {
     "repeat_recompiled": (repeat_recompiled, "same_shape_again: a repeated call reuses the program"),
     "wrong_reason": (wrong_reason, "weak_python_scalar: diagnosis names 'weak type'"),
     "missing_jaxpr": (missing_jaxpr, "missing or empty: jaxpr/new_batch_shape.txt"),
-    "repeat_jaxpr_differs": (repeat_jaxpr_differs,
-                             "same_shape_again: JAXPR differs from baseline only where"),
-    "jaxpr_changed_beyond_the_condition": (jaxpr_changed_beyond_the_condition,
-                                           "new_input_dtype: JAXPR differs from baseline only where"),
-    "dispatch_slower_than_sync": (dispatch_slower_than_sync,
-                                  "dispatch time is not mistaken for execution time"),
-    "dispatch_clock_waits_for_the_result": (dispatch_clock_waits_for_the_result,
-                                            "the dispatch clock stops before the work ends"),
-    "warm_slower_than_first_call": (warm_slower_than_first_call,
-                                    "warm calls are faster than the first call"),
+    "repeat_jaxpr_differs": (repeat_jaxpr_differs, "same_shape_again: JAXPR differs from baseline only where"),
+    "jaxpr_changed_beyond_the_condition": (
+        jaxpr_changed_beyond_the_condition,
+        "new_input_dtype: JAXPR differs from baseline only where",
+    ),
+    "dispatch_slower_than_sync": (dispatch_slower_than_sync, "dispatch time is not mistaken for execution time"),
+    "dispatch_clock_waits_for_the_result": (
+        dispatch_clock_waits_for_the_result,
+        "the dispatch clock stops before the work ends",
+    ),
+    "warm_slower_than_first_call": (warm_slower_than_first_call, "warm calls are faster than the first call"),
     "samples_dropped": (samples_dropped, "all warm_synchronized_s samples kept"),
     "numpy_disagrees": (numpy_disagrees, "jitted loss and gradient match NumPy (tanh)"),
-    "unavailable_recorded_as_zero": (unavailable_recorded_as_zero,
-                                     "unavailable analyses are None, never 0"),
+    "unavailable_recorded_as_zero": (unavailable_recorded_as_zero, "unavailable analyses are None, never 0"),
     "provenance_incomplete": (provenance_incomplete, "stage 1 provenance is complete"),
     "field_missing": (field_missing, "evidence is readable"),
 }
@@ -240,12 +264,15 @@ def test_checker_rejects_evidence_from_the_other_implementation(solution_evidenc
     assert "--implementation starter" in result.stdout.splitlines()[-1]
 
 
-@pytest.mark.parametrize("stage, message", [
-    ("1", "stage 1: write mlp_loss"),
-    ("2", "stage 2: write make_counted_step"),
-    ("3", "stage 3: write time_host_to_device"),
-    ("all", "stage 1: write mlp_loss"),
-])
+@pytest.mark.parametrize(
+    "stage, message",
+    [
+        ("1", "stage 1: write mlp_loss"),
+        ("2", "stage 2: write make_counted_step"),
+        ("3", "stage 3: write time_host_to_device"),
+        ("all", "stage 1: write mlp_loss"),
+    ],
+)
 def test_starter_stops_with_the_stage_message(stage, message, tmp_path):
     result = audit(stage, "starter", tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -272,9 +299,13 @@ def stage_functions(path: Path) -> dict[str, tuple]:
     functions = {}
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-            messages = [ast.literal_eval(raised.exc.args[0]) for raised in ast.walk(node)
-                        if isinstance(raised, ast.Raise) and isinstance(raised.exc, ast.Call)
-                        and getattr(raised.exc.func, "id", "") == "NotImplementedError"]
+            messages = [
+                ast.literal_eval(raised.exc.args[0])
+                for raised in ast.walk(node)
+                if isinstance(raised, ast.Raise)
+                and isinstance(raised.exc, ast.Call)
+                and getattr(raised.exc.func, "id", "") == "NotImplementedError"
+            ]
             arguments = tuple(argument.arg for argument in node.args.args)
             functions[node.name] = (arguments, messages[0] if messages else None)
     return functions

@@ -2,6 +2,7 @@
 cell of the executed solutions, or is a cited constant listed below; and each stage's map (time,
 prerequisites, points, what to compare with) agrees with the notebooks themselves.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,11 @@ def printed_numbers(notebook) -> set[str]:
     numbers = set()
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
-            text = output.get("text", "") if output.get("output_type") == "stream" else output.get("data", {}).get("text/plain", "")
+            text = (
+                output.get("text", "")
+                if output.get("output_type") == "stream"
+                else output.get("data", {}).get("text/plain", "")
+            )
             numbers |= {n.replace("−", "-") for n in PRINTED.findall(text)}
     return numbers
 
@@ -90,7 +95,7 @@ def unshown_numbers(solution_notebooks: dict, executed: dict) -> list[str]:
                 if number not in CITED and not shown(number, printed):
                     where = prose_of(cell.source)
                     at = where.find(number)
-                    problems.append(f"{name} cell {index}: {number} in {where[max(0, at - 40):at + 40]!r}")
+                    problems.append(f"{name} cell {index}: {number} in {where[max(0, at - 40) : at + 40]!r}")
     return problems
 
 
@@ -99,7 +104,14 @@ def _solutions() -> dict:
 
 
 def test_the_number_finder_reads_prose_as_intended():
-    assert prose_numbers("a 1.83x rise, 256 bytes, rtol 1e-6, JAX 0.9.2 and [−0.5, 0.5]") == ["1.83", "256", "1e-6", "0.9.2", "-0.5", "0.5"]
+    assert prose_numbers("a 1.83x rise, 256 bytes, rtol 1e-6, JAX 0.9.2 and [−0.5, 0.5]") == [
+        "1.83",
+        "256",
+        "1e-6",
+        "0.9.2",
+        "-0.5",
+        "0.5",
+    ]
     assert prose_numbers("float32, v1, 2v, W_l, `jnp.linspace(-1, 1, 16)`, $x^2$, L^0.44") == []
     assert prose_numbers("1. first\n2. second: 9 entries.") == ["9"]
     assert shown("1.8", {"1.83"}) and shown("9", {"9"}) and not shown("10", {"9"}) and not shown("1.84", {"1.83"})
@@ -121,7 +133,9 @@ WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
 
 
 def _map(notebook) -> str:
-    cells = [c.source for c in notebook.cells if c.cell_type == "markdown" and c.source.lstrip().startswith(MAP_HEADING)]
+    cells = [
+        c.source for c in notebook.cells if c.cell_type == "markdown" and c.source.lstrip().startswith(MAP_HEADING)
+    ]
     assert len(cells) == 1, f"expected one '{MAP_HEADING}' cell, found {len(cells)}"
     return " ".join(cells[0].split())
 
@@ -140,7 +154,9 @@ def _graded(notebook) -> tuple[list[float], list[float]]:
 def test_each_stage_opens_with_its_map_and_the_map_states_the_points_it_carries(name):
     notebook = nbformat.read(SOLUTIONS / name, as_version=4)
     first_markdown = [i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown"][:2]
-    assert any(notebook.cells[i].source.lstrip().startswith(MAP_HEADING) for i in first_markdown), "the map is not at the top"
+    assert any(notebook.cells[i].source.lstrip().startswith(MAP_HEADING) for i in first_markdown), (
+        "the map is not at the top"
+    )
     text, (auto, manual) = _map(notebook), _graded(notebook)
     assert re.search(r"\*\*This stage:\*\* about \d+ minutes", text), text
     assert "**Needs:**" in text
@@ -153,12 +169,20 @@ def test_each_stage_opens_with_its_map_and_the_map_states_the_points_it_carries(
     by_person = re.search(r"(\d+),? read by a person", text)
     assert (float(by_person.group(1)) if by_person else 0.0) == sum(manual), text
     shipped = [f for f in SHIPPED_FILES if f in text]
-    assert "reference-execution.txt" in shipped or "storage-views.png" in shipped, f"{name}: the map points to no recorded output"
+    assert "reference-execution.txt" in shipped or "storage-views.png" in shipped, (
+        f"{name}: the map points to no recorded output"
+    )
 
 
 def test_the_time_to_plan_adds_up_and_names_the_prerequisite():
-    minutes = [int(re.search(r"\*\*This stage:\*\* about (\d+) minutes", _map(nbformat.read(SOLUTIONS / n, as_version=4))).group(1))
-               for n in NOTEBOOKS]
+    minutes = [
+        int(
+            re.search(
+                r"\*\*This stage:\*\* about (\d+) minutes", _map(nbformat.read(SOLUTIONS / n, as_version=4))
+            ).group(1)
+        )
+        for n in NOTEBOOKS
+    ]
     first = _map(nbformat.read(SOLUTIONS / NOTEBOOKS[0], as_version=4))
     whole = re.search(r"\*\*The whole lesson:\*\* about (\d+) minutes over five stages: ([\d, and]+) minutes", first)
     assert whole, first

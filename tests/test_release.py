@@ -1,15 +1,15 @@
 """One source of truth: solutions/*.py -> solutions/*.ipynb -> notebooks/, with no leak and no drift."""
+
 from __future__ import annotations
 
-import json
 import re
 
 import nbformat
 import pytest
 
-from autograder import sync
 from autograder.paths import DATA, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES, SOLUTIONS
-from autograder.release import generate_release
+from bundle import sync
+from bundle.release import generate_release
 
 LEAK_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
@@ -28,21 +28,35 @@ def test_release_regenerates_identically(tmp_path):
     assert drifted == [], f"notebooks/ differs from a fresh release (run `make release`): {drifted}"
 
 
+_REGION = re.compile(r"^([ \t]*)### BEGIN (SOLUTION|HIDDEN TESTS)\n.*?^[ \t]*### END \2[ \t]*\n?", re.M | re.S)
+
+
+def released_source(cell) -> str:
+    """What the release must show of a solution cell: each answer replaced by the stub, each
+    hidden test gone, everything else as it is; a written answer replaced by its stub."""
+    if cell.cell_type == "markdown" and cell.metadata.get("nbgrader", {}).get("solution"):
+        return "YOUR ANSWER HERE"
+
+    def stub(match):
+        indent, kind = match.group(1), match.group(2)
+        return f"{indent}# YOUR CODE HERE\n{indent}raise NotImplementedError()\n" if kind == "SOLUTION" else ""
+
+    return _REGION.sub(stub, cell.source)
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_release_has_no_solution_code_and_no_hidden_tests(name):
+    """Every cell of the release is its solution cell with the answers stubbed and the hidden
+    tests removed, character for character: no line of an answer or a hidden test, however
+    short, can be left behind."""
     release_text = (RELEASE / name).read_text()
     for marker in LEAK_MARKERS:
         assert marker not in release_text, f"{name} leaks '{marker}'"
     solution = nbformat.read(SOLUTIONS / name, as_version=4)
-    pattern = r"### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)### END \1"
-    visible = "\n".join(re.sub(pattern, "", cell.source, flags=re.S) for cell in solution.cells)
-    for cell in solution.cells:
-        for region in re.findall(pattern, cell.source, re.S):
-            for line in region[1].splitlines():
-                # Every substantial line of an answer or a hidden test, unless the notebook also
-                # shows it in public code, must be absent from the release.
-                if len(line.strip()) > 25 and line.strip() not in visible:
-                    assert json.dumps(line.strip())[1:-1] not in release_text, f"{name} leaks: {line.strip()}"
+    release = nbformat.read(RELEASE / name, as_version=4)
+    assert len(release.cells) == len(solution.cells)
+    for ours, theirs in zip(solution.cells, release.cells):
+        assert theirs.source.rstrip("\n") == released_source(ours).rstrip("\n"), f"{name}, cell {ours.get('id')}"
 
 
 @pytest.mark.parametrize("folder", [SOLUTIONS, RELEASE])
@@ -58,9 +72,11 @@ def test_graded_cells_declare_the_points_their_checks_add_up_to():
         for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade") and not meta.get("solution"):
-                declared = float(re.search(r"Checks\((\d+(?:\.\d+)?)", cell.source).group(1))
-                items = sum(float(p) for p in re.findall(r"checks\.item\((\d+(?:\.\d+)?)", cell.source))
-                assert declared == meta["points"] == items, f"{name} {meta['grade_id']}: {declared}, {meta['points']}, {items}"
+                declared = float(re.search(r"Checks\(\s*(\d+(?:\.\d+)?)", cell.source).group(1))
+                items = sum(float(p) for p in re.findall(r"checks\.item\(\s*(\d+(?:\.\d+)?)", cell.source))
+                assert declared == meta["points"] == items, (
+                    f"{name} {meta['grade_id']}: {declared}, {meta['points']}, {items}"
+                )
 
 
 def test_learners_get_the_recorded_reference_run():
@@ -78,4 +94,6 @@ def test_the_recorded_execution_reveals_no_hidden_check():
         for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
             for hidden in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
                 for what in re.findall(r'checks\.item\(\s*[\d.]+,\s*"([^"]+)"', hidden):
-                    assert what not in recorded, f"{name}: a hidden check's wording is in reference-execution.txt: {what}"
+                    assert what not in recorded, (
+                        f"{name}: a hidden check's wording is in reference-execution.txt: {what}"
+                    )

@@ -4,6 +4,7 @@ Small sizes only, and no thresholds on wall-clock time: the facts checked here a
 schema, the gradients, how unavailable analysis is reported, and relations between compiled
 memory plans that hold on the CPU backend with a wide margin.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,13 +35,20 @@ def temp_bytes(loss, depth, width, batch):
 @pytest.fixture(scope="module")
 def small_sweep():
     return remat_sweep.run_sweep(
-        depths=(2, 4), width=16, batch=32, extra_policies=remat_sweep_reference.REFERENCE_POLICIES, repeats=3, peak=False
+        depths=(2, 4),
+        width=16,
+        batch=32,
+        extra_policies=remat_sweep_reference.REFERENCE_POLICIES,
+        repeats=3,
+        peak=False,
     )
 
 
 def test_rows_have_every_column_for_every_policy_and_depth(small_sweep):
     assert len(small_sweep) == 2 * len(ALL_POLICIES)
-    assert {(row["policy"], row["depth"]) for row in small_sweep} == {(name, d) for name in ALL_POLICIES for d in (2, 4)}
+    assert {(row["policy"], row["depth"]) for row in small_sweep} == {
+        (name, d) for name in ALL_POLICIES for d in (2, 4)
+    }
     for row in small_sweep:
         assert set(remat_sweep.COLUMNS) <= set(row)
         assert (row["width"], row["batch"]) == (16, 32)
@@ -93,7 +101,7 @@ def test_sqrt_segments_loss_takes_any_divisor():
     weights, x = remat_sweep.make_inputs(12, 8, 16, seed=4)
     expected = gradient(remat_sweep.scan_loss, weights, x)
     for segment_length in (1, 3, 12):
-        found = gradient(lambda w, v: remat_sweep_reference.sqrt_segments_loss(w, v, segment_length), weights, x)
+        found = gradient(lambda w, v, k=segment_length: remat_sweep_reference.sqrt_segments_loss(w, v, k), weights, x)
         assert_same_gradient(found, expected)
 
 
@@ -116,7 +124,15 @@ def test_a_mismatching_gradient_stops_the_sweep():
         return 2.0 * remat_sweep.plain_loss(weights, x)
 
     with pytest.raises(remat_sweep.GradientMismatch, match="wrong"):
-        remat_sweep.run_sweep(depths=(2,), width=4, batch=8, policies=["plain"], extra_policies={"wrong": wrong_loss}, repeats=1, peak=False)
+        remat_sweep.run_sweep(
+            depths=(2,),
+            width=4,
+            batch=8,
+            policies=["plain"],
+            extra_policies={"wrong": wrong_loss},
+            repeats=1,
+            peak=False,
+        )
 
 
 def test_disabled_memory_analysis_stays_none(monkeypatch):
@@ -144,7 +160,9 @@ class _FakeCompiled:
         return self.answer
 
 
-@pytest.mark.parametrize("answer", [None, NotImplementedError("no analysis"), _FakeAnalysis(0)], ids=["none", "raises", "all-zero"])
+@pytest.mark.parametrize(
+    "answer", [None, NotImplementedError("no analysis"), _FakeAnalysis(0)], ids=["none", "raises", "all-zero"]
+)
 def test_unavailable_analysis_is_none_never_zero(answer):
     assert remat_sweep.compiled_memory(_FakeCompiled(answer)) == {field: None for field in MEMORY_FIELDS}
 
@@ -189,8 +207,13 @@ def test_sqrt_segments_plan_less_temp_than_plain_scan_and_nesting_less_still():
     assert nested < segments
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").is_file() or jax.default_backend() != "cpu", reason="needs Linux /proc and the CPU backend")
-@pytest.mark.parametrize("loss", [remat_sweep.scan_loss, remat_sweep_reference.sqrt_segments], ids=["shipped", "reference"])
+@pytest.mark.skipif(
+    not Path("/proc/self/status").is_file() or jax.default_backend() != "cpu",
+    reason="needs Linux /proc and the CPU backend",
+)
+@pytest.mark.parametrize(
+    "loss", [remat_sweep.scan_loss, remat_sweep_reference.sqrt_segments], ids=["shipped", "reference"]
+)
 def test_fresh_process_peak_is_a_positive_number(loss):
     measured = remat_sweep.measure_peak(loss, 16, 32, 256)
     assert measured["peak_note"] == "measured", measured

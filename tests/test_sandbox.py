@@ -6,8 +6,10 @@ afterwards. That grades do not change with the speed-ups (forked kernels, the co
 is checked on a whole class in test_grading_engine.py; each hostile route is also a fixture
 of test_autograder_scores.py.
 """
+
 from __future__ import annotations
 
+import ast
 import os
 import socket
 import stat
@@ -24,11 +26,11 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
 from autograder import compile_cache
-from autograder.execute import execute_notebook
 from autograder.grade import CannotGradeSafely, grade
 from autograder.kernels import SandboxedKernelManager, SandboxSession
 from autograder.paths import RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
 from autograder.sandbox import Limits, SandboxUnavailable, find_sandbox
+from bundle.execute import execute_notebook
 
 DOUBLE = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda a: (a * 2.5).sum())(jnp.arange(7.0))))"
 
@@ -65,9 +67,15 @@ def session_factory(tmp_path, assignment):
 def run(session: SandboxSession, *sources: str, timeout: int = 60) -> nbformat.NotebookNode:
     """The sources as one notebook, in a kernel of the session; errors are kept as outputs."""
     notebook = _notebook(*sources)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            kernel_manager_class=SandboxedKernelManager, interrupt_on_timeout=True,
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        kernel_manager_class=SandboxedKernelManager,
+        interrupt_on_timeout=True,
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+    )
     client.km = client.create_kernel_manager()
     client.km.session_for_kernels = session
     client.execute()
@@ -91,51 +99,74 @@ def test_a_kernel_sees_only_the_allow_list(session_factory, tmp_path):
     home = Path.home() / f"performance05-canary-{uuid.uuid4().hex[:8]}.txt"
     home.write_text("secret")
     try:
-        notebook = run(session_factory(), (
-            "import os\n"
-            "print(sorted(os.listdir('/')))\n"
-            f"print([os.path.exists(p) for p in ({str(canary)!r}, {str(home)!r}, {str(SOLUTIONS)!r}, "
-            f"{str(ROOT / 'autograder')!r}, '/srv', '/opt', '/home', '/mnt', '/var')])\n"
-            "print(sorted(os.listdir('/tmp/submission')), os.getcwd(), os.environ['HOME'])\n"
-            "print(sorted(k for k in os.environ if k.startswith(('CI', 'PYTHONPATH', 'VIRTUAL_ENV', 'SSH'))))"
-        ))
+        notebook = run(
+            session_factory(),
+            (
+                "import os\n"
+                "print(sorted(os.listdir('/')))\n"
+                f"print([os.path.exists(p) for p in ({str(canary)!r}, {str(home)!r}, {str(SOLUTIONS)!r}, "
+                f"{str(ROOT / 'autograder')!r}, '/srv', '/opt', '/home', '/mnt', '/var')])\n"
+                "print(sorted(os.listdir('/tmp/submission')), os.getcwd(), os.environ['HOME'])\n"
+                "print(sorted(k for k in os.environ if k.startswith(('CI', 'PYTHONPATH', 'VIRTUAL_ENV', 'SSH'))))"
+            ),
+        )
     finally:
         canary.unlink()
         home.unlink()
     listing, exists, workspace, leaked_env = stdout(notebook, 0).splitlines()
-    visible = set(eval(listing))  # noqa: S307: our own printed list
-    assert visible <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "tmp", "proc", "dev", "run",
-                       "assignment", *{Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix))}}, visible
+    visible = set(ast.literal_eval(listing))
+    assert visible <= {
+        "usr",
+        "bin",
+        "sbin",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "etc",
+        "tmp",
+        "proc",
+        "dev",
+        "run",
+        "assignment",
+        *{Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix))},
+    }, visible
     assert exists == str([False] * 9)
-    assert eval(workspace.split("]")[0] + "]") == sorted(SHIPPED_MODULES)  # noqa: S307
+    assert ast.literal_eval(workspace.split("]")[0] + "]") == sorted(SHIPPED_MODULES)
     assert workspace.endswith("/tmp/submission /tmp/home")
     assert leaked_env == "[]"
 
 
 def test_a_kernel_cannot_write_outside_its_scratch_space(session_factory):
     targets = ["/usr/x", "/etc/x", f"{sys.prefix}/x", "/assignment/x", "/x"]
-    notebook = run(session_factory(), (
-        "results = []\n"
-        f"for target in {targets!r}:\n"
-        "    try:\n"
-        "        open(target, 'w').write('x'); results.append('wrote')\n"
-        "    except OSError as e:\n"
-        "        results.append(type(e).__name__)\n"
-        "open('/tmp/submission/mine.txt', 'w').write('ok')\n"
-        "print(results)"
-    ))
+    notebook = run(
+        session_factory(),
+        (
+            "results = []\n"
+            f"for target in {targets!r}:\n"
+            "    try:\n"
+            "        open(target, 'w').write('x'); results.append('wrote')\n"
+            "    except OSError as e:\n"
+            "        results.append(type(e).__name__)\n"
+            "open('/tmp/submission/mine.txt', 'w').write('ok')\n"
+            "print(results)"
+        ),
+    )
     assert "wrote" not in stdout(notebook, 0)
     assert not any(Path(t).exists() for t in targets[:3])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the kernel runs as the grader's own user when the grader is not root")
 def test_a_kernel_of_a_root_grader_runs_unprivileged(session_factory):
-    notebook = run(session_factory(), (
-        "import os\n"
-        "status = open('/proc/self/status').read()\n"
-        "print(os.getuid(), status.split('CapEff:')[1].split()[0], status.split('NoNewPrivs:')[1].split()[0])\n"
-        "try:\n    os.setuid(0)\nexcept OSError as e:\n    print(type(e).__name__)"
-    ))
+    notebook = run(
+        session_factory(),
+        (
+            "import os\n"
+            "status = open('/proc/self/status').read()\n"
+            "print(os.getuid(), status.split('CapEff:')[1].split()[0], status.split('NoNewPrivs:')[1].split()[0])\n"
+            "try:\n    os.setuid(0)\nexcept OSError as e:\n    print(type(e).__name__)"
+        ),
+    )
     uid, capabilities, no_new_privs = stdout(notebook, 0).splitlines()[0].split()
     assert int(uid) != 0 and int(capabilities, 16) == 0 and no_new_privs == "1"
     assert "PermissionError" in stdout(notebook, 0)
@@ -166,10 +197,10 @@ def test_no_loopback_port_of_the_host_answers(session_factory):
         # The server answers here, on the host...
         with socket.create_connection(("127.0.0.1", port), timeout=5) as probe:
             probe.sendall(b"host")
-        notebook = run(session_factory(), (
-            "import socket\n"
-            f"s = socket.socket(); s.settimeout(2)\nprint(s.connect_ex(('127.0.0.1', {port})))"
-        ))
+        notebook = run(
+            session_factory(),
+            (f"import socket\ns = socket.socket(); s.settimeout(2)\nprint(s.connect_ex(('127.0.0.1', {port})))"),
+        )
         time.sleep(0.5)
     finally:
         stop.set()
@@ -211,7 +242,7 @@ def test_each_notebook_starts_afresh(session_factory, fork):
     second = run(session, LOOK_FOR_IT)
     assert stdout(second, 0).splitlines()[0] == "False False False False False False", stdout(second, 0)
     kernel, processes = stdout(second, 0).splitlines()[1].split(" ", 1)
-    left = set(eval(processes)) - {int(kernel), 1, 2}  # noqa: S307: bwrap's init, the kernel host
+    left = set(ast.literal_eval(processes)) - {int(kernel), 1, 2}  # bwrap's init, the kernel host
     assert left == set(), f"processes of the first notebook still run: {left}"
     if fork:
         assert stdout(first, 0).split()[0] != kernel, "each notebook is a fork of its own"
@@ -229,7 +260,9 @@ def test_a_kernel_that_kills_its_host_only_costs_a_restart(session_factory):
 
 
 def test_an_endless_kernel_is_interrupted(session_factory):
-    notebook = run(session_factory(), "import time\nwhile True:\n    time.sleep(0.01)", "print('next cell runs')", timeout=3)
+    notebook = run(
+        session_factory(), "import time\nwhile True:\n    time.sleep(0.01)", "print('next cell runs')", timeout=3
+    )
     assert "KeyboardInterrupt" in error(notebook, 0) or "Timeout" in error(notebook, 0)
     assert stdout(notebook, 1).strip() == "next cell runs"
 
@@ -253,16 +286,19 @@ def test_a_fork_bomb_stops_its_own_kernel_and_says_so(session_factory):
 
 
 def test_files_and_scratch_space_past_their_limits_fail_with_os_errors(session_factory):
-    notebook = run(session_factory(limits={"file_size": "8M", "scratch": "32M"}), (
-        "import errno\nresults = []\n"
-        "for name, size in (('big', 16 * 2**20), ('a', 7 * 2**20), ('b', 7 * 2**20), ('c', 7 * 2**20), ('d', 7 * 2**20), ('e', 7 * 2**20)):\n"
-        "    try:\n"
-        "        open('/tmp/' + name, 'wb').write(b'x' * size); results.append('ok')\n"
-        "    except OSError as e:\n"
-        "        results.append(errno.errorcode[e.errno])\n"
-        "print(results)"
-    ))
-    results = eval(stdout(notebook, 0))  # noqa: S307
+    notebook = run(
+        session_factory(limits={"file_size": "8M", "scratch": "32M"}),
+        (
+            "import errno\nresults = []\n"
+            "for name, size in (('big', 16 * 2**20), ('a', 7 * 2**20), ('b', 7 * 2**20), ('c', 7 * 2**20), ('d', 7 * 2**20), ('e', 7 * 2**20)):\n"
+            "    try:\n"
+            "        open('/tmp/' + name, 'wb').write(b'x' * size); results.append('ok')\n"
+            "    except OSError as e:\n"
+            "        results.append(errno.errorcode[e.errno])\n"
+            "print(results)"
+        ),
+    )
+    results = ast.literal_eval(stdout(notebook, 0))
     assert results[0] == "EFBIG" and "ENOSPC" in results[1:], results
 
 
@@ -290,8 +326,10 @@ def test_a_kernel_loads_from_the_cache_and_cannot_write_to_it(session_factory, t
     assert filled.error is None and any(cache.iterdir()), "the trusted kernel wrote no cache entry"
     before = sorted(p.name for p in cache.iterdir())
     session = session_factory(cache=cache, env=compile_cache.reading_env("/cache"))
-    write = ("import os\ntry:\n    open(os.path.join(os.environ['JAX_COMPILATION_CACHE_DIR'], 'planted-cache'), 'wb').write(b'x')\n"
-             "    print('written')\nexcept OSError as error:\n    print('refused', type(error).__name__)")
+    write = (
+        "import os\ntry:\n    open(os.path.join(os.environ['JAX_COMPILATION_CACHE_DIR'], 'planted-cache'), 'wb').write(b'x')\n"
+        "    print('written')\nexcept OSError as error:\n    print('refused', type(error).__name__)"
+    )
     notebook = run(session, COUNT_HITS, DOUBLE, "print(len(HITS))", write)
     assert stdout(notebook, 1).strip() == "52.5"
     assert int(stdout(notebook, 2)) >= 1, "the program the instructor's kernel compiled was compiled again"
@@ -300,7 +338,9 @@ def test_a_kernel_loads_from_the_cache_and_cannot_write_to_it(session_factory, t
 
 
 def test_a_cache_filled_on_another_kind_of_machine_is_not_used(tmp_path):
-    template, count, _ = compile_cache.add_entries({"nbgrader_config.py": b""}, [("another-cpu", {"jit_f-abc-cache": b"native code"})])
+    template, count, _ = compile_cache.add_entries(
+        {"nbgrader_config.py": b""}, [("another-cpu", {"jit_f-abc-cache": b"native code"})]
+    )
     assert count == 1
     course = tmp_path / "course"
     for relative, data in template.items():
@@ -316,7 +356,9 @@ def test_a_cache_filled_on_another_kind_of_machine_is_not_used(tmp_path):
 # ---------------------------------------------------------------------------------------
 def test_a_host_that_forbids_the_sandbox_stops_grading_with_the_fix(tmp_path, monkeypatch):
     broken = tmp_path / "bwrap"
-    broken.write_text("#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    broken.write_text(
+        "#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+    )
     broken.chmod(broken.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setattr("autograder.sandbox.bwrap_candidates", lambda: [str(broken)])
     with pytest.raises(SandboxUnavailable) as raised:
@@ -337,9 +379,17 @@ def test_the_command_line_exits_3_when_no_sandbox_works(tmp_path):
     subs.mkdir(parents=True)
     (subs / "01-understand.ipynb").write_bytes((RELEASE / "01-understand.ipynb").read_bytes())
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    code = ("import autograder.sandbox as s, sys\ns.bwrap_candidates = lambda: []\n"
-            "from autograder.grade import main\nsys.exit(main(sys.argv[1:]))")
-    run_ = subprocess.run([sys.executable, "-c", code, str(tmp_path / "subs"), "--out", str(tmp_path / "out")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    code = (
+        "import autograder.sandbox as s, sys\ns.bwrap_candidates = lambda: []\n"
+        "from autograder.grade import main\nsys.exit(main(sys.argv[1:]))"
+    )
+    run_ = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "subs"), "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run_.returncode == 3, run_.stdout + run_.stderr
     assert "nobody was graded" in run_.stderr and "bubblewrap" in run_.stderr

@@ -1,4 +1,5 @@
 """Reading a class's submissions folder: who is graded, who is rejected and why, what is left out."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,10 +18,17 @@ def test_usable_student_ids(name):
     assert student_id_problem(name) is None
 
 
-@pytest.mark.parametrize("name, why", [
-    ("ann smith", "no spaces"), (".hidden", "starts with a dot"), ("-ann", "start with a letter or digit"),
-    ("ann/..", "no spaces"), ("ann\tb", "no spaces"), ("e\u0301", "normal form C"),
-])
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("ann smith", "no spaces"),
+        (".hidden", "starts with a dot"),
+        ("-ann", "start with a letter or digit"),
+        ("ann/..", "no spaces"),
+        ("ann\tb", "no spaces"),
+        ("e\u0301", "normal form C"),
+    ],
+)
 def test_unusable_student_ids_say_why(name, why):
     assert why in (student_id_problem(name) or "")
 
@@ -34,16 +42,24 @@ def test_each_student_is_graded_or_rejected_alone(tmp_path):
     found = find_submissions(tmp_path)
     assert set(found.students) == {"ann"}
     assert sorted(found.students["ann"]) == ["01-understand.ipynb", "timestamp.txt"]
-    assert found.notes["ann"] == ["notes.txt left out: not a notebook of performance-05",
-                                  "scratch.ipynb left out: not a notebook of performance-05"]
+    assert found.notes["ann"] == [
+        "notes.txt left out: not a notebook of performance-05",
+        "scratch.ipynb left out: not a notebook of performance-05",
+    ]
     assert set(found.rejected) == {"ann smith", ".ipynb_checkpoints", "bob"}
     assert "holds no notebook" in found.rejected["bob"]
 
 
-@pytest.mark.parametrize("layout, message", [
-    ("missing", "does not exist"), ("file", "is a file"), ("flat", "sits at the top"),
-    ("nested", "nbgrader's submitted/ layout"), ("nobody", "no student folder that can be graded"),
-])
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        ("missing", "does not exist"),
+        ("file", "is a file"),
+        ("flat", "sits at the top"),
+        ("nested", "nbgrader's submitted/ layout"),
+        ("nobody", "no student folder that can be graded"),
+    ],
+)
 def test_a_folder_laid_out_wrongly_as_a_whole_is_a_usage_error(tmp_path, layout, message):
     folder = tmp_path / "subs"
     if layout == "file":

@@ -1,4 +1,5 @@
 """The static scan for code that interferes with grading: what it names, and what it leaves alone."""
+
 from __future__ import annotations
 
 import nbformat
@@ -39,14 +40,17 @@ def test_each_kind_of_interference_is_named(case):
     assert any(meaning in found[1] for found in findings), findings
 
 
-@pytest.mark.parametrize("source", [
-    "# np.allclose = lambda *a: True, sys.modules, showtraceback, os.fork()\nx = 1",
-    "text = 'sys.modules and builtins are mentioned here'",
-    "import numpy as np\nvalues = np.zeros(3)\nvalues[0] = 1",
-    "class Thing:\n    pass\nthing = Thing()\nthing.value = 3",
-    "import matplotlib.pyplot as plt\nplt.rcParams['figure.dpi'] = 100",
-    "ratio = 1 / 2",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "# np.allclose = lambda *a: True, sys.modules, showtraceback, os.fork()\nx = 1",
+        "text = 'sys.modules and builtins are mentioned here'",
+        "import numpy as np\nvalues = np.zeros(3)\nvalues[0] = 1",
+        "class Thing:\n    pass\nthing = Thing()\nthing.value = 3",
+        "import matplotlib.pyplot as plt\nplt.rcParams['figure.dpi'] = 100",
+        "ratio = 1 / 2",
+    ],
+)
 def test_comments_strings_and_ordinary_code_are_not_named(source):
     assert scan_source(source) == []
 
@@ -61,9 +65,17 @@ def test_the_lessons_own_answers_and_the_release_are_not_flagged():
 
 
 def test_locked_and_test_cells_are_not_scanned():
-    notebook = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import os\nos._exit(0)", metadata={"nbgrader": {"locked": True, "grade_id": "a"}}),
-        nbformat.v4.new_code_cell("exec('1')", metadata={"nbgrader": {"grade": True, "solution": False, "grade_id": "t"}}),
-        nbformat.v4.new_code_cell("exec('1')", metadata={"nbgrader": {"grade": False, "solution": True, "grade_id": "s"}}),
-    ])
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import os\nos._exit(0)", metadata={"nbgrader": {"locked": True, "grade_id": "a"}}
+            ),
+            nbformat.v4.new_code_cell(
+                "exec('1')", metadata={"nbgrader": {"grade": True, "solution": False, "grade_id": "t"}}
+            ),
+            nbformat.v4.new_code_cell(
+                "exec('1')", metadata={"nbgrader": {"grade": False, "solution": True, "grade_id": "s"}}
+            ),
+        ]
+    )
     assert scan_notebook(notebook) == ["cell 3, line 1: runs code built from text (exec(...))"]

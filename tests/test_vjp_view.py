@@ -1,5 +1,6 @@
 """The VJP view of remat_lesson.py (forward and backward programs, what they keep and hold), on the
 lesson's network: the facts stages 2 and 3 print, checked without a notebook."""
+
 from __future__ import annotations
 
 import sys
@@ -12,8 +13,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "solutions"))
 
 from remat_lesson import (  # noqa: E402
-    DEPTH, W, forward_and_backward, most_residuals_held, plain, primitive_counts, remat, saved_residual_lines,
-    vjp_residuals, x,
+    DEPTH,
+    W,
+    forward_and_backward,
+    most_residuals_held,
+    plain,
+    primitive_counts,
+    remat,
+    saved_residual_lines,
+    vjp_residuals,
+    x,
 )
 
 

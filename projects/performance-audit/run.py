@@ -6,6 +6,7 @@
 Stages 1-3 call the functions in <implementation>/model.py and write evidence; stage 4 only
 reads the evidence directory and checks it. `--stage all` runs 1, 2 and 3, then checks.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,29 +14,41 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The provenance record is the lesson's own (solutions/remat_lesson.py): one helper for both.
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "solutions"))
 
 from audit import checks, evidence, spec  # noqa: E402  (the path above makes audit importable)
 
-IMPLEMENTATION_HELP = ("which model.py to run: 'starter' is yours (learners: choose starter); "
-                       "'solution' is the instructor's reference")
+IMPLEMENTATION_HELP = (
+    "which model.py to run: 'starter' is yours (learners: choose starter); 'solution' is the instructor's reference"
+)
 
 
 class AuditArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         if "--implementation" in message:
-            message += (". Choose --implementation starter to run your own work in "
-                        "starter/model.py (solution is the instructor's reference run)")
+            message += (
+                ". Choose --implementation starter to run your own work in "
+                "starter/model.py (solution is the instructor's reference run)"
+            )
         super().error(message)
 
 
 def parse_arguments(argv=None) -> argparse.Namespace:
     parser = AuditArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stage", required=True, choices=["1", "2", "3", "4", "all"],
-                        help="1 calculations, 2 changed conditions, 3 evidence, 4 checks, all")
-    parser.add_argument("--implementation", required=True, choices=["starter", "solution"],
-                        help=IMPLEMENTATION_HELP)
-    parser.add_argument("--evidence-dir", type=Path, default=Path("runs/performance-audit"),
-                        help="where evidence is written and read (default: runs/performance-audit)")
+    parser.add_argument(
+        "--stage",
+        required=True,
+        choices=["1", "2", "3", "4", "all"],
+        help="1 calculations, 2 changed conditions, 3 evidence, 4 checks, all",
+    )
+    parser.add_argument("--implementation", required=True, choices=["starter", "solution"], help=IMPLEMENTATION_HELP)
+    parser.add_argument(
+        "--evidence-dir",
+        type=Path,
+        default=Path("runs/performance-audit"),
+        help="where evidence is written and read (default: runs/performance-audit)",
+    )
     return parser.parse_args(argv)
 
 
@@ -43,8 +56,7 @@ def clear_foreign_evidence(evidence_dir: Path, implementation: str) -> None:
     """Never mix evidence from the starter and the solution in one directory."""
     index = evidence.read_index(evidence_dir)
     if index is not None and index.get("implementation") != implementation:
-        print(f"Note: {evidence_dir} held evidence from --implementation "
-              f"{index.get('implementation')}; clearing it.")
+        print(f"Note: {evidence_dir} held evidence from --implementation {index.get('implementation')}; clearing it.")
         for stage in spec.STAGE_FILES:
             evidence.remove_stage_files(evidence_dir, stage)
         (evidence_dir / spec.EVIDENCE_INDEX).unlink(missing_ok=True)
@@ -90,8 +102,7 @@ def main(argv=None) -> int:
                 print(f"  next: {not_ready.hint}", file=sys.stderr)
             return 2
     # A single stage checks its own evidence; `all` runs the complete stage 4 check.
-    return check_and_report(evidence_dir, implementation,
-                            [1, 2, 3, 4] if arguments.stage == "all" else stages)
+    return check_and_report(evidence_dir, implementation, [1, 2, 3, 4] if arguments.stage == "all" else stages)
 
 
 if __name__ == "__main__":

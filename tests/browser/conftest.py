@@ -9,6 +9,7 @@ downloaded.
 Every step of a test saves a screenshot under runs/browser/ (kept after a failure, replaced
 at the start of the next run), together with the server's log and the browser console.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from labdriver import BUNDLE, RELEASE, SHOTS, UI_TIMEOUT_MS, VENV
 
 CHROMIUM = os.environ.get("BROWSER_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -183,7 +183,9 @@ def lab_bundle(tmp_path_factory) -> Path:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     bundle = tmp_path_factory.mktemp("lab") / "bundle"
-    shutil.copytree(RELEASE, bundle / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "runs"))
+    shutil.copytree(
+        RELEASE, bundle / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "runs")
+    )
     # The Validate button reads nbgrader_config.py from the server's working directory,
     # as it would from the repository root under `make lab`.
     if (BUNDLE / "nbgrader_config.py").is_file():
@@ -231,25 +233,40 @@ def run_jupyter(command: list[str], cwd: Path, env: dict, log_path: Path, bundle
     ]
     log = open(log_path, "w")
     process = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True,
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     server = LabServer(
-        url=f"http://127.0.0.1:{port}", token=token, bundle=bundle,
-        root_dir=root_dir, process=process, log_path=log_path, env=env,
+        url=f"http://127.0.0.1:{port}",
+        token=token,
+        bundle=bundle,
+        root_dir=root_dir,
+        process=process,
+        log_path=log_path,
+        env=env,
     )
     try:
         deadline = time.monotonic() + SERVER_START_S
         while True:
             if process.poll() is not None:
-                pytest.fail(f"JupyterLab exited with {process.returncode}:\n{server.server_log()[-4000:]}", pytrace=False)
+                pytest.fail(
+                    f"JupyterLab exited with {process.returncode}:\n{server.server_log()[-4000:]}", pytrace=False
+                )
             try:
                 server.api("GET", "status", timeout=5)
                 urllib.request.urlopen(f"{server.url}/lab?token={token}", timeout=10).read()
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not answer within {SERVER_START_S} s:\n{server.server_log()[-4000:]}", pytrace=False)
+                    pytest.fail(
+                        f"JupyterLab did not answer within {SERVER_START_S} s:\n{server.server_log()[-4000:]}",
+                        pytrace=False,
+                    )
                 time.sleep(0.25)
         yield server
     finally:
@@ -270,8 +287,14 @@ def lab_server(chromium_path, lab_bundle, shots_dir) -> LabServer:
         lab_bundle.parent / "jupyter-private",
         {"REMAT_LESSON_RUNS_DIR": str(lab_bundle / "runs" / "performance-05")},
     )
-    with run_jupyter([str(jupyter), "lab", "notebooks"], lab_bundle, env, shots_dir / "jupyter-server.log",
-                     bundle=lab_bundle, root_dir=lab_bundle / "notebooks") as server:
+    with run_jupyter(
+        [str(jupyter), "lab", "notebooks"],
+        lab_bundle,
+        env,
+        shots_dir / "jupyter-server.log",
+        bundle=lab_bundle,
+        root_dir=lab_bundle / "notebooks",
+    ) as server:
         yield server
 
 

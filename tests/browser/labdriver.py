@@ -3,6 +3,7 @@
 Selectors are JupyterLab 4's own class names (and Lumino's data-command on menu items), so a
 change of JupyterLab's major version is the first suspect when one stops matching.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,7 +54,8 @@ def cell_index(notebook: dict, grade_id: str) -> int:
 def answer_cells(notebook: dict) -> list[int]:
     """Indices of the nbgrader solution (answer) code cells, in order."""
     return [
-        index for index, cell in enumerate(notebook["cells"])
+        index
+        for index, cell in enumerate(notebook["cells"])
         if cell["cell_type"] == "code" and nbgrader_meta(cell).get("solution")
     ]
 

@@ -13,6 +13,7 @@ score and the comment, which the browser opens last.
 
 Screenshots of every step: runs/browser/test_formgrader_manual_grade_to_export-NN-<step>.png.
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,11 +26,10 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
-from nbgrader.api import Gradebook
-
 import labdriver as lab
+import pytest
 from labdriver import ROOT, VENV
+from nbgrader.api import Gradebook
 
 pytestmark = pytest.mark.browser
 
@@ -37,8 +37,10 @@ ASSIGNMENT = "performance-05"
 STUDENT, NOTEBOOK, CELL = "sample-complete", "04-exercise", "answer-why-hvp"
 SCORE = 1.5
 # formgrader has fetched the submission's grades and comments and bound its score and comment boxes.
-LOADED = ("() => window.formgrader && formgrader.grades && formgrader.grades.loaded && formgrader.comments.loaded"
-          " && formgrader.grade_uis.length > 0 && formgrader.comment_uis.length > 0")
+LOADED = (
+    "() => window.formgrader && formgrader.grades && formgrader.grades.loaded && formgrader.comments.loaded"
+    " && formgrader.grade_uis.length > 0 && formgrader.comment_uis.length > 0"
+)
 
 
 def _grades_csv(path: Path) -> dict[str, dict]:
@@ -60,7 +62,9 @@ def graded_class(chromium_path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("formgrader") / "out"
     result = grade(AUTOGRADER / "samples", out, progress_stream=io.StringIO())
     assert result.students == ["sample-complete", "sample-partial", "sample-two-mistakes"], result.students
-    assert _cells_csv(out / "cells.csv")[(STUDENT, NOTEBOOK, CELL)] == "", "the written answer should await manual grading"
+    assert _cells_csv(out / "cells.csv")[(STUDENT, NOTEBOOK, CELL)] == "", (
+        "the written answer should await manual grading"
+    )
     return out
 
 
@@ -80,8 +84,9 @@ def formgrader(graded_class, shots_dir, start_jupyter, jupyter_env, tmp_path_fac
     command = formgrader_command(graded_class)
     assert command[0] == str(VENV / "bin" / "jupyter"), command
     env = jupyter_env(tmp_path_factory.mktemp("formgrader-private"))
-    with start_jupyter(command, course, env, shots_dir / "formgrader-server.log",
-                       bundle=graded_class, root_dir=course) as server:
+    with start_jupyter(
+        command, course, env, shots_dir / "formgrader-server.log", bundle=graded_class, root_dir=course
+    ) as server:
         yield server
 
 
@@ -147,7 +152,9 @@ def test_formgrader_manual_grade_to_export(formgrader, graded_class, make_page):
         box.press("Tab")
     assert said.value.ok, said.value.text()
     assert said.value.json()["manual_comment"] == comment
-    page.wait_for_function(f"() => !document.querySelector('input.score#{CELL}').classList.contains('needs_manual_grade')")
+    page.wait_for_function(
+        f"() => !document.querySelector('input.score#{CELL}').classList.contains('needs_manual_grade')"
+    )
     lab.show(page, box)
     shot("answer-graded")
 

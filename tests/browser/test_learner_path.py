@@ -10,16 +10,16 @@ trust warning, and `import remat_lesson` works from the notebook's working direc
 The answers are the solution cells of solutions/02-build.ipynb (same nbgrader grade_id),
 without the solution markers.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import subprocess
 
+import labdriver as lab
 import psutil
 import pytest
-
-import labdriver as lab
 from labdriver import SOLUTIONS, VENV
 
 pytestmark = pytest.mark.browser
@@ -77,10 +77,15 @@ def test_learner_fills_answers_and_validates(page, lab_server):
     assert sessions[0]["path"].endswith(NOTEBOOK)
     spec = lab_server.api("GET", "kernelspecs")["kernelspecs"][wanted]
     assert lab.kernel_display_name(page) == spec["spec"]["display_name"]
-    found = json.loads(subprocess.run(
-        [str(VENV / "bin" / "jupyter"), "kernelspec", "list", "--json"],
-        capture_output=True, text=True, check=True, env=lab_server.env,
-    ).stdout)["kernelspecs"][wanted]["resource_dir"]
+    found = json.loads(
+        subprocess.run(
+            [str(VENV / "bin" / "jupyter"), "kernelspec", "list", "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=lab_server.env,
+        ).stdout
+    )["kernelspecs"][wanted]["resource_dir"]
     assert found.startswith(str(VENV)), f"kernelspec {wanted!r} comes from {found}, not from the venv"
     kernel = kernel_process(lab_server, sessions[0]["kernel"]["id"])
     assert "ipykernel" in " ".join(kernel.cmdline()), kernel.cmdline()
@@ -118,9 +123,9 @@ def test_learner_fills_answers_and_validates(page, lab_server):
     assert "NotImplementedError" in error_text, error_text
     assert "ModuleNotFoundError" not in error_text, error_text
     for index in range(first_test + 1, len(release["cells"])):
-        assert not re.search(r"\[\d+\]", lab.cell_prompt(page, index) if release["cells"][index]["cell_type"] == "code" else ""), (
-            f"run all went on past the first failing cell (cell {index} ran)"
-        )
+        assert not re.search(
+            r"\[\d+\]", lab.cell_prompt(page, index) if release["cells"][index]["cell_type"] == "code" else ""
+        ), f"run all went on past the first failing cell (cell {index} ran)"
 
     # 3. For each answer: type it into the answer cell, run it (Shift+Enter), run its test.
     for step, (answer_index, test_index, grade_id, answer) in enumerate(plan, start=1):

@@ -3,15 +3,14 @@
 And the evidence notebook, as the test session's run of the solutions left it (the same
 executions the lesson tests read), shows its figure as an image when opened in JupyterLab.
 """
+
 from __future__ import annotations
 
 import re
 
-import nbformat
-
-import pytest
-
 import labdriver as lab
+import nbformat
+import pytest
 from labdriver import RELEASE
 
 pytestmark = pytest.mark.browser
@@ -76,7 +75,9 @@ def test_executed_evidence_shows_figure(page, lab_server, executed_evidence):
     executed = lab.read_notebook(lab_server.root_dir / executed_evidence)
     pngs = [o for c in executed["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert pngs, "the executed evidence notebook has no image/png output"
-    printed = "".join(lab.source({"source": o.get("text", "")}) for c in executed["cells"] for o in c.get("outputs", []))
+    printed = "".join(
+        lab.source({"source": o.get("text", "")}) for c in executed["cells"] for o in c.get("outputs", [])
+    )
     assert "Not recorded yet" not in printed and "not recorded" not in printed, f"stages missing:\n{printed[:2000]}"
 
     lab.open_notebook(page, lab_server, executed_evidence, cells=len(executed["cells"]))

@@ -4,15 +4,20 @@ cost_analysis() and memory_analysis() may return None or raise NotImplementedErr
 backends and versions. A missing figure is recorded as None with the reason, never as 0:
 a zero would read as a measurement.
 """
+
 from __future__ import annotations
 
 import collections
 import re
 
-MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
-                 "temp_size_in_bytes", "generated_code_size_in_bytes")
-COST_FIELDS = {"flops": "flops", "transcendentals": "transcendentals",
-               "bytes_accessed": "bytes accessed"}
+MEMORY_FIELDS = (
+    "argument_size_in_bytes",
+    "output_size_in_bytes",
+    "alias_size_in_bytes",
+    "temp_size_in_bytes",
+    "generated_code_size_in_bytes",
+)
+COST_FIELDS = {"flops": "flops", "transcendentals": "transcendentals", "bytes_accessed": "bytes accessed"}
 # One HLO instruction: "%name = <type> opcode(operands), attributes" (ROOT optional).
 HLO_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][\w\-]*)\(")
 

@@ -3,13 +3,12 @@
 evidence.json is the index: who produced the evidence (provenance), which stages finished,
 and every artifact with a one-line description. Each stage also writes its own files.
 """
+
 from __future__ import annotations
 
 import json
-import platform
 import shlex
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 from . import spec
@@ -52,27 +51,15 @@ def remove_stage_files(evidence_dir: Path, stage: int) -> None:
 
 
 def provenance(implementation: str) -> dict:
-    """Where and how this evidence was produced. Imports JAX, so only the stages call it."""
-    import jax
-    import jaxlib
-    import numpy
+    """Where and how this evidence was produced: the lesson's one provenance record
+    (solutions/remat_lesson.py), with the implementation added. Imports JAX, so only the
+    stages call it."""
+    from remat_lesson import provenance as lesson_provenance
 
-    return {
-        "utc_time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "jaxlib": jaxlib.__version__,
-        "numpy": numpy.__version__,
-        "platform": platform.platform(),
-        "backend": jax.default_backend(),
-        "devices": [str(device) for device in jax.devices()],
-        "command": shlex.join([Path(sys.executable).name] + sys.argv),
-        "implementation": implementation,
-    }
+    return lesson_provenance(shlex.join([Path(sys.executable).name] + sys.argv), implementation=implementation)
 
 
-def record_stage(evidence_dir: Path, stage: int, implementation: str,
-                 artifacts: dict[str, str]) -> None:
+def record_stage(evidence_dir: Path, stage: int, implementation: str, artifacts: dict[str, str]) -> None:
     """Add a finished stage and its artifacts to evidence.json.
 
     Evidence from a different implementation is never mixed in: the runner clears it first.
@@ -82,8 +69,7 @@ def record_stage(evidence_dir: Path, stage: int, implementation: str,
     index["project"] = "performance-audit"
     index["implementation"] = implementation
     index["provenance"] = stamp  # of the latest stage written
-    index.setdefault("stages", {})[str(stage)] = {"provenance": stamp,
-                                                  "artifacts": sorted(artifacts)}
+    index.setdefault("stages", {})[str(stage)] = {"provenance": stamp, "artifacts": sorted(artifacts)}
     index.setdefault("artifacts", {}).update(artifacts)
     index["stages"] = dict(sorted(index["stages"].items()))
     index["artifacts"] = dict(sorted(index["artifacts"].items()))

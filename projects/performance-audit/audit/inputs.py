@@ -1,4 +1,5 @@
 """The fixed parameters and batches, and the arguments for each audited condition."""
+
 from __future__ import annotations
 
 import numpy as np

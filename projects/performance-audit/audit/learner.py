@@ -1,4 +1,5 @@
 """Loading the learner's model.py and calling into it with messages that say what to do."""
+
 from __future__ import annotations
 
 import contextlib
@@ -50,8 +51,7 @@ def next_step(stage: int, message: str) -> str:
     named = re.match(r"stage (\d)", message)
     open_stage = int(named.group(1)) if named else stage
     if open_stage < stage:
-        return (f"stage {stage} builds on stage {open_stage}: complete that TODO and run "
-                f"stage {open_stage} first")
+        return f"stage {stage} builds on stage {open_stage}: complete that TODO and run stage {open_stage} first"
     return f"complete the TODO, then rerun stage {stage}"
 
 
@@ -60,8 +60,9 @@ def call(model, stage: int, function_name: str, *args, **kwargs):
     function = getattr(model, function_name, None)
     where = f"{spec.MODEL_FILE.format(implementation=model.IMPLEMENTATION)}: {function_name}"
     if function is None:
-        raise StageNotReady(stage, f"stage {stage}: {where} is missing",
-                            "restore the function from the starter file and complete it")
+        raise StageNotReady(
+            stage, f"stage {stage}: {where} is missing", "restore the function from the starter file and complete it"
+        )
     with learner_code(stage, where):
         return function(*args, **kwargs)
 
@@ -69,5 +70,8 @@ def call(model, stage: int, function_name: str, *args, **kwargs):
 def require(condition: bool, stage: int, function_name: str, problem: str) -> None:
     """Stop the stage when a learner function returned something the audit cannot use."""
     if not condition:
-        raise StageNotReady(stage, f"stage {stage}: {function_name} {problem}",
-                            f"fix {function_name} in the model file, then rerun stage {stage}")
+        raise StageNotReady(
+            stage,
+            f"stage {stage}: {function_name} {problem}",
+            f"fix {function_name} in the model file, then rerun stage {stage}",
+        )

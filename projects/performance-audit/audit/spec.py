@@ -3,6 +3,7 @@
 The checker reads its expectations from here, never from the evidence directory, so an
 edited evidence file cannot change what counts as correct.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,18 +56,28 @@ class Condition:
 
 
 CONDITIONS = (
-    Condition("baseline", "first call: float32 batch of 16, strong float32 weight decay, tanh",
-              True, True, "first call", ()),
-    Condition("same_shape_again", "new values, same shapes, dtypes and static argument",
-              False, False, "cache hit", ()),
-    Condition("new_batch_shape", "batch of 32 instead of 16",
-              True, True, "new shape", ("inputs", "targets")),
-    Condition("new_input_dtype", "inputs in float16 instead of float32",
-              True, True, "new dtype", ("inputs",)),
-    Condition("weak_python_scalar", "weight decay passed as a Python float (weakly typed)",
-              True, True, "weak type", ("weight_decay",)),
-    Condition("changed_static_argument", "static activation 'relu' instead of 'tanh'",
-              True, True, "static argument", ("activation",)),
+    Condition(
+        "baseline", "first call: float32 batch of 16, strong float32 weight decay, tanh", True, True, "first call", ()
+    ),
+    Condition("same_shape_again", "new values, same shapes, dtypes and static argument", False, False, "cache hit", ()),
+    Condition("new_batch_shape", "batch of 32 instead of 16", True, True, "new shape", ("inputs", "targets")),
+    Condition("new_input_dtype", "inputs in float16 instead of float32", True, True, "new dtype", ("inputs",)),
+    Condition(
+        "weak_python_scalar",
+        "weight decay passed as a Python float (weakly typed)",
+        True,
+        True,
+        "weak type",
+        ("weight_decay",),
+    ),
+    Condition(
+        "changed_static_argument",
+        "static activation 'relu' instead of 'tanh'",
+        True,
+        True,
+        "static argument",
+        ("activation",),
+    ),
 )
 BASELINE = CONDITIONS[0].name
 DISTINCT_PROGRAMS = sum(condition.expect_recompile for condition in CONDITIONS)
@@ -78,13 +89,26 @@ STAGE_FILES = {
     1: ("stage1-calculations.json",),
     2: ("stage2-conditions.json", "stage2-cache-misses.log"),
     3: ("compiled-summary.json", "compiled-baseline.hlo.txt", "timings.json")
-       + tuple(f"jaxpr/{condition.name}.txt" for condition in CONDITIONS),
+    + tuple(f"jaxpr/{condition.name}.txt" for condition in CONDITIONS),
 }
 JAXPR_FILE = "jaxpr/{condition}.txt"
 JAXPR_SIGNATURE_PREFIX = "# signature: "  # the line of input types at the top of a JAXPR file
-PROVENANCE_FIELDS = ("utc_time", "python", "jax", "jaxlib", "numpy", "platform", "backend",
-                     "devices", "command", "implementation")
+PROVENANCE_FIELDS = (
+    "utc",
+    "python",
+    "jax",
+    "jaxlib",
+    "numpy",
+    "platform",
+    "devices",
+    "environment",
+    "jax_environment",
+    "command",
+    "implementation",
+)
 
 MODEL_FILE = "projects/performance-audit/{implementation}/model.py"
-RUN_COMMAND = ("python projects/performance-audit/run.py --stage {stage} "
-               "--implementation {implementation} --evidence-dir {evidence_dir}")
+RUN_COMMAND = (
+    "python projects/performance-audit/run.py --stage {stage} "
+    "--implementation {implementation} --evidence-dir {evidence_dir}"
+)

@@ -5,6 +5,7 @@ the jitted function's cache size (one entry per compiled program), and JAX's own
 explanation (jax_explain_cache_misses, captured from logging). A fourth, JAX's compile event,
 counts backend compilations.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -89,44 +90,68 @@ def observe_call(jitted_step, trace_log, recorder, counter, condition) -> dict:
         "compile_events": len(counter.durations) - compiles_before,
         "compile_seconds": counter.durations[compiles_before:],
         "explanation": "\n".join(recorder.explanations[misses_before:]),
-        "trace_log_entries": [dict(entry) if isinstance(entry, dict) else str(entry)
-                              for entry in trace_log[traces_before:]],
+        "trace_log_entries": [
+            dict(entry) if isinstance(entry, dict) else str(entry) for entry in trace_log[traces_before:]
+        ],
     }
 
 
 def check_diagnosis(diagnosis) -> dict:
-    require(isinstance(diagnosis, dict) and {"retraced", "recompiled", "reason"} <= set(diagnosis),
-            STAGE, "diagnose_call", 'must return {"retraced": ..., "recompiled": ..., "reason": ...}')
-    require(diagnosis["reason"] in spec.REASONS, STAGE, "name_reason",
-            f"returned {diagnosis['reason']!r}; name one of {', '.join(spec.REASONS)}")
+    require(
+        isinstance(diagnosis, dict) and {"retraced", "recompiled", "reason"} <= set(diagnosis),
+        STAGE,
+        "diagnose_call",
+        'must return {"retraced": ..., "recompiled": ..., "reason": ...}',
+    )
+    require(
+        diagnosis["reason"] in spec.REASONS,
+        STAGE,
+        "name_reason",
+        f"returned {diagnosis['reason']!r}; name one of {', '.join(spec.REASONS)}",
+    )
     recompiled = diagnosis["recompiled"]
-    return {"retraced": bool(diagnosis["retraced"]),
-            "recompiled": None if recompiled is None else bool(recompiled),
-            "reason": diagnosis["reason"]}
+    return {
+        "retraced": bool(diagnosis["retraced"]),
+        "recompiled": None if recompiled is None else bool(recompiled),
+        "reason": diagnosis["reason"],
+    }
 
 
 def run(model, evidence_dir: Path) -> dict[str, str]:
     trace_log: list = []
     jitted_step = call(model, STAGE, "make_counted_step", trace_log)
-    require(hasattr(jitted_step, "lower"), STAGE, "make_counted_step",
-            "must return the jax.jit-wrapped step")
+    require(hasattr(jitted_step, "lower"), STAGE, "make_counted_step", "must return the jax.jit-wrapped step")
     rows = []
     with watching_jax() as (recorder, counter):
         for condition in spec.CONDITIONS:
             observed = observe_call(jitted_step, trace_log, recorder, counter, condition)
-            diagnosis = call(model, STAGE, "diagnose_call", observed["traces_before"],
-                             observed["traces_after"], observed["cache_size_before"],
-                             observed["cache_size_after"], observed["explanation"])
-            rows.append({"name": condition.name, "what_changed": condition.what_changed,
-                         "observed": observed, "diagnosis": check_diagnosis(diagnosis)})
-    record = {"conditions": rows, "final_cache_size": cache_size(jitted_step),
-              "total_traces": len(trace_log)}
+            diagnosis = call(
+                model,
+                STAGE,
+                "diagnose_call",
+                observed["traces_before"],
+                observed["traces_after"],
+                observed["cache_size_before"],
+                observed["cache_size_after"],
+                observed["explanation"],
+            )
+            rows.append(
+                {
+                    "name": condition.name,
+                    "what_changed": condition.what_changed,
+                    "observed": observed,
+                    "diagnosis": check_diagnosis(diagnosis),
+                }
+            )
+    record = {"conditions": rows, "final_cache_size": cache_size(jitted_step), "total_traces": len(trace_log)}
     evidence.write_json(evidence_dir / CONDITIONS_FILE, record)
     evidence.write_text(evidence_dir / MISSES_FILE, format_explanations(rows))
     print_table(rows)
-    return {CONDITIONS_FILE: "stage 2: per condition, the trace/cache/compile counters and "
-                             "your diagnosis (retraced, recompiled, reason)",
-            MISSES_FILE: "stage 2: JAX's cache-miss explanation captured for each call"}
+    return {
+        CONDITIONS_FILE: "stage 2: per condition, the trace/cache/compile counters and "
+        "your diagnosis (retraced, recompiled, reason)",
+        MISSES_FILE: "stage 2: JAX's cache-miss explanation captured for each call",
+    }
 
 
 def format_explanations(rows) -> str:
@@ -139,13 +164,20 @@ def format_explanations(rows) -> str:
 
 def print_table(rows) -> None:
     print("Stage 2: changed-condition diagnosis")
-    print(f"  {'condition':<26}{'traces':>7}{'cache':>7}{'compiles':>9}{'compile ms':>11}  "
-          f"{'retraced':<9}{'recompiled':<11}reason")
+    print(
+        f"  {'condition':<26}{'traces':>7}{'cache':>7}{'compiles':>9}{'compile ms':>11}  "
+        f"{'retraced':<9}{'recompiled':<11}reason"
+    )
     for row in rows:
         observed, diagnosis = row["observed"], row["diagnosis"]
-        cache_change = ("?" if observed["cache_size_before"] is None
-                        else f"+{observed['cache_size_after'] - observed['cache_size_before']}")
+        cache_change = (
+            "?"
+            if observed["cache_size_before"] is None
+            else f"+{observed['cache_size_after'] - observed['cache_size_before']}"
+        )
         compile_ms = f"{sum(observed['compile_seconds']) * 1e3:.0f}" if observed["compile_events"] else "-"
-        print(f"  {row['name']:<26}{observed['traces_after'] - observed['traces_before']:>+7}"
-              f"{cache_change:>7}{observed['compile_events']:>9}{compile_ms:>11}  "
-              f"{str(diagnosis['retraced']):<9}{str(diagnosis['recompiled']):<11}{diagnosis['reason']}")
+        print(
+            f"  {row['name']:<26}{observed['traces_after'] - observed['traces_before']:>+7}"
+            f"{cache_change:>7}{observed['compile_events']:>9}{compile_ms:>11}  "
+            f"{str(diagnosis['retraced']):<9}{str(diagnosis['recompiled']):<11}{diagnosis['reason']}"
+        )

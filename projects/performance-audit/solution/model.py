@@ -5,6 +5,7 @@ Stage 2: a jitted step that counts its own traces, and a diagnosis of each call.
 Stage 3: timers that keep trace/lower, compile, first call, warm execution, input transfer
          and asynchronous dispatch apart.
 """
+
 from __future__ import annotations
 
 import re
@@ -71,9 +72,11 @@ def estimate_step_cost(batch, n_inputs, n_hidden, n_outputs, itemsize=4):
     A matmul of (m, k) by (k, n) costs 2*m*k*n FLOPs (one multiply and one add per term).
     """
     forward = 2 * batch * n_inputs * n_hidden + 2 * batch * n_hidden * n_outputs
-    backward = (2 * batch * n_hidden * n_outputs      # gradient of w2: hidden.T @ d_predictions
-                + 2 * batch * n_outputs * n_hidden    # back to the hidden layer: d_pred @ w2.T
-                + 2 * batch * n_inputs * n_hidden)    # gradient of w1: x.T @ d_pre (none for x)
+    backward = (
+        2 * batch * n_hidden * n_outputs  # gradient of w2: hidden.T @ d_predictions
+        + 2 * batch * n_outputs * n_hidden  # back to the hidden layer: d_pred @ w2.T
+        + 2 * batch * n_inputs * n_hidden
+    )  # gradient of w1: x.T @ d_pre (none for x)
     n_parameters = n_inputs * n_hidden + n_hidden + n_hidden * n_outputs + n_outputs
     return {
         "matmul_flops": forward + backward,
@@ -99,9 +102,13 @@ def make_counted_step(trace_log):
 
     def step(params, inputs, targets, weight_decay, activation="tanh"):
         # Python runs this body only while JAX traces, so the log counts traces, not calls.
-        trace_log.append({"inputs": str(jax.typeof(inputs)),
-                          "weight_decay": str(jax.typeof(weight_decay)),  # "~" marks weak
-                          "activation": activation})
+        trace_log.append(
+            {
+                "inputs": str(jax.typeof(inputs)),
+                "weight_decay": str(jax.typeof(weight_decay)),  # "~" marks weak
+                "activation": activation,
+            }
+        )
         return jax.value_and_grad(mlp_loss)(params, inputs, targets, weight_decay, activation)
 
     return jax.jit(step, static_argnames="activation")

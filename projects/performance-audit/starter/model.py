@@ -11,6 +11,7 @@ Stage 2: a jitted step that counts its own traces, and a diagnosis of each call.
 Stage 3: timers that keep trace/lower, compile, first call, warm execution, input transfer
          and asynchronous dispatch apart.
 """
+
 from __future__ import annotations
 
 import re  # noqa: F401  (useful for name_reason)
@@ -36,8 +37,9 @@ def mlp_loss(params, inputs, targets, weight_decay, activation="tanh"):
     Use jax.numpy: the runner differentiates and compiles this function.
     """
     # TODO(stage 1): compute the loss with jnp.
-    raise NotImplementedError("stage 1: write mlp_loss in starter/model.py "
-                              "(a jax.numpy MLP loss; the docstring gives the formula)")
+    raise NotImplementedError(
+        "stage 1: write mlp_loss in starter/model.py (a jax.numpy MLP loss; the docstring gives the formula)"
+    )
 
 
 def numpy_loss_and_grad(params, inputs, targets, weight_decay, activation="tanh"):
@@ -50,8 +52,9 @@ def numpy_loss_and_grad(params, inputs, targets, weight_decay, activation="tanh"
         d (weight_decay * sum(w**2)) / d w = 2 * weight_decay * w
     """
     # TODO(stage 1): forward pass, then the gradients layer by layer from the output back.
-    raise NotImplementedError("stage 1: write numpy_loss_and_grad in starter/model.py "
-                              "(the reverse pass by hand in NumPy, without JAX)")
+    raise NotImplementedError(
+        "stage 1: write numpy_loss_and_grad in starter/model.py (the reverse pass by hand in NumPy, without JAX)"
+    )
 
 
 def estimate_step_cost(batch, n_inputs, n_hidden, n_outputs, itemsize=4):
@@ -66,8 +69,9 @@ def estimate_step_cost(batch, n_inputs, n_hidden, n_outputs, itemsize=4):
     output_bytes     bytes of everything it returns: the scalar loss and the gradients
     """
     # TODO(stage 1): count by hand; the runner sets your numbers beside the compiler's.
-    raise NotImplementedError("stage 1: write estimate_step_cost in starter/model.py "
-                              "(hand counts of FLOPs, tanh evaluations and bytes)")
+    raise NotImplementedError(
+        "stage 1: write estimate_step_cost in starter/model.py (hand counts of FLOPs, tanh evaluations and bytes)"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -85,8 +89,10 @@ def make_counted_step(trace_log):
     Define the step inside this function, so each call builds a new program with cold caches.
     """
     # TODO(stage 2): define step, append to trace_log inside it, return the jitted step.
-    raise NotImplementedError("stage 2: write make_counted_step in starter/model.py "
-                              "(a jitted step with a static activation that appends to trace_log)")
+    raise NotImplementedError(
+        "stage 2: write make_counted_step in starter/model.py "
+        "(a jitted step with a static activation that appends to trace_log)"
+    )
 
 
 def name_reason(explanation):
@@ -99,8 +105,9 @@ def name_reason(explanation):
     "weak_type=True"; a changed static argument shows up in the pytree metadata as "Static(".
     """
     # TODO(stage 2): map the explanation text to a reason.
-    raise NotImplementedError("stage 2: write name_reason in starter/model.py "
-                              "(read the cache-miss explanation and name the reason)")
+    raise NotImplementedError(
+        "stage 2: write name_reason in starter/model.py (read the cache-miss explanation and name the reason)"
+    )
 
 
 def diagnose_call(traces_before, traces_after, cache_size_before, cache_size_after, explanation):
@@ -110,8 +117,9 @@ def diagnose_call(traces_before, traces_after, cache_size_before, cache_size_aft
     around it (None when this JAX has no such counter: then recompiled is None, unknown).
     """
     # TODO(stage 2): judge the call from the counters, not from what you expect.
-    raise NotImplementedError("stage 2: write diagnose_call in starter/model.py "
-                              "(compare the trace and cache counters before and after)")
+    raise NotImplementedError(
+        "stage 2: write diagnose_call in starter/model.py (compare the trace and cache counters before and after)"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -126,22 +134,26 @@ def time_lower_and_compile(jitted_step, args, static_kwargs):
     compiles. Time the two separately with time.perf_counter().
     """
     # TODO(stage 3)
-    raise NotImplementedError("stage 3: write time_lower_and_compile in starter/model.py "
-                              "(time .lower(...) and .compile() separately)")
+    raise NotImplementedError(
+        "stage 3: write time_lower_and_compile in starter/model.py (time .lower(...) and .compile() separately)"
+    )
 
 
 def time_first_call(jitted_step, args, static_kwargs):
     """Seconds for the first call to finish: wait for the result with jax.block_until_ready."""
     # TODO(stage 3)
-    raise NotImplementedError("stage 3: write time_first_call in starter/model.py "
-                              "(one call, waited for with jax.block_until_ready)")
+    raise NotImplementedError(
+        "stage 3: write time_first_call in starter/model.py (one call, waited for with jax.block_until_ready)"
+    )
 
 
 def time_synchronized_calls(jitted_step, args, static_kwargs, repeats):
     """A list of `repeats` seconds, one per warm call, each waited for until ready."""
     # TODO(stage 3)
-    raise NotImplementedError("stage 3: write time_synchronized_calls in starter/model.py "
-                              "(keep every sample; block_until_ready inside the clock)")
+    raise NotImplementedError(
+        "stage 3: write time_synchronized_calls in starter/model.py "
+        "(keep every sample; block_until_ready inside the clock)"
+    )
 
 
 def time_dispatch_only(jitted_step, args, static_kwargs, repeats):
@@ -151,12 +163,15 @@ def time_dispatch_only(jitted_step, args, static_kwargs, repeats):
     the next call does not queue behind it.
     """
     # TODO(stage 3)
-    raise NotImplementedError("stage 3: write time_dispatch_only in starter/model.py "
-                              "(stop the clock before block_until_ready)")
+    raise NotImplementedError(
+        "stage 3: write time_dispatch_only in starter/model.py (stop the clock before block_until_ready)"
+    )
 
 
 def time_host_to_device(host_arrays, repeats):
     """A list of `repeats` seconds to copy host (NumPy) arrays with jax.device_put and wait."""
     # TODO(stage 3)
-    raise NotImplementedError("stage 3: write time_host_to_device in starter/model.py "
-                              "(jax.device_put, then block_until_ready, inside the clock)")
+    raise NotImplementedError(
+        "stage 3: write time_host_to_device in starter/model.py "
+        "(jax.device_put, then block_until_ready, inside the clock)"
+    )

@@ -1,0 +1,154 @@
+"""`make figures`: rerun the worked example and refresh data/ from what it measured.
+
+Writes, into data/ (or --out):
+- reference-execution.txt  the text solutions/main.py prints, under a provenance header (check
+                           reports cut to their points line: hidden checks stay hidden; paths
+                           relative to the bundle); ships with the release for learners;
+- storage-views.json       the figure's data (entries, compiler bytes, errors) with provenance;
+- storage-views.png/.svg   the two-panel figure drawn from that run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder.course import nbgrader_env
+from autograder.paths import DATA, ROOT, SOLUTIONS
+
+FIGURE_STEM = "storage-views"
+
+
+def regenerate(out: Path, env_overrides: dict | None = None) -> dict:
+    """Run main.py in a scratch runs folder; copy its figure and data into out."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="performance-05-figures-") as scratch:
+        env = {**nbgrader_env(), "REMAT_LESSON_RUNS_DIR": scratch, **(env_overrides or {})}
+        command = [sys.executable, str(SOLUTIONS / "main.py")]
+        run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(
+                f"solutions/main.py failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
+            )
+        evidence = json.loads((Path(scratch) / "evidence.json").read_text())
+        for suffix in (".png", ".svg"):
+            shutil.copy2(Path(scratch) / f"{FIGURE_STEM}{suffix}", out / f"{FIGURE_STEM}{suffix}")
+    provenance = {**evidence["provenance"], "command": "make figures (python solutions/main.py)"}
+    figure_data = {
+        "description": "Data behind storage-views.png: saved residual entries (unit: entries) and the "
+        "compiler's memory estimates (unit: bytes; null = analysis unavailable) per policy.",
+        "residual_entries": evidence["residual_entries"],
+        "memory": evidence["memory"],
+        "memory_analysis_available": {p: m is not None for p, m in evidence["memory"].items()},
+        "max_abs_error": evidence["max_abs_error"],
+        "directional_derivative": evidence["directional_derivative"],
+        "timings_s": evidence["timings_s"],
+        "provenance": provenance,
+    }
+    (out / f"{FIGURE_STEM}.json").write_text(json.dumps(figure_data, indent=2) + "\n")
+    # One line per field; the full `jax.print_environment_info` listing stays in the JSON.
+    header = [
+        f"# {key}: {json.dumps(value) if isinstance(value, (dict, list)) else value}"
+        for key, value in provenance.items()
+        if key != "jax_environment"
+    ]
+    (out / "reference-execution.txt").write_text("\n".join(header) + "\n\n" + shipped_text(run.stdout, scratch))
+    return figure_data
+
+
+#: A check's item lines ("[PASS] 1/1  what was checked", and a failure's details): the hidden
+#: checks' wording stays out of what learners receive; the "N of M points" line stays.
+CHECK_ITEM = re.compile(r"^(\[(PASS|FAIL)\] |        (expected|where to look|your code))")
+
+
+def shipped_text(stdout: str, scratch: str) -> str:
+    """main.py's output as learners receive it: no check item lines, bundle-relative paths."""
+    text = stdout.replace(str(Path(scratch)), "runs/performance-05").replace(str(ROOT) + os.sep, "")
+    return "".join(line for line in text.splitlines(keepends=True) if not CHECK_ITEM.match(line))
+
+
+# ---------------------------------------------------------------------------------------
+# Comparing two reference executions in what must reproduce.
+# ---------------------------------------------------------------------------------------
+#: Lines that report timings, measured peaks, or verdicts drawn from them: they differ from run
+#: to run, so only their place is compared, not their text.
+MEASURED = re.compile(
+    r"µs|\bms\b|policies in [\d.]+ s\b|\bpeak\b|\btime\b|\btimed\b|\bfaster\b|\branges?\b|"
+    r"\bmedian\b|\bsamples?\b"
+)
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+#: Numbers compare equal within this relative tolerance, or this absolute one (gradient
+#: differences of 1e-9 and 0.0 are the same finding; counts and bytes must match exactly).
+RTOL, ATOL = 1e-6, 1e-6
+
+
+def comparable(text: str) -> list[tuple[str, list[str]]]:
+    """Each line of a reference execution (its provenance header left out) as (template, numbers);
+    a measured line is ("<measured>", [])."""
+    lines = [line for line in text.splitlines() if not line.startswith("# ")]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    result = []
+    for line in lines:
+        if MEASURED.search(line):
+            result.append(("<measured>", []))
+        else:
+            result.append((NUMBER.sub("<n>", line), NUMBER.findall(line)))
+    return result
+
+
+def _same_number(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    x, y = float(a), float(b)
+    if re.fullmatch(r"[-+]?\d+", a) and re.fullmatch(r"[-+]?\d+", b):
+        return x == y
+    return math.isclose(x, y, rel_tol=RTOL, abs_tol=ATOL)
+
+
+def differences(committed: str, fresh: str, limit: int = 20) -> list[str]:
+    """Where a fresh reference execution departs from the committed one in what must reproduce:
+    the text of every line, counts and bytes exactly, other numbers within RTOL/ATOL."""
+    old, new = comparable(committed), comparable(fresh)
+    problems = []
+    if len(old) != len(new):
+        problems.append(f"{len(old)} lines committed, {len(new)} now")
+    for number, ((old_template, old_numbers), (new_template, new_numbers)) in enumerate(zip(old, new), start=1):
+        if (
+            old_template != new_template
+            or len(old_numbers) != len(new_numbers)
+            or not all(_same_number(a, b) for a, b in zip(old_numbers, new_numbers))
+        ):
+            problems.append(
+                f"line {number}: committed {old_template!r} {old_numbers}, now {new_template!r} {new_numbers}"
+            )
+        if len(problems) >= limit:
+            break
+    return problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DATA, help="where to write (default: data/)")
+    args = parser.parse_args(argv)
+    data = regenerate(args.out)
+    print(f"wrote {args.out}/{FIGURE_STEM}.png/.svg/.json and reference-execution.txt")
+    print(
+        "entries:",
+        data["residual_entries"],
+        "temp bytes:",
+        {p: (m or {}).get("temp_size_in_bytes") for p, m in data["memory"].items()},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

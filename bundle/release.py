@@ -1,0 +1,47 @@
+"""Release: notebooks/ (what learners get) generated from solutions/ by nbgrader.
+
+`nbgrader generate_assignment` strips the solution code and the hidden tests; the result is
+copied into notebooks/ together with the shipped module and the evidence template. Run
+`make release`; tests regenerate the release and fail on any difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder.course import build_course, nbgrader
+from autograder.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES
+
+
+def generate_release(destination: Path) -> list[Path]:
+    """Write the student release into destination (replacing what is there)."""
+    with tempfile.TemporaryDirectory(prefix="performance-05-release-") as scratch:
+        course = build_course(Path(scratch) / "course")
+        nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", "--no-db")
+        released = course / "release" / ASSIGNMENT
+        destination.mkdir(parents=True, exist_ok=True)
+        for stale in destination.iterdir():
+            if stale.is_file():
+                stale.unlink()
+        written = []
+        for name in (*NOTEBOOKS, *SHIPPED_MODULES, *SHIPPED_FILES):
+            shutil.copy2(released / name, destination / name)
+            written.append(destination / name)
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--to", type=Path, default=RELEASE, help="where to write the release (default: notebooks/)")
+    args = parser.parse_args(argv)
+    for path in generate_release(args.to):
+        print(f"released {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
