@@ -16,15 +16,17 @@ feedback; a page that would is refused. Notebooks flagged in OUT/flags.csv keep 
 from __future__ import annotations
 
 import argparse
+import html
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import nbformat
 
-from .gradebook import GradebookError, _api, _flag_note, class_students, flag_findings, require_gradebook
+from .gradebook import GradebookError, _api, class_students, flag_findings, require_gradebook
 from .hidden_tests import BEGIN, strip_hidden_tests
-from .paths import ASSIGNMENT, ROOT, RUNS
+from .paths import ASSIGNMENT, ROOT, RUNS, SHIPPED_MODULES
 
 DEFAULT_OUT = RUNS / "autograde"
 
@@ -36,6 +38,42 @@ def _hide_tests_in_autograded(folder: Path) -> None:
             notebook = nbformat.read(path, as_version=4)
             strip_hidden_tests(notebook)
             nbformat.write(notebook, path)
+
+
+def flag_note(page: str, findings: list[str]) -> str:
+    items = "".join(f"<li>{html.escape(f)}</li>" for f in findings)
+    note = (
+        '<div class="alert alert-warning" style="border:2px solid #c60;padding:1em;margin:1em">'
+        "<strong>Flagged for instructor review.</strong> The grader found code that can interfere "
+        f"with grading; an instructor will look at it. Your scores are unchanged.<ul>{items}</ul></div>"
+    )
+    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + note, page, count=1)
+
+
+def write_student_files(
+    out: Path, course: Path, result, submission: dict[str, Path], findings: dict[str, list[str]]
+) -> None:
+    """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
+    student = result.student_id
+    submitted = course / "submitted" / student / ASSIGNMENT
+    autograded = course / "autograded" / student / ASSIGNMENT
+    feedback = course / "feedback" / student / ASSIGNMENT
+    for folder in (submitted, autograded, feedback, out / "feedback" / student):
+        folder.mkdir(parents=True, exist_ok=True)
+    for name, path in submission.items():
+        shutil.copyfile(path, submitted / name)
+    for name, text in result.autograded.items():
+        (autograded / name).write_text(text)
+    for name in SHIPPED_MODULES:
+        source = course / "source" / ASSIGNMENT / name
+        if result.autograded and source.exists():
+            shutil.copyfile(source, autograded / name)
+    for name, page in result.feedback.items():
+        notes = findings.get(Path(name).stem + ".ipynb")
+        if notes:
+            page = flag_note(page, notes)
+        (feedback / name).write_text(page)
+        (out / "feedback" / student / name).write_text(page)
 
 
 def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = None) -> dict[str, list[Path]]:
@@ -78,7 +116,7 @@ def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = No
                 raise RuntimeError(f"{page} would show hidden tests: not written")
             notes = findings.get(f"{page.stem}.ipynb")
             if notes:
-                html = _flag_note(html, notes)
+                html = flag_note(html, notes)
                 page.write_text(html)
             (public / page.name).write_text(html)
             written[student].append(public / page.name)

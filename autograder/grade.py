@@ -28,16 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .course import use_the_venvs_tools
+from .feedback import regenerate_feedback, write_student_files
 from .gradebook import (
     GradebookError,
     build_course,
     clear_outputs,
+    graded_by_hand,
     merge_into_gradebook,
     prepare_class_course,
     read_cells,
     source_files,
     write_class_files,
-    write_student_files,
 )
 from .paths import NOTEBOOKS, ROOT, RUNS
 from .progress import Progress
@@ -187,6 +188,10 @@ def grade(
     students = sorted(found.students)
     cells = read_cells(course, students)
     write_class_files(out, course, flagged, students)
+    by_hand = graded_by_hand(course, students)
+    if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
+        regenerate_feedback(out, by_hand)
+        print(f"feedback of {', '.join(by_hand)} regenerated with the manual grades kept in the gradebook")
     phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
     progress.finish(seconds)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import datetime
-import html
 import json
 import re
 import shutil
@@ -33,7 +32,7 @@ from pathlib import Path
 import nbformat
 
 from . import course as _course
-from .paths import ASSIGNMENT, NOTEBOOKS, SHIPPED_MODULES
+from .paths import ASSIGNMENT, NOTEBOOKS
 
 CELL_COLUMNS = ("student_id", "notebook", "grade_id", "score", "max_score")
 FLAG_COLUMNS = ("student_id", "finding")
@@ -560,12 +559,6 @@ def write_class_files(out: Path, course: Path, flagged: dict[str, list[str]], gr
         writer.writerow(FLAG_COLUMNS)
         writer.writerows(sorted(rows, key=lambda r: r[0]))
     cells = regenerate_class_files(out)
-    by_hand = graded_by_hand(course, graded)
-    if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
-        from .feedback import regenerate_feedback
-
-        regenerate_feedback(out, by_hand)
-        print(f"feedback of {', '.join(by_hand)} regenerated with the manual grades kept in the gradebook")
     written, export = write_lms_file(out, course)
     if written is None:
         print(
@@ -586,42 +579,3 @@ def regenerate_class_files(out: Path) -> list[dict]:
         writer.writerows(cells)
     export_grades(course, out / "grades.csv")
     return cells
-
-
-# ----------------------------------------------------------------------------------------
-# Feedback pages
-# ----------------------------------------------------------------------------------------
-def _flag_note(page: str, findings: list[str]) -> str:
-    items = "".join(f"<li>{html.escape(f)}</li>" for f in findings)
-    note = (
-        '<div class="alert alert-warning" style="border:2px solid #c60;padding:1em;margin:1em">'
-        "<strong>Flagged for instructor review.</strong> The grader found code that can interfere "
-        f"with grading; an instructor will look at it. Your scores are unchanged.<ul>{items}</ul></div>"
-    )
-    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + note, page, count=1)
-
-
-def write_student_files(
-    out: Path, course: Path, result, submission: dict[str, Path], findings: dict[str, list[str]]
-) -> None:
-    """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
-    student = result.student_id
-    submitted = course / "submitted" / student / ASSIGNMENT
-    autograded = course / "autograded" / student / ASSIGNMENT
-    feedback = course / "feedback" / student / ASSIGNMENT
-    for folder in (submitted, autograded, feedback, out / "feedback" / student):
-        folder.mkdir(parents=True, exist_ok=True)
-    for name, path in submission.items():
-        shutil.copyfile(path, submitted / name)
-    for name, text in result.autograded.items():
-        (autograded / name).write_text(text)
-    for name in SHIPPED_MODULES:
-        source = course / "source" / ASSIGNMENT / name
-        if result.autograded and source.exists():
-            shutil.copyfile(source, autograded / name)
-    for name, page in result.feedback.items():
-        notes = findings.get(Path(name).stem + ".ipynb")
-        if notes:
-            page = _flag_note(page, notes)
-        (feedback / name).write_text(page)
-        (out / "feedback" / student / name).write_text(page)

@@ -85,9 +85,11 @@ def end_the_others():
     except ProcessLookupError:  # nobody else was left
         return
     import time
+
+    import psutil
+
     for _ in range(500):
-        others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
-        if not others:
+        if not [pid for pid in psutil.pids() if pid not in (1, os.getpid())]:
             return
         time.sleep(0.01)
 
@@ -202,7 +204,10 @@ class KernelHostError(RuntimeError):
 
 
 def namespace_pids(pid: int) -> list[int]:
-    """The ids of a process in each PID namespace it belongs to, outermost first."""
+    """The ids of a process in each PID namespace it belongs to, outermost first.
+
+    Read from /proc because psutil does not expose NSpid.
+    """
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("NSpid:"):

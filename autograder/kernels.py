@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from queue import Empty
 
+import psutil
 import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.connect import channel_socket_types
@@ -178,9 +179,8 @@ class SandboxSession:
 
 def _rss(pid: int) -> int:
     try:
-        with open(f"/proc/{pid}/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+        return psutil.Process(pid).memory_info().rss
+    except psutil.Error:
         return 0
 
 

@@ -169,9 +169,12 @@ class _Scanner(ast.NodeVisitor):
             )
         elif name in ("exit", "quit"):
             self.flag(node, "ends the kernel", f"{name}()")
-        head = name.split(".")
-        if len(head) == 2 and (self.imported.get(head[0]), head[1]) in RISKY_CALLS:
-            self.flag(node, RISKY_CALLS[(self.imported[head[0]], head[1])], name)
+        # the full name, through imports: `q.system` after `import os as q`, `system` after
+        # `from os import system` are both os.system
+        head, _, rest = name.partition(".")
+        module, _, function = ".".join(filter(None, [self.imported.get(head, head), rest])).rpartition(".")
+        if (module, function) in RISKY_CALLS and head in self.imported:
+            self.flag(node, RISKY_CALLS[(module, function)], name)
         self.generic_visit(node)
 
     def visit_Constant(self, node):

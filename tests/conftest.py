@@ -27,8 +27,6 @@ SLOW_MODULES = {
     "test_figures",
     "test_prose",
     "test_remat_sweep",
-    "test_performance_audit",
-    "test_vjp_view",
 }
 
 

@@ -376,12 +376,32 @@ def test_the_tampering_scan_names_every_tampering_fixture(graded):
     assert [name for name in MUST_BE_FLAGGED if name not in graded.flagged] == [], sorted(graded.flagged)
     honest = [name for name in graded.flagged if name.startswith(("mistake-", "right-")) or name == "solutions"]
     assert honest == [], f"honest submissions flagged: {honest}"
+    # flags.csv says the same, one row per finding, each naming the notebook it was found in
+    with open(graded.out / "flags.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["student_id"] for row in rows} == set(graded.flagged)
+    assert sorted((row["student_id"], row["finding"]) for row in rows) == sorted(
+        (student, finding) for student, findings in graded.flagged.items() for finding in findings
+    )
+    assert all(re.match(r"^\d\d-[a-z]+\.ipynb: ", row["finding"]) for row in rows), rows[:3]
 
 
 def test_huge_output_is_cut(graded):
     page = graded.out / "feedback" / "hostile-huge-output" / "02-build.html"
     assert page.stat().st_size < 8 << 20, f"{page} is {page.stat().st_size} bytes"
     assert "output cut" in page.read_text()
+
+
+def _printed(path: Path) -> str:
+    """Everything the notebook's cells printed to stdout."""
+    notebook = nbformat.read(path, as_version=4)
+    return "".join(
+        output.get("text", "")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.get("output_type") == "stream" and output.get("name") == "stdout"
+    )
 
 
 def test_no_canary_was_read_and_no_file_escaped(graded, canaries):
@@ -392,15 +412,16 @@ def test_no_canary_was_read_and_no_file_escaped(graded, canaries):
     assert [str(p) for p in ESCAPE_PATHS if p.exists()] == [], "a kernel wrote outside its sandbox"
     assert all(path.read_text() == canaries.secret for path in canaries.files), "a canary was changed"
     # The hostile fixtures did look: their own outputs say what they found (nothing).
-    text = (
+    # What they printed, not their source (a traceback quotes the source around the failing line).
+    text = _printed(
         graded.out / "course" / "autograded" / "hostile-searches-host" / "performance-05" / "02-build.ipynb"
-    ).read_text()
+    )
     assert "canaries found: []" in text and "borrowed answers from" not in text
     # (A kernel may see a port of its own on its own loopback; never the host's.)
-    text = (
+    text = _printed(
         graded.out / "course" / "autograded" / "hostile-loopback-scan" / "performance-05" / "01-understand.ipynb"
-    ).read_text()
+    )
     assert (
         "open loopback ports:" in text
-        and str(canaries.port) not in text.split("open loopback ports:")[1].split("\\n")[0]
+        and str(canaries.port) not in text.split("open loopback ports:")[1].split("\n")[0]
     )

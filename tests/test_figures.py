@@ -9,7 +9,18 @@ import pytest
 from autograder.paths import DATA
 from bundle.figures import FIGURE_STEM, comparable, differences, regenerate
 
-PROVENANCE_KEYS = {"utc", "python", "jax", "jaxlib", "numpy", "matplotlib", "platform", "devices", "command"}
+PROVENANCE_KEYS = {
+    "utc",
+    "python",
+    "jax",
+    "jaxlib",
+    "numpy",
+    "matplotlib",
+    "platform",
+    "devices",
+    "environment",
+    "command",
+}
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +31,7 @@ def regenerated(tmp_path_factory):
 
 def test_committed_data_has_schema_and_provenance():
     data = json.loads((DATA / f"{FIGURE_STEM}.json").read_text())
-    assert set(data["provenance"]) >= PROVENANCE_KEYS
+    assert set(data["provenance"]) >= PROVENANCE_KEYS | {"jax_environment"}
     assert set(data["provenance"]["devices"]) == {"backend", "kind", "count"}
     assert set(data["residual_entries"]) == {"plain", "remat", "whole"}
     for report in data["memory"].values():
@@ -30,8 +41,9 @@ def test_committed_data_has_schema_and_provenance():
             "temp_size_in_bytes",
             "alias_size_in_bytes",
         }
-    header = (DATA / "reference-execution.txt").read_text().splitlines()[: len(PROVENANCE_KEYS) + 1]
-    assert {line.split(":")[0].lstrip("# ") for line in header if line.startswith("# ")} >= PROVENANCE_KEYS
+    header = (DATA / "reference-execution.txt").read_text().split("\n\n", 1)[0].splitlines()
+    assert all(line.startswith("# ") for line in header), header
+    assert {line[2:].split(":")[0] for line in header} >= PROVENANCE_KEYS
     for suffix in (".png", ".svg"):
         assert (DATA / f"{FIGURE_STEM}{suffix}").stat().st_size > 5_000
 

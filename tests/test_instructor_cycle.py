@@ -106,6 +106,38 @@ def out(graded, tmp_path) -> Path:
     return copy
 
 
+def _documented_sample_scores() -> dict[str, dict[str, tuple[float, float]]]:
+    """autograder/samples/README.md's table: {student: {notebook: (points, maximum)}}."""
+    table = {}
+    for line in (SAMPLES / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| `sample-"):
+            pairs = [tuple(float(x) for x in c.rstrip("*").split("/")) for c in cells[1:]]
+            table[cells[0].strip("`")] = dict(zip([*STEMS, "total"], pairs))
+    return table
+
+
+def test_the_samples_score_what_their_readme_says(graded):
+    documented = _documented_sample_scores()
+    assert sorted(documented) == sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())
+    found: dict[str, dict[str, list[float]]] = {}
+    for row in _cells(graded):
+        points = found.setdefault(row["student_id"], {}).setdefault(row["notebook"], [0.0, 0.0])
+        points[0] += float(row["score"] or 0)
+        points[1] += float(row["max_score"])
+    for student, notebooks in documented.items():
+        for notebook in STEMS:
+            assert tuple(found[student][notebook]) == notebooks[notebook], (student, notebook)
+        total = tuple(sum(found[student][n][i] for n in STEMS) for i in (0, 1))
+        assert total == notebooks["total"], student
+
+
+def test_flags_csv_has_its_header_and_no_finding_for_honest_samples(graded):
+    with open(graded / "flags.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows == [["student_id", "finding"]]
+
+
 def _manual_cells(out: Path) -> set[tuple[str, str]]:
     """(notebook, grade_id) of the cells that wait for a human, read from the gradebook."""
     with Gradebook(_db(out)) as gb:

@@ -97,3 +97,25 @@ def test_the_recorded_execution_reveals_no_hidden_check():
                     assert what not in recorded, (
                         f"{name}: a hidden check's wording is in reference-execution.txt: {what}"
                     )
+
+
+def _points() -> tuple[float, float]:
+    """(all points, points graded by hand) of the assignment, from the source notebooks."""
+    total = manual = 0.0
+    for name in NOTEBOOKS:
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade") or meta.get("task"):
+                total += meta.get("points", 0)
+                if meta.get("task") or meta.get("solution"):  # answers and tasks wait for a human
+                    manual += meta.get("points", 0)
+    return total, manual
+
+
+def test_the_readme_states_the_assignments_points():
+    total, manual = _points()
+    readme = (SOLUTIONS.parent / "README.md").read_text()
+    assert f"{manual:g} of the {total:g} points" in readme
+    assert f"out of {total:g} |" in readme
+    samples = (SOLUTIONS.parent / "autograder" / "samples" / "README.md").read_text()
+    assert samples.count(f"/{total:g} |") == 3

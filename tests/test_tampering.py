@@ -40,6 +40,83 @@ def test_each_kind_of_interference_is_named(case):
     assert any(meaning in found[1] for found in findings), findings
 
 
+# Every name the scan knows, written out here, so that dropping one from the scanner fails a test.
+MODULES = [
+    "subprocess",
+    "multiprocessing",
+    "socket",
+    "ctypes",
+    "signal",
+    "sqlite3",
+    "distributed",
+    "dask",
+    "builtins",
+    "importlib",
+    "shutil",
+]
+CALLS = ["os.fork", "os.kill", "os.killpg", "os._exit", "os.system", "os.popen", "os.execv", "os.walk", "sys.exit"]
+IPYTHON = [
+    "showtraceback",
+    "showsyntaxerror",
+    "set_custom_exc",
+    "_showtraceback",
+    "events",
+    "display_formatter",
+    "displayhook",
+    "display_pub",
+    "input_transformers_post",
+    "input_transformers_cleanup",
+    "ast_transformers",
+    "register_magic_function",
+    "user_global_ns",
+]
+FILES = [
+    "gradebook.db",
+    "nbgrader_config",
+    "remat_lesson.py",
+    "remat_checks.py",
+    "remat_evidence.py",
+    "remat_sweep.py",
+    "reference.json",
+]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_risky_module_is_named_however_it_is_imported(module):
+    for source in (f"import {module}", f"import {module} as m", f"from {module} import something"):
+        assert scan_source(source), source
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_every_risky_call_is_named_also_through_an_alias(call):
+    module, name = call.split(".")
+    for source in (
+        f"import {module}\n{call}()",
+        f"import {module} as q\nq.{name}()",
+        f"from {module} import {name}\n{name}()",
+    ):
+        assert scan_source(source), source
+
+
+@pytest.mark.parametrize("name", IPYTHON)
+def test_every_ipython_internal_is_named(name):
+    assert any("changes how IPython" in f[1] for f in scan_source(f"ip = get_ipython()\nip.{name}")), name
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_grader_file_is_named(name):
+    assert any("own files" in f[1] for f in scan_source(f"path = {name!r}")), name
+
+
+def test_the_scanner_knows_exactly_the_names_listed_here():
+    from autograder import tampering
+
+    assert set(tampering.RISKY_MODULES) == set(MODULES)
+    assert {".".join(pair) for pair in tampering.RISKY_CALLS} == set(CALLS)
+    assert set(tampering.IPYTHON_INTERNALS) == set(IPYTHON)
+    assert set(tampering.GRADER_FILES) == set(FILES)
+
+
 @pytest.mark.parametrize(
     "source",
     [

@@ -1,0 +1,126 @@
+"""What the grader writes for people, tested without grading anyone: hidden tests taken out of
+what learners see, the score table it prints, and flags.csv and its note in the feedback."""
+
+from __future__ import annotations
+
+import csv
+
+import nbformat
+import pytest
+
+from autograder.feedback import flag_note
+from autograder.grade import GradingResult, score_table
+from autograder.gradebook import FLAG_COLUMNS, flag_findings, read_flags
+from autograder.hidden_tests import PLACEHOLDER, strip_hidden_tests, strip_source
+from autograder.paths import NOTEBOOKS, SOLUTIONS
+
+BLOCK = "### BEGIN HIDDEN TESTS\nassert secret == 42\n### END HIDDEN TESTS\n"
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("visible()\n" + BLOCK + "after()\n", "visible()\n" + PLACEHOLDER + "after()\n"),
+        # indented inside an item, and written without the space nbgrader's template has
+        (
+            "with item:\n    ###BEGIN HIDDEN TESTS\n    check(1)\n    ###END HIDDEN TESTS\nend()\n",
+            "with item:\n" + PLACEHOLDER + "end()\n",
+        ),
+        # two blocks: both go, what is between them stays
+        (BLOCK + "between()\n" + BLOCK, PLACEHOLDER + "between()\n" + PLACEHOLDER),
+        # no END: everything after BEGIN is hidden, never shown
+        ("shown()\n### BEGIN HIDDEN TESTS\nsecret()\nmore_secret()", "shown()\n" + PLACEHOLDER),
+        # the last line of the cell, without a newline
+        ("a()\n### BEGIN HIDDEN TESTS\nb()\n### END HIDDEN TESTS", "a()\n" + PLACEHOLDER),
+        # the words in a string or a comment that is not a marker line are code like any other
+        ('print("BEGIN HIDDEN TESTS")\n', 'print("BEGIN HIDDEN TESTS")\n'),
+    ],
+    ids=["plain", "indented-no-space", "two-blocks", "no-end", "no-final-newline", "not-a-marker"],
+)
+def test_strip_source(source, expected):
+    assert strip_source(source) == expected
+
+
+def _without_hidden_lines(source: str) -> str:
+    """The same stripping, line by line: each marked block, markers included, becomes one placeholder."""
+    kept, inside = [], False
+    for line in source.splitlines(keepends=True):
+        if "BEGIN HIDDEN TESTS" in line:
+            kept.append(PLACEHOLDER)
+            inside = True
+        elif not inside:
+            kept.append(line)
+        elif "END HIDDEN TESTS" in line:
+            inside = False
+    return "".join(kept)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_hidden_line_of_the_solutions_goes_and_every_other_line_stays(name):
+    notebook = nbformat.read(SOLUTIONS / name, as_version=4)
+    before = [cell.source for cell in notebook.cells]
+    changed = strip_hidden_tests(notebook)
+    assert changed == sum("BEGIN HIDDEN TESTS" in source for source in before)
+    for old, cell in zip(before, notebook.cells):
+        assert cell.source == _without_hidden_lines(old)
+        assert "HIDDEN TESTS" not in cell.source
+
+
+def _result(**extra) -> GradingResult:
+    rows = [
+        ("ann", "01-understand", "test-a", 2.0, 3.0),
+        ("ann", "04-exercise", "answer-why-hvp", "", 2.0),
+        ("ann", "04-exercise", "test-b", 1.0, 1.0),
+        ("bob", "01-understand", "test-a", 3.0, 3.0),
+    ]
+    cells = [dict(zip(("student_id", "notebook", "grade_id", "score", "max_score"), row)) for row in rows]
+    return GradingResult(cells=cells, **{"broken": {}, "flagged": {}, **extra}, seconds=1.0, students=["ann", "bob"])
+
+
+def test_the_score_table_adds_each_notebook_and_marks_what_awaits_a_human():
+    lines = score_table(_result()).splitlines()
+    ann = next(line for line in lines if line.startswith("ann"))
+    bob = next(line for line in lines if line.startswith("bob"))
+    assert ann.split() == ["ann", "2/3", "0/0", "0/0", "1/3*", "0/0", "3/6"]
+    assert bob.split() == ["bob", "3/3", "0/0", "0/0", "0/0", "0/0", "3/3"]
+    assert lines[0].split() == ["student", *[name.removesuffix(".ipynb")[:13] for name in NOTEBOOKS], "total"]
+
+
+def test_the_score_table_marks_broken_and_flagged_students():
+    lines = score_table(_result(broken={"ann": ["01-understand"]}, flagged={"bob": ["x"]})).splitlines()
+    assert next(line for line in lines if line.startswith("ann")).endswith(" !")
+    assert next(line for line in lines if line.startswith("bob")).endswith(" ?")
+
+
+def test_flags_read_back_as_written_whatever_the_finding_holds(tmp_path):
+    findings = [
+        ("ann", '02-build.ipynb: cell "test-x": assigns to numpy.testing, line 3, "quoted", comma'),
+        ("ann", "01-understand.ipynb: a finding\nover two lines"),
+        ("bob", "02-build.ipynb: imports ctypes"),
+        ("ann", "not a notebook finding"),
+    ]
+    with open(tmp_path / "flags.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(FLAG_COLUMNS)
+        writer.writerows(findings)
+    assert read_flags(tmp_path) == findings
+    assert flag_findings(tmp_path, "ann") == {
+        "02-build.ipynb": ['cell "test-x": assigns to numpy.testing, line 3, "quoted", comma'],
+        "01-understand.ipynb": ["a finding\nover two lines"],
+    }
+    assert flag_findings(tmp_path, "carol") == {}
+    assert read_flags(tmp_path / "nowhere") == []
+
+
+def test_the_flag_note_sits_after_body_and_escapes_what_it_quotes():
+    page = '<html><body class="x"><p>feedback</p></body></html>'
+    noted = flag_note(page, ["imports <script>alert(1)</script> & more"])
+    assert noted.startswith('<html><body class="x"><div class="alert alert-warning"')
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in noted
+    assert "<script>" not in noted
+    assert noted.endswith("<p>feedback</p></body></html>")
+
+
+def test_the_lesson_has_hidden_tests_to_strip():
+    counts = [strip_hidden_tests(nbformat.read(SOLUTIONS / name, as_version=4)) for name in NOTEBOOKS]
+    assert sum(counts) >= 3, counts
