@@ -149,21 +149,17 @@ def measure_floor(repeats: int = 5) -> dict:
     }
 
 
+#: Where a notebook's seconds go, as each notebook's record names them.
+PARTS = ("total", "kernel_start", "first_cell_imports", "notebook_work", "hidden_and_public_tests", "nbgrader_overhead")
+
+
 def cost_breakdown(timings: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
     """Median seconds per notebook and part, over the students."""
-    parts = (
-        "total",
-        "kernel_start",
-        "first_cell_imports",
-        "notebook_work",
-        "hidden_and_public_tests",
-        "nbgrader_overhead",
-    )
     table = {}
     for name in (*NOTEBOOKS, "(feedback)"):
         rows = [t for student in timings.values() for t in student if t["notebook"] == name]
         if rows:
-            table[name] = {p: round(statistics.median(r[p] for r in rows), 3) for p in parts if p in rows[0]}
+            table[name] = {p: round(statistics.median(r[p] for r in rows), 3) for p in PARTS if p in rows[0]}
     return table
 
 
@@ -245,17 +241,9 @@ def main(argv=None) -> int:
     )
     print("parallel run, wall seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.phases.items()))
     print("\nmedian seconds per notebook (parallel run):")
-    parts = (
-        "total",
-        "kernel_start",
-        "first_cell_imports",
-        "notebook_work",
-        "hidden_and_public_tests",
-        "nbgrader_overhead",
-    )
-    print(f"{'notebook':22}" + "".join(f"{p[:12]:>13}" for p in parts))
+    print(f"{'notebook':22}" + "".join(f"{p[:12]:>13}" for p in PARTS))
     for name, row in report["breakdown_per_notebook_s"].items():
-        print(f"{name:22}" + "".join(f"{row[p]:>13.2f}" if p in row else f"{'':>13}" for p in parts))
+        print(f"{name:22}" + "".join(f"{row[p]:>13.2f}" if p in row else f"{'':>13}" for p in PARTS))
     print(f"\nwrote {BENCH / 'grading.json'}")
     return 0
 

@@ -9,6 +9,7 @@ lives in `make bench-grading`.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import os
@@ -118,32 +119,38 @@ def test_output_files(serial):
 
 
 def test_feedback_shows_check_messages_but_never_hidden_tests(serial):
-    hidden = []
+    hidden: dict[str, list[str]] = {}
     for name in NOTEBOOKS:
-        # Lines of hidden tests that appear nowhere in what learners were given.
-        released = "\n".join(c.source for c in nbformat.read(RELEASE / name, as_version=4).cells)
-        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
-            match = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
-            if match:
-                hidden += [
-                    line.strip()
-                    for line in match.group(1).splitlines()
-                    if len(line.strip()) > 25 and line.strip() not in released
-                ]
-    assert hidden, "the lesson has hidden tests to hide"
+        # Lines of this notebook's hidden tests that appear nowhere in what learners were given.
+        released = {
+            line.strip() for c in nbformat.read(RELEASE / name, as_version=4).cells for line in c.source.splitlines()
+        }
+        hidden[Path(name).stem] = [
+            line.strip()
+            for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells
+            for match in re.finditer(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
+            for line in match.group(1).splitlines()
+            if any(ch.isalnum() for ch in line) and line.strip() not in released
+        ]
+    assert any(hidden.values()), "the lesson has hidden tests to hide"
     pages = list((serial.out / "feedback").rglob("*.html"))
     autograded = list((serial.out / "course" / "autograded").rglob("*.ipynb"))
     assert pages and autograded
     for path in pages + autograded:
         text = path.read_text()
         if path.suffix == ".html":
-            import html as html_module
-
-            text = html_module.unescape(re.sub(r"<[^>]+>", "", text))
+            text = html.unescape(re.sub(r"<[^>]+>", "", text))
+        else:  # the cells' source and outputs, as lines
+            notebook = nbformat.reads(text, as_version=4)
+            text = "\n".join(
+                [c.source for c in notebook.cells]
+                + [o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+            )
         assert "BEGIN HIDDEN TESTS" not in text, path
         if "blank" in path.parts:  # a solution may share a line with a hidden test; the release cannot
-            for line in hidden:
-                assert line not in text, f"{path} shows hidden test source: {line}"
+            shown = {line.strip() for line in text.splitlines()}
+            leaked = [line for line in hidden[path.stem] if line in shown]
+            assert leaked == [], f"{path} shows hidden test source: {leaked}"
     blank = (serial.out / "feedback" / "blank" / "02-build.html").read_text()
     assert "where to look" in blank and "[FAIL]" in blank
 
