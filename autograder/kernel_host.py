@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 SOURCE = r'''
-import ctypes, json, os, shutil, signal, sys
+import ctypes, errno, json, os, shutil, signal, sys
 
 CONFIG = json.loads(sys.argv[1])
 control_in = os.fdopen(os.dup(0), "r")
@@ -58,13 +58,28 @@ def say(text):
     control_out.flush()
 
 
+KEEP = set(CONFIG["keep"])  # read-only folders mounted under the scratch space (a venv in /tmp)
+
+
 def empty(folder):
     def retry(function, path, _):
-        os.chmod(os.path.dirname(path), 0o700)
-        os.chmod(path, 0o700) if not os.path.islink(path) else None
-        function(path)
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700) if not os.path.islink(path) else None
+            function(path)
+        except OSError as error:
+            if error.errno not in (errno.EROFS, errno.EBUSY):  # a kept mount, moved by the kernel
+                raise
     for entry in os.scandir(folder):
-        if entry.is_dir(follow_symlinks=False):
+        if entry.path in KEEP:
+            continue
+        if entry.is_dir(follow_symlinks=False) and any(kept.startswith(entry.path + os.sep) for kept in KEEP):
+            try:
+                os.chmod(entry.path, 0o755)
+            except OSError:  # made by bwrap as root: the kernel could not write there either
+                pass
+            empty(entry.path)
+        elif entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, onerror=retry)
         else:
             os.unlink(entry.path)

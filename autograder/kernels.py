@@ -34,7 +34,17 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Any, default
 
 from .kernel_host import SOURCE, KernelHost, KernelProcess, alive, descendants
-from .sandbox import ASSIGNMENT, CACHE, CONNECTION, SCRATCH, WORKDIR, Sandbox, kernel_env, kernel_uid
+from .sandbox import (
+    ASSIGNMENT,
+    CACHE,
+    CONNECTION,
+    SCRATCH,
+    WORKDIR,
+    Sandbox,
+    kernel_env,
+    kernel_uid,
+    mounts_in_scratch,
+)
 
 #: The largest message the grader accepts from a kernel (a bigger one drops the connection).
 MAX_MESSAGE = 64 << 20
@@ -124,6 +134,7 @@ class SandboxSession:
             "own_pid_namespace": not self.sandbox.unsafe,
             "warm": warm,
             "scratch": self.scratch,
+            "keep": [] if self.sandbox.unsafe else mounts_in_scratch(),
             "workdir": self._inside(WORKDIR),
             "assignment": ASSIGNMENT if not self.sandbox.unsafe else str(self.assignment),
             "connection": CONNECTION if not self.sandbox.unsafe else str(self.connection),

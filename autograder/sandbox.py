@@ -6,7 +6,7 @@ A kernel sees only what it needs, and nothing of the machine beside it:
 |---|---|---|
 | the operating system's programs and libraries | `/usr` (and `/bin`, `/lib`, ... as on the host) | read-only |
 | a few files of `/etc` (the dynamic linker's cache, fonts, time zone) | `/etc/...` | read-only |
-| the Python interpreter and the virtual environment | their own paths | read-only |
+| the Python interpreter and the virtual environment | their own paths (under `/tmp` too, on top of the scratch space) | read-only |
 | the assignment's shipped modules and files (never a notebook) | `/assignment` | read-only |
 | the run's compile cache | `/cache` | read-only (written only by the instructor's reference run) |
 | a fresh scratch folder per notebook: the working copy of the submission, `$HOME`, `IPYTHONDIR` | `/tmp` (`/tmp/submission` is the working directory) | read-write, a size-limited tmpfs, emptied before every notebook |
@@ -138,7 +138,11 @@ class Sandbox:
         cache_writable: bool = False,
         env: dict[str, str],
     ) -> list[str]:
-        """command wrapped in bwrap (see the module docstring for what it sees)."""
+        """command wrapped in bwrap (see the module docstring for what it sees).
+
+        The scratch tmpfs is mounted before the read-only folders: a virtual environment that
+        lives under the host's /tmp (a checkout in /tmp) stays visible at its own path, on top
+        of the kernel's empty /tmp, instead of being hidden by it."""
         if self.bwrap is None:
             return command
         privileged = os.geteuid() == 0
@@ -158,7 +162,7 @@ class Sandbox:
             argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         else:
             argv += ["--unshare-user"]
-        made: set[str] = set()
+        made: set[str] = {SCRATCH}  # the tmpfs below is that folder
 
         def parents(path: str) -> None:
             # Folders bwrap would create on its own may not be searchable by the kernel's uid.
@@ -182,15 +186,16 @@ class Sandbox:
         for name in ETC_FILES:
             if (Path("/etc") / name).exists():
                 bind(Path("/etc") / name, f"/etc/{name}")
+        if self.sized_tmpfs:
+            argv += ["--size", str(self.limits.scratch)]
+        argv += ["--perms", "01777", "--tmpfs", SCRATCH]
         for prefix in interpreter_folders():
             bind(prefix, prefix)
         bind(assignment, ASSIGNMENT)
         if cache is not None:
             bind(cache, CACHE, writable=cache_writable)
         bind(connection, CONNECTION, writable=True)
-        if self.sized_tmpfs:
-            argv += ["--size", str(self.limits.scratch)]
-        argv += ["--perms", "01777", "--tmpfs", SCRATCH, "--proc", "/proc", "--dev", "/dev", "--clearenv"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--clearenv"]
         for name, value in sorted(env.items()):
             argv += ["--setenv", name, value]
         return argv + ["--chdir", SCRATCH, "--", *command]
@@ -200,6 +205,12 @@ def interpreter_folders() -> list[str]:
     """The venv and the Python installation it was made from (real paths, no duplicates)."""
     reals = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)})
     return [p for p in reals if not any(p.startswith(other + os.sep) for other in reals)]
+
+
+def mounts_in_scratch() -> list[str]:
+    """The read-only folders that lie under the kernel's /tmp (a virtual environment in a
+    checkout under /tmp): emptying the scratch space between notebooks keeps them."""
+    return [p for p in interpreter_folders() if p.startswith(SCRATCH + os.sep)]
 
 
 def kernel_env(

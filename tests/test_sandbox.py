@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -246,6 +247,70 @@ def test_each_notebook_starts_afresh(session_factory, fork):
     assert left == set(), f"processes of the first notebook still run: {left}"
     if fork:
         assert stdout(first, 0).split()[0] != kernel, "each notebook is a fork of its own"
+
+
+def test_the_scratch_space_is_mounted_before_the_folders_it_would_hide(monkeypatch):
+    """A venv under the host's /tmp (a checkout in /tmp) is bound on top of the kernel's /tmp."""
+    from autograder import sandbox as sandbox_module
+
+    venv = "/tmp/a-checkout/.venv"
+    monkeypatch.setattr(sandbox_module, "interpreter_folders", lambda: ["/usr", venv])
+    argv = sandbox_module.Sandbox("bwrap", Limits()).argv(
+        ["python"], assignment=Path("/x/assignment"), connection=Path("/x/connection"), env={}
+    )
+    tmpfs = argv.index("--tmpfs")
+    assert argv[tmpfs + 1] == "/tmp"
+    bind = next(i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1 : i + 3] == [venv, venv])
+    assert tmpfs < bind, "the tmpfs would hide the venv"
+    assert argv[bind - 2 : bind] == ["--dir", "/tmp/a-checkout"], "its parent is made in the tmpfs"
+    assert "/tmp" not in [argv[i + 1] for i, a in enumerate(argv) if a == "--dir"]
+    assert sandbox_module.mounts_in_scratch() == [venv]
+
+
+PLANT_BESIDE = """
+import os
+print(open({marker!r}).read())
+try:
+    open({marker!r}, 'w').write('changed')
+except OSError as error:
+    print(type(error).__name__)
+try:  # a root grader's kernel has another uid: bwrap's folders are not its to write
+    open(os.path.join(os.path.dirname({folder!r}), 'planted.py'), 'w').write('x')
+    os.makedirs(os.path.join(os.path.dirname({folder!r}), 'more', 'deeper'))
+    print(sorted(os.listdir(os.path.dirname({folder!r}))))
+except PermissionError:
+    print('not writable')
+"""
+LOOK_BESIDE = """
+import os
+print(open({marker!r}).read(), sorted(os.listdir(os.path.dirname({folder!r}))))
+"""
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_a_venv_under_tmp_is_seen_read_only_and_kept_while_what_was_planted_beside_it_goes(
+    session_factory, monkeypatch, fork
+):
+    from autograder import sandbox as sandbox_module
+
+    checkout = Path("/tmp") / f"performance05-checkout-{uuid.uuid4().hex[:8]}"
+    folder = checkout / ".venv"
+    folder.mkdir(parents=True)
+    (folder / "marker.txt").write_text("shipped")
+    real = sandbox_module.interpreter_folders
+    monkeypatch.setattr(sandbox_module, "interpreter_folders", lambda: [*real(), str(folder)])
+    names = {"marker": str(folder / "marker.txt"), "folder": str(folder)}
+    try:
+        session = session_factory(fork=fork)
+        first = run(session, PLANT_BESIDE.format(**names))
+        second = run(session, LOOK_BESIDE.format(**names))
+        planted = "not writable" if os.geteuid() == 0 else "['.venv', 'more', 'planted.py']"
+        assert stdout(first, 0).splitlines() == ["shipped", "OSError", planted], error(first, 0)
+        assert stdout(second, 0).strip() == "shipped ['.venv']", error(second, 0)
+        assert (folder / "marker.txt").read_text() == "shipped"
+        assert sorted(p.name for p in checkout.iterdir()) == [".venv"], "nothing reached the host's folder"
+    finally:
+        shutil.rmtree(checkout)
 
 
 def test_a_kernel_that_kills_its_host_only_costs_a_restart(session_factory):
