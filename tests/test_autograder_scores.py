@@ -175,6 +175,8 @@ def read_scores(path: Path) -> list[dict]:
         rows = [
             row for row in csv.DictReader(stream) if row.get("student_id") and not row["student_id"].startswith("#")
         ]
+    stray = [row["student_id"] for row in rows if None in row]  # an unquoted comma in a note
+    assert not stray, f"{path.name}: rows with more fields than the header: {stray}"
     return [
         {
             "student_id": row["student_id"].strip(),
