@@ -158,6 +158,22 @@ def become_kernel(request):
         return len(text)
 
     iostream.OutStream.write = capped_write
+
+    # ipykernel listens on a loopback TCP port for what forked children print. A graded kernel
+    # listens on no port at all: nothing in its sandbox answers a scan, and no code of the
+    # learner's can feed its kernel's output from a socket. What a forked child prints is dropped
+    # (it would otherwise write to its parent's sockets, which a fork does not carry over).
+    def no_subprocess_pipe(thread):
+        thread._pipe_flag = False
+
+    really_send = iostream.IOPubThread._really_send
+
+    def send_from_the_kernel_only(thread, msg, *args, **kwargs):
+        if thread._is_master_process():
+            return really_send(thread, msg, *args, **kwargs)
+
+    iostream.IOPubThread._setup_pipe_in = no_subprocess_pipe
+    iostream.IOPubThread._really_send = send_from_the_kernel_only
     import ipykernel.compiler
     # Cell files are <tmp>/ipykernel_<pid>/<hash>.py and show in tracebacks, so in feedback:
     # one name for every kernel keeps feedback the same from run to run.

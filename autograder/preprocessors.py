@@ -110,8 +110,9 @@ class SandboxedExecute(Execute):
             cell = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
         except CellTimeoutError:  # no output came after the reply (the IOPub channel broke)
             why = (
-                "the kernel's output channel broke (a message larger than the grader takes, "
-                f"{MAX_MESSAGE >> 20} MiB), and the kernel was stopped"
+                "the kernel's output channel broke (the cell finished, but its output never came: a "
+                f"message larger than the grader takes, {MAX_MESSAGE >> 20} MiB, or a stalled output "
+                "thread), and the kernel was stopped"
             )
             self._stopped = f"{why}, in cell {cell_index + 1}"
             self.record.trouble.append(

@@ -212,6 +212,37 @@ def test_no_loopback_port_of_the_host_answers(session_factory):
     assert knocks == [b"host"]
 
 
+LISTENING = """
+import os, sys, time
+listening = []
+for table in ('/proc/net/tcp', '/proc/net/tcp6', '/proc/net/udp', '/proc/net/udp6'):
+    for line in open(table).read().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] in ('0A', '07'):  # TCP LISTEN, an unconnected UDP socket
+            listening.append((table, int(fields[1].split(':')[1], 16)))
+print(listening)
+child = os.fork()
+if child == 0:
+    print('from a forked child')
+    sys.stdout.flush()
+    os._exit(0)
+start = time.monotonic()
+os.waitpid(child, 0)
+print('child done', time.monotonic() - start < 5)
+"""
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_a_kernel_listens_on_no_port_and_a_forked_child_cannot_hang_it(session_factory, fork):
+    """ipykernel's loopback port for forked children's output is not opened: a port scan inside
+    the sandbox finds nothing, and a child that prints does not block."""
+    notebook = run(session_factory(fork=fork), LISTENING)
+    listening, done = stdout(notebook, 0).strip().splitlines()[-2:]
+    assert listening == "[]", listening
+    assert done == "child done True"
+    assert "from a forked child" not in stdout(notebook, 0)
+
+
 # ---------------------------------------------------------------------------------------
 # Nothing carries from one notebook's kernel to the next.
 # ---------------------------------------------------------------------------------------
