@@ -396,12 +396,38 @@ def policy_gradients(weights, x, depth):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-policy-gradients", "points": 3}
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, saved_residual_lines, x
+from remat_lesson import DEPTH, Checks, W, plain, saved_residual_lines, x
 
 
+def check_gradients(weights, x0, depth, expected):
+    """expected: a function giving the reference gradient, called only inside the judgment (in a
+    graded kernel, what a value is compared with is never computed)."""
+    found = policy_gradients(weights, x0, depth)
+    checks.equal(sorted(found), ["plain", "remat"], what="the keys")
+    for name in ("plain", "remat"):
+        checks.close(found[name], expected(), rtol=1e-4, atol=1e-6, what=f"{name} gradient")
+
+
+checks = Checks(3, where="'Your turn: both gradients': policy_objectives and policy_gradients")
+# The visible reference is jax.grad of the shipped objective: a NumPy one here would hand every
+# learner the answer to the reverse-oracle task above. The hidden item checks against NumPy.
+with checks.item(1, "the lesson network: both gradients agree with jax.grad of the shipped plain objective"):
+    check_gradients(W, x, DEPTH, lambda: jax.grad(plain)(x))
+with checks.item(1, "the lesson network: plain saves 9 residual entries, the per-layer checkpoint 6"):
+    objectives = policy_objectives(W, DEPTH)
+    checks.equal(
+        [len(saved_residual_lines(objectives[name], x)) for name in ("plain", "remat")],
+        [9, 6],
+        what="entries saved by [plain, remat]",
+        hint="remat is make_objective(..., rematerialize=True): one checkpoint per layer",
+    )
+
+
+### BEGIN HIDDEN TESTS
 def reference_sweep(weights, x0, depth):
     """An independent float64 gradient of sum(v_depth**2), to check both policies against."""
     weights, values = np.asarray(weights, np.float64), [np.asarray(x0, np.float64)]
@@ -413,30 +439,11 @@ def reference_sweep(weights, x0, depth):
     return bar
 
 
-def check_gradients(weights, x0, depth):
-    found = policy_gradients(weights, x0, depth)
-    checks.equal(sorted(found), ["plain", "remat"], what="the keys")
-    for name in ("plain", "remat"):
-        checks.close(found[name], reference_sweep(weights, x0, depth), rtol=1e-4, atol=1e-6, what=f"{name} gradient")
-
-
-checks = Checks(3, where="'Your turn: both gradients': policy_objectives and policy_gradients")
-with checks.item(1, "the lesson network: both gradients agree with an independent reference"):
-    check_gradients(W, x, DEPTH)
-with checks.item(1, "the lesson network: plain saves 9 residual entries, the per-layer checkpoint 6"):
-    objectives = policy_objectives(W, DEPTH)
-    checks.equal(
-        [len(saved_residual_lines(objectives[name], x)) for name in ("plain", "remat")],
-        [9, 6],
-        what="entries saved by [plain, remat]",
-        hint="remat is make_objective(..., rematerialize=True): one checkpoint per layer",
-    )
-### BEGIN HIDDEN TESTS
 with checks.item(1, "a fresh network (depth 5, width 7): both gradients agree with an independent reference"):
     rng_hidden = np.random.default_rng(11)
     w_fresh = (0.5 * rng_hidden.normal(size=(7, 7))).astype(np.float32)
     x_fresh = rng_hidden.normal(size=7).astype(np.float32)
-    check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5)
+    check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5, lambda: reference_sweep(w_fresh, x_fresh, 5))
 ### END HIDDEN TESTS
 checks.score()
 

@@ -136,12 +136,48 @@ HVP_DIRECTION = jnp.linspace(-1.0, 1.0, x.shape[0])
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test-hvp", "points": 3}
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from remat_lesson import DEPTH, Checks, W, make_objective, plain, remat, x
 
 
+def check_hvp(weights, point, direction, depth, expected):
+    """Both policies' HVPs against expected(), a function called only inside the judgment (in a
+    graded kernel, what a value is compared with is never computed). An exact HVP in float32 is
+    within 3e-7 of the HVP's largest entry; a finite difference of float32 gradients cannot come
+    closer than about 5e-6, whatever its step."""
+    for rematerialize in (False, True):
+        objective = make_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
+        found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
+        checks.close(
+            found,
+            np.asarray(expected(), np.float64),
+            rtol=0.0,
+            atol=2e-6 * float(np.abs(np.asarray(expected(), np.float64)).max()),
+            what=("remat" if rematerialize else "plain") + " HVP",
+            hint="an exact Hessian-vector product, not a difference of gradients",
+        )
+
+
+checks = Checks(3, where="'Your turn: Hessian-vector products of both policies': hvp and HVP_DIRECTION")
+with checks.item(
+    1, "the lesson network along linspace(-1, 1, 16): both policies' HVPs agree with plain's whole Hessian"
+):
+    # The visible reference is JAX's Hessian matrix of the shipped objective: a NumPy gradient
+    # here would show the reverse-oracle task's answer. The hidden item checks against NumPy.
+    along = np.linspace(-1.0, 1.0, 16)
+    check_hvp(W, x, along, DEPTH, lambda: np.asarray(jax.hessian(plain)(x), np.float64) @ along)
+with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
+    d = np.asarray(HVP_DIRECTION, np.float64)
+    checks.equal(list(d.shape), [16], what="HVP_DIRECTION's shape")
+    checks.at_least(
+        np.ptp(d), 1e-3, what="the spread of HVP_DIRECTION's entries (a uniform direction is the weaker test)"
+    )
+
+
+### BEGIN HIDDEN TESTS
 def reference_hvp(weights, point, direction, depth):
     """Float64 central differences of a JAX-free float64 gradient of sum(v_depth**2)."""
 
@@ -158,41 +194,12 @@ def reference_hvp(weights, point, direction, depth):
     return (gradient(point + 1e-5 * direction) - gradient(point - 1e-5 * direction)) / 2e-5
 
 
-def check_hvp(weights, point, direction, depth):
-    """Both policies' HVPs against the reference. An exact HVP in float32 is within 3e-7 of the
-    HVP's largest entry; a finite difference of float32 gradients cannot come closer than about
-    5e-6, whatever its step."""
-    for rematerialize in (False, True):
-        objective = make_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
-        found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
-        checks.close(
-            found,
-            reference_hvp(weights, point, direction, depth),
-            rtol=0.0,
-            atol=2e-6 * float(np.abs(reference_hvp(weights, point, direction, depth)).max()),
-            what=("remat" if rematerialize else "plain") + " HVP",
-            hint="an exact Hessian-vector product, not a difference of gradients",
-        )
-
-
-checks = Checks(3, where="'Your turn: Hessian-vector products of both policies': hvp and HVP_DIRECTION")
-with checks.item(
-    1, "the lesson network along linspace(-1, 1, 16): both policies' HVPs agree with an independent reference"
-):
-    check_hvp(W, x, np.linspace(-1.0, 1.0, 16), DEPTH)
-with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
-    d = np.asarray(HVP_DIRECTION, np.float64)
-    checks.equal(list(d.shape), [16], what="HVP_DIRECTION's shape")
-    checks.at_least(
-        np.ptp(d), 1e-3, what="the spread of HVP_DIRECTION's entries (a uniform direction is the weaker test)"
-    )
-### BEGIN HIDDEN TESTS
 with checks.item(1, "a fresh network (depth 3, width 6): both policies agree with an independent reference"):
     rng_hidden = np.random.default_rng(5)
     w_fresh = (0.6 * rng_hidden.normal(size=(6, 6))).astype(np.float32)
     x_fresh = rng_hidden.normal(size=6).astype(np.float32)
     d_fresh = rng_hidden.normal(size=6).astype(np.float32)
-    check_hvp(w_fresh, x_fresh, d_fresh, 3)
+    check_hvp(w_fresh, x_fresh, d_fresh, 3, lambda: reference_hvp(w_fresh, x_fresh, d_fresh, 3))
 ### END HIDDEN TESTS
 checks.score()
 

@@ -366,12 +366,38 @@ def policy_gradients(weights, x, depth):
     return {name: compile_gradient(objective, x)(x) for name, objective in policy_objectives(weights, depth).items()}
     ### END SOLUTION
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, saved_residual_lines, x
+from remat_lesson import DEPTH, Checks, W, plain, saved_residual_lines, x
 
 
+def check_gradients(weights, x0, depth, expected):
+    """expected: a function giving the reference gradient, called only inside the judgment (in a
+    graded kernel, what a value is compared with is never computed)."""
+    found = policy_gradients(weights, x0, depth)
+    checks.equal(sorted(found), ["plain", "remat"], what="the keys")
+    for name in ("plain", "remat"):
+        checks.close(found[name], expected(), rtol=1e-4, atol=1e-6, what=f"{name} gradient")
+
+
+checks = Checks(3, where="'Your turn: both gradients': policy_objectives and policy_gradients")
+# The visible reference is jax.grad of the shipped objective: a NumPy one here would hand every
+# learner the answer to the reverse-oracle task above. The hidden item checks against NumPy.
+with checks.item(1, "the lesson network: both gradients agree with jax.grad of the shipped plain objective"):
+    check_gradients(W, x, DEPTH, lambda: jax.grad(plain)(x))
+with checks.item(1, "the lesson network: plain saves 9 residual entries, the per-layer checkpoint 6"):
+    objectives = policy_objectives(W, DEPTH)
+    checks.equal(
+        [len(saved_residual_lines(objectives[name], x)) for name in ("plain", "remat")],
+        [9, 6],
+        what="entries saved by [plain, remat]",
+        hint="remat is make_objective(..., rematerialize=True): one checkpoint per layer",
+    )
+
+
+### BEGIN HIDDEN TESTS
 def reference_sweep(weights, x0, depth):
     """An independent float64 gradient of sum(v_depth**2), to check both policies against."""
     weights, values = np.asarray(weights, np.float64), [np.asarray(x0, np.float64)]
@@ -383,30 +409,11 @@ def reference_sweep(weights, x0, depth):
     return bar
 
 
-def check_gradients(weights, x0, depth):
-    found = policy_gradients(weights, x0, depth)
-    checks.equal(sorted(found), ["plain", "remat"], what="the keys")
-    for name in ("plain", "remat"):
-        checks.close(found[name], reference_sweep(weights, x0, depth), rtol=1e-4, atol=1e-6, what=f"{name} gradient")
-
-
-checks = Checks(3, where="'Your turn: both gradients': policy_objectives and policy_gradients")
-with checks.item(1, "the lesson network: both gradients agree with an independent reference"):
-    check_gradients(W, x, DEPTH)
-with checks.item(1, "the lesson network: plain saves 9 residual entries, the per-layer checkpoint 6"):
-    objectives = policy_objectives(W, DEPTH)
-    checks.equal(
-        [len(saved_residual_lines(objectives[name], x)) for name in ("plain", "remat")],
-        [9, 6],
-        what="entries saved by [plain, remat]",
-        hint="remat is make_objective(..., rematerialize=True): one checkpoint per layer",
-    )
-### BEGIN HIDDEN TESTS
 with checks.item(1, "a fresh network (depth 5, width 7): both gradients agree with an independent reference"):
     rng_hidden = np.random.default_rng(11)
     w_fresh = (0.5 * rng_hidden.normal(size=(7, 7))).astype(np.float32)
     x_fresh = rng_hidden.normal(size=7).astype(np.float32)
-    check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5)
+    check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5, lambda: reference_sweep(w_fresh, x_fresh, 5))
 ### END HIDDEN TESTS
 checks.score()
 
@@ -847,7 +854,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, saved_residual_lines, vjp_residuals, x
+from remat_lesson import DEPTH, Checks, W, plain, saved_residual_lines, vjp_residuals, x
 
 checks = Checks(3, where="'Your turn: a named-residual policy': named_policy_objective")
 
@@ -887,17 +894,6 @@ def preactivation_layers(fn, weights, point, depth):
     ]
 
 
-def reference_gradient(weights, point, depth):
-    """An independent float64 gradient of sum(v_depth**2)."""
-    weights, values = np.asarray(weights, np.float64), [np.asarray(point, np.float64)]
-    for _ in range(depth):
-        values.append(np.tanh(weights @ values[-1]))
-    bar = 2.0 * values[-1]
-    for h in values[:0:-1]:
-        bar = weights.T @ ((1.0 - h * h) * bar)
-    return bar
-
-
 with checks.item(1, "the lesson network saves the weights, its 4 named pre-activations and what the loss keeps"):
     checks.equal(
         what_is_saved(named_policy_objective(W, DEPTH), x),
@@ -911,15 +907,28 @@ with checks.item(1, "the lesson network saves the weights, its 4 named pre-activ
         hint="name each pre-activation W @ v, and wrap each layer (not the loss) in jax.checkpoint with "
         "save_only_these_names(\"preactivation\"): a value the policy saves shows up as 'output of reduce_precision'",
     )
-with checks.item(1, "the lesson network: the gradient is unchanged"):
+with checks.item(1, "the lesson network: the gradient is plain's"):
     checks.close(
         jax.grad(named_policy_objective(W, DEPTH))(x),
-        reference_gradient(W, x, DEPTH),
+        jax.grad(plain)(x),  # a NumPy reference here would show the reverse-oracle task's answer
         rtol=1e-5,
         atol=1e-7,
         what="gradient",
     )
+
+
 ### BEGIN HIDDEN TESTS
+def reference_gradient(weights, point, depth):
+    """An independent float64 gradient of sum(v_depth**2)."""
+    weights, values = np.asarray(weights, np.float64), [np.asarray(point, np.float64)]
+    for _ in range(depth):
+        values.append(np.tanh(weights @ values[-1]))
+    bar = 2.0 * values[-1]
+    for h in values[:0:-1]:
+        bar = weights.T @ ((1.0 - h * h) * bar)
+    return bar
+
+
 with checks.item(1, "a fresh network (depth 3, width 5): it keeps exactly its 3 pre-activations, and its gradient"):
     rng_hidden = np.random.default_rng(1604)
     w_fresh = (0.7 * rng_hidden.normal(size=(5, 5))).astype(np.float32)
@@ -1439,12 +1448,48 @@ def hvp(fn, x, direction):
 HVP_DIRECTION = jnp.linspace(-1.0, 1.0, x.shape[0])
 ### END SOLUTION
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from remat_lesson import DEPTH, Checks, W, make_objective, plain, remat, x
 
 
+def check_hvp(weights, point, direction, depth, expected):
+    """Both policies' HVPs against expected(), a function called only inside the judgment (in a
+    graded kernel, what a value is compared with is never computed). An exact HVP in float32 is
+    within 3e-7 of the HVP's largest entry; a finite difference of float32 gradients cannot come
+    closer than about 5e-6, whatever its step."""
+    for rematerialize in (False, True):
+        objective = make_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
+        found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
+        checks.close(
+            found,
+            np.asarray(expected(), np.float64),
+            rtol=0.0,
+            atol=2e-6 * float(np.abs(np.asarray(expected(), np.float64)).max()),
+            what=("remat" if rematerialize else "plain") + " HVP",
+            hint="an exact Hessian-vector product, not a difference of gradients",
+        )
+
+
+checks = Checks(3, where="'Your turn: Hessian-vector products of both policies': hvp and HVP_DIRECTION")
+with checks.item(
+    1, "the lesson network along linspace(-1, 1, 16): both policies' HVPs agree with plain's whole Hessian"
+):
+    # The visible reference is JAX's Hessian matrix of the shipped objective: a NumPy gradient
+    # here would show the reverse-oracle task's answer. The hidden item checks against NumPy.
+    along = np.linspace(-1.0, 1.0, 16)
+    check_hvp(W, x, along, DEPTH, lambda: np.asarray(jax.hessian(plain)(x), np.float64) @ along)
+with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
+    d = np.asarray(HVP_DIRECTION, np.float64)
+    checks.equal(list(d.shape), [16], what="HVP_DIRECTION's shape")
+    checks.at_least(
+        np.ptp(d), 1e-3, what="the spread of HVP_DIRECTION's entries (a uniform direction is the weaker test)"
+    )
+
+
+### BEGIN HIDDEN TESTS
 def reference_hvp(weights, point, direction, depth):
     """Float64 central differences of a JAX-free float64 gradient of sum(v_depth**2)."""
 
@@ -1461,41 +1506,12 @@ def reference_hvp(weights, point, direction, depth):
     return (gradient(point + 1e-5 * direction) - gradient(point - 1e-5 * direction)) / 2e-5
 
 
-def check_hvp(weights, point, direction, depth):
-    """Both policies' HVPs against the reference. An exact HVP in float32 is within 3e-7 of the
-    HVP's largest entry; a finite difference of float32 gradients cannot come closer than about
-    5e-6, whatever its step."""
-    for rematerialize in (False, True):
-        objective = make_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
-        found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
-        checks.close(
-            found,
-            reference_hvp(weights, point, direction, depth),
-            rtol=0.0,
-            atol=2e-6 * float(np.abs(reference_hvp(weights, point, direction, depth)).max()),
-            what=("remat" if rematerialize else "plain") + " HVP",
-            hint="an exact Hessian-vector product, not a difference of gradients",
-        )
-
-
-checks = Checks(3, where="'Your turn: Hessian-vector products of both policies': hvp and HVP_DIRECTION")
-with checks.item(
-    1, "the lesson network along linspace(-1, 1, 16): both policies' HVPs agree with an independent reference"
-):
-    check_hvp(W, x, np.linspace(-1.0, 1.0, 16), DEPTH)
-with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
-    d = np.asarray(HVP_DIRECTION, np.float64)
-    checks.equal(list(d.shape), [16], what="HVP_DIRECTION's shape")
-    checks.at_least(
-        np.ptp(d), 1e-3, what="the spread of HVP_DIRECTION's entries (a uniform direction is the weaker test)"
-    )
-### BEGIN HIDDEN TESTS
 with checks.item(1, "a fresh network (depth 3, width 6): both policies agree with an independent reference"):
     rng_hidden = np.random.default_rng(5)
     w_fresh = (0.6 * rng_hidden.normal(size=(6, 6))).astype(np.float32)
     x_fresh = rng_hidden.normal(size=6).astype(np.float32)
     d_fresh = rng_hidden.normal(size=6).astype(np.float32)
-    check_hvp(w_fresh, x_fresh, d_fresh, 3)
+    check_hvp(w_fresh, x_fresh, d_fresh, 3, lambda: reference_hvp(w_fresh, x_fresh, d_fresh, 3))
 ### END HIDDEN TESTS
 checks.score()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
 import nbformat
@@ -57,6 +58,48 @@ def test_release_has_no_solution_code_and_no_hidden_tests(name):
     assert len(release.cells) == len(solution.cells)
     for ours, theirs in zip(solution.cells, release.cells):
         assert theirs.source.rstrip("\n") == released_source(ours).rstrip("\n"), f"{name}, cell {ours.get('id')}"
+
+
+def _backward_loops(source: str) -> list[int]:
+    """Lines of loops that walk a sequence backwards and multiply by a transpose (`W.T @ ...`):
+    the shape of a hand-written reverse pass, the answer to the reverse-oracle task."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.For):
+            continue
+        target = node.iter
+        backwards = (isinstance(target, ast.Call) and getattr(target.func, "id", "") == "reversed") or (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.slice, ast.Slice)
+            and isinstance(target.slice.step, ast.UnaryOp)
+            and isinstance(target.slice.step.op, ast.USub)
+        )
+        transposed = any(isinstance(n, ast.Attribute) and n.attr == "T" for n in ast.walk(node))
+        if backwards and transposed:
+            found.append(node.lineno)
+    return found
+
+
+def test_the_backward_loop_detector_sees_the_oracle_however_it_is_walked():
+    assert _backward_loops("for h in values[:0:-1]:\n    bar = w.T @ (bar * (1 - h * h))") == [1]
+    assert _backward_loops("for h in reversed(values):\n    bar = (1 - h**2) * bar @ w.T") == [1]
+    assert _backward_loops("for h in values[::-1]:\n    print(h)") == []
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_no_released_cell_holds_a_reverse_pass(name):
+    """A test cell's reference that learners can read must not be a graded task's answer: the
+    NumPy reverse recurrence lives only in the reverse-oracle answer (stubbed) and in hidden
+    tests (removed); visible checks compare with jax.grad or jax.hessian of the shipped objective."""
+    release = nbformat.read(RELEASE / name, as_version=4)
+    leaks = [
+        (cell.metadata.get("nbgrader", {}).get("grade_id") or index, lines)
+        for index, cell in enumerate(release.cells)
+        if cell.cell_type == "code" and (lines := _backward_loops(cell.source))
+    ]
+    assert leaks == [], f"{name}: cells that show a reverse pass (cell, lines): {leaks}"
+    shipped = [module for module in SHIPPED_MODULES if _backward_loops((RELEASE / module).read_text())]
+    assert shipped == [], f"shipped modules that hold a reverse pass: {shipped}"
 
 
 @pytest.mark.parametrize("folder", [SOLUTIONS, RELEASE])
