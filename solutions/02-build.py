@@ -400,23 +400,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, plain, saved_residual_lines, x
+from remat_lesson import DEPTH, Checks, W, make_objective, saved_residual_lines, x
 
 
-def check_gradients(weights, x0, depth, expected):
-    """expected: a function giving the reference gradient, called only inside the judgment (in a
-    graded kernel, what a value is compared with is never computed)."""
+def jax_gradient(weights, x0, depth):
+    """jax.grad of the shipped plain objective."""
+    return jax.grad(make_objective(weights, depth, rematerialize=False))(x0)
+
+
+def check_gradients(weights, x0, depth, reference):
+    """reference(weights, x0, depth) is called only inside the judgment (in a graded kernel, what
+    a value is compared with is never computed)."""
     found = policy_gradients(weights, x0, depth)
     checks.equal(sorted(found), ["plain", "remat"], what="the keys")
     for name in ("plain", "remat"):
-        checks.close(found[name], expected(), rtol=1e-4, atol=1e-6, what=f"{name} gradient")
+        checks.close(found[name], reference(weights, x0, depth), rtol=1e-4, atol=1e-6, what=f"{name} gradient")
 
 
 checks = Checks(3, where="'Your turn: both gradients': policy_objectives and policy_gradients")
 # The visible reference is jax.grad of the shipped objective: a NumPy one here would hand every
 # learner the answer to the reverse-oracle task above. The hidden item checks against NumPy.
 with checks.item(1, "the lesson network: both gradients agree with jax.grad of the shipped plain objective"):
-    check_gradients(W, x, DEPTH, lambda: jax.grad(plain)(x))
+    check_gradients(W, x, DEPTH, jax_gradient)
 with checks.item(1, "the lesson network: plain saves 9 residual entries, the per-layer checkpoint 6"):
     objectives = policy_objectives(W, DEPTH)
     checks.equal(
@@ -443,7 +448,7 @@ with checks.item(1, "a fresh network (depth 5, width 7): both gradients agree wi
     rng_hidden = np.random.default_rng(11)
     w_fresh = (0.5 * rng_hidden.normal(size=(7, 7))).astype(np.float32)
     x_fresh = rng_hidden.normal(size=7).astype(np.float32)
-    check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5, lambda: reference_sweep(w_fresh, x_fresh, 5))
+    check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5, reference_sweep)
 ### END HIDDEN TESTS
 checks.score()
 

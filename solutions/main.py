@@ -370,23 +370,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, plain, saved_residual_lines, x
+from remat_lesson import DEPTH, Checks, W, make_objective, saved_residual_lines, x
 
 
-def check_gradients(weights, x0, depth, expected):
-    """expected: a function giving the reference gradient, called only inside the judgment (in a
-    graded kernel, what a value is compared with is never computed)."""
+def jax_gradient(weights, x0, depth):
+    """jax.grad of the shipped plain objective."""
+    return jax.grad(make_objective(weights, depth, rematerialize=False))(x0)
+
+
+def check_gradients(weights, x0, depth, reference):
+    """reference(weights, x0, depth) is called only inside the judgment (in a graded kernel, what
+    a value is compared with is never computed)."""
     found = policy_gradients(weights, x0, depth)
     checks.equal(sorted(found), ["plain", "remat"], what="the keys")
     for name in ("plain", "remat"):
-        checks.close(found[name], expected(), rtol=1e-4, atol=1e-6, what=f"{name} gradient")
+        checks.close(found[name], reference(weights, x0, depth), rtol=1e-4, atol=1e-6, what=f"{name} gradient")
 
 
 checks = Checks(3, where="'Your turn: both gradients': policy_objectives and policy_gradients")
 # The visible reference is jax.grad of the shipped objective: a NumPy one here would hand every
 # learner the answer to the reverse-oracle task above. The hidden item checks against NumPy.
 with checks.item(1, "the lesson network: both gradients agree with jax.grad of the shipped plain objective"):
-    check_gradients(W, x, DEPTH, lambda: jax.grad(plain)(x))
+    check_gradients(W, x, DEPTH, jax_gradient)
 with checks.item(1, "the lesson network: plain saves 9 residual entries, the per-layer checkpoint 6"):
     objectives = policy_objectives(W, DEPTH)
     checks.equal(
@@ -413,7 +418,7 @@ with checks.item(1, "a fresh network (depth 5, width 7): both gradients agree wi
     rng_hidden = np.random.default_rng(11)
     w_fresh = (0.5 * rng_hidden.normal(size=(7, 7))).astype(np.float32)
     x_fresh = rng_hidden.normal(size=7).astype(np.float32)
-    check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5, lambda: reference_sweep(w_fresh, x_fresh, 5))
+    check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), 5, reference_sweep)
 ### END HIDDEN TESTS
 checks.score()
 
@@ -1455,9 +1460,15 @@ import numpy as np
 from remat_lesson import DEPTH, Checks, W, make_objective, plain, remat, x
 
 
-def check_hvp(weights, point, direction, depth, expected):
-    """Both policies' HVPs against expected(), a function called only inside the judgment (in a
-    graded kernel, what a value is compared with is never computed). An exact HVP in float32 is
+def jax_hessian_hvp(weights, point, direction, depth):
+    """The shipped plain objective's whole Hessian matrix (float32, from JAX) times direction."""
+    hessian = jax.hessian(make_objective(jnp.asarray(weights, jnp.float32), depth, False))(jnp.asarray(point))
+    return np.asarray(hessian, np.float64) @ np.asarray(direction, np.float64)
+
+
+def check_hvp(weights, point, direction, depth, reference):
+    """Both policies' HVPs against reference(weights, point, direction, depth), called only inside
+    the judgment (in a graded kernel, what a value is compared with is never computed). An exact HVP in float32 is
     within 3e-7 of the HVP's largest entry; a finite difference of float32 gradients cannot come
     closer than about 5e-6, whatever its step."""
     for rematerialize in (False, True):
@@ -1465,9 +1476,9 @@ def check_hvp(weights, point, direction, depth, expected):
         found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
         checks.close(
             found,
-            np.asarray(expected(), np.float64),
+            reference(weights, point, direction, depth),
             rtol=0.0,
-            atol=2e-6 * float(np.abs(np.asarray(expected(), np.float64)).max()),
+            atol=2e-6 * float(np.abs(reference(weights, point, direction, depth)).max()),
             what=("remat" if rematerialize else "plain") + " HVP",
             hint="an exact Hessian-vector product, not a difference of gradients",
         )
@@ -1480,7 +1491,7 @@ with checks.item(
     # The visible reference is JAX's Hessian matrix of the shipped objective: a NumPy gradient
     # here would show the reverse-oracle task's answer. The hidden item checks against NumPy.
     along = np.linspace(-1.0, 1.0, 16)
-    check_hvp(W, x, along, DEPTH, lambda: np.asarray(jax.hessian(plain)(x), np.float64) @ along)
+    check_hvp(W, x, along, DEPTH, jax_hessian_hvp)
 with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
     d = np.asarray(HVP_DIRECTION, np.float64)
     checks.equal(list(d.shape), [16], what="HVP_DIRECTION's shape")
@@ -1511,7 +1522,7 @@ with checks.item(1, "a fresh network (depth 3, width 6): both policies agree wit
     w_fresh = (0.6 * rng_hidden.normal(size=(6, 6))).astype(np.float32)
     x_fresh = rng_hidden.normal(size=6).astype(np.float32)
     d_fresh = rng_hidden.normal(size=6).astype(np.float32)
-    check_hvp(w_fresh, x_fresh, d_fresh, 3, lambda: reference_hvp(w_fresh, x_fresh, d_fresh, 3))
+    check_hvp(w_fresh, x_fresh, d_fresh, 3, reference_hvp)
 ### END HIDDEN TESTS
 checks.score()
 
