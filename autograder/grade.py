@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -42,12 +43,11 @@ from .gradebook import (
 )
 from .paths import NOTEBOOKS, ROOT, RUNS
 from .progress import Progress
-from .reference import into_template
+from .reference import ReferenceProblem, into_template
 from .runners import DaskRunner, HereRunner, SchedulerSecurity
 from .sandbox import UNSAFE_FLAG, UNSAFE_WARNING, Limits, SandboxUnavailable, find_sandbox
 from .submissions import UsageError, find_submissions, read_notebook
 from .tampering import scan_notebook
-from .verdicts import ReferenceError
 from .worker import StudentTask
 
 DEFAULT_OUT = RUNS / "autograde"
@@ -88,6 +88,7 @@ def grade(
     limits: dict | None = None,
     scheduler_security: SchedulerSecurity | None = None,
     fresh_gradebook: bool = False,
+    judge_seed: int | None = None,
 ) -> GradingResult:
     """Grade every student in submissions; write OUT. UsageError on bad arguments,
     GradebookError when OUT's class gradebook holds another assignment, CannotGradeSafely when
@@ -97,7 +98,8 @@ def grade(
     first shares the reference run's compiled programs (autograder/compile_cache.py), the
     second forks each notebook's kernel from one warm host per student (autograder/kernel_host.py).
     An existing class gradebook in OUT/course is reused, manual grades kept (fresh_gradebook:
-    start a new one, the old one backed up; autograder/gradebook.py).
+    start a new one, the old one backed up; autograder/gradebook.py). judge_seed: the seed of
+    the judge's fresh inputs (default: a new one for this run, which only the grader holds).
     """
     started = time.perf_counter()
     if jobs < 1:
@@ -131,7 +133,8 @@ def grade(
     out.mkdir(parents=True, exist_ok=True)
     phases: dict[str, float] = {}
     use_the_venvs_tools()
-    options = {"unsafe": unsafe_no_sandbox, "limits": dict(limits or {})}
+    seed = judge_seed if judge_seed else secrets.randbits(62)
+    options = {"unsafe": unsafe_no_sandbox, "limits": dict(limits or {}), "judge_seed": seed}
 
     runner = (
         HereRunner(**options)
@@ -170,7 +173,7 @@ def grade(
         mark = time.perf_counter()
         try:
             template = into_template(template, runner.reference_runs(), progress.note)
-        except ReferenceError as error:
+        except ReferenceProblem as error:
             raise CannotGradeSafely(str(error)) from None
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
         mark = time.perf_counter()
@@ -286,6 +289,12 @@ def main(argv=None) -> int:
         "manual grades are then lost; by default they are kept",
     )
     parser.add_argument(
+        "--judge-seed",
+        type=int,
+        help="the seed of the fresh inputs the grader's checks draw (default: a new one for every run); "
+        "give the one a run printed to grade again with the same inputs",
+    )
+    parser.add_argument(
         UNSAFE_FLAG,
         dest="unsafe",
         action="store_true",
@@ -312,6 +321,7 @@ def main(argv=None) -> int:
             limits=dict(args.limit),
             scheduler_security=security,
             fresh_gradebook=args.fresh_gradebook,
+            judge_seed=args.judge_seed,
         )
     except (UsageError, GradebookError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -98,6 +98,7 @@ class SandboxSession:
         self.host: KernelHost | None = None
         self.infrastructure: set[int] = set()
         self.record = NotebookRecord()  # the notebook being graded now
+        self._judge_helpers = None
 
     # A handle on live processes: configuration (which copies its values) must pass this one.
     def __copy__(self):
@@ -183,8 +184,21 @@ class SandboxSession:
             self.host.stop()
             self.host = None
 
+    def judge_helpers(self):
+        """The judge's helper processes for this student (autograder/helpers.py), made once."""
+        from .helpers import JudgeHelpers
+
+        if self._judge_helpers is None:
+            self._judge_helpers = JudgeHelpers(
+                self.sandbox, self.folder, self.assignment, self.cache, cache_writable=self.cache_writable
+            )
+        return self._judge_helpers
+
     def remove(self) -> None:
         self.close()
+        if self._judge_helpers is not None:
+            self._judge_helpers.close()
+            self._judge_helpers = None
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -333,6 +347,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         session: SandboxSession = self.session_for_kernels
         split = kernel_cmd.index("-m")
         interpreter, args = kernel_cmd[:split], kernel_cmd[split + 2 :]  # around `-m ipykernel_launcher`
+        # The sandbox binds the interpreter's folders by their real paths: reach them that way
+        # (a venv through a symlink keeps being a venv: only its folder is resolved, not the file).
+        program = interpreter[0]
+        interpreter = [os.path.join(os.path.realpath(os.path.dirname(program)), os.path.basename(program)), *interpreter[1:]]
         # The kernel reads its own connection file, written by the host: drop `-f <file>`.
         if "-f" in args:
             at = args.index("-f")

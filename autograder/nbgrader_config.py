@@ -31,17 +31,15 @@ c.CheckCellMetadata.enabled = True
 
 # The bundle's grader (python -m autograder.grade) adds its defenses to the stock pipeline:
 # each kernel runs in the student's sandbox (autograder/sandbox.py, autograder/kernels.py);
-# every test cell's score is decided in the grader, from the values its checks observed and
-# the instructor's reference run (autograder/verdicts.py); a submission's cell metadata is the
-# source's; duplicated or deleted graded cells no longer stop a notebook from being graded.
+# every test cell is checked by the grader's judge, outside the learner's process, reaching
+# the learner's work only through data (autograder/judge.py); a submission's cell metadata is
+# the source's; duplicated or deleted graded cells no longer stop a notebook from being graded.
 # Plain `nbgrader autograde` in a course folder, where the bundle is not importable, keeps
 # nbgrader's own pipeline, and the checks decide in the kernel (see the README).
 try:
     from autograder.preprocessors import (
-        DecideVerdicts,
         DeduplicateIdsCleanly,
         MetadataFromSource,
-        ObserveOnly,
         RestoreMissingCells,
         SandboxedExecute,
     )
@@ -69,10 +67,8 @@ else:
     ]
 
     c.Autograde.autograde_preprocessors = [
-        ObserveOnly,
         SandboxedExecute,
         IgnorePattern,
-        DecideVerdicts,
         ClearMetadataPreprocessor,
         LimitOutput,
         SaveAutoGrades,

@@ -15,7 +15,9 @@ nbgrader_config.py puts them in nbgrader's pipeline:
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import secrets
 import time
 from pathlib import Path
 
@@ -25,13 +27,11 @@ from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor, OverwriteCells
-from traitlets import Dict, Unicode
+from traitlets import Dict, Integer, Unicode
 
+from .judge import Judge, KernelChannel, TrustedModules, answer_cells, is_test_cell, kernel_part, write_verdict
 from .kernels import MAX_MESSAGE, NotebookRecord, SandboxedKernelManager
-from .verdicts import OBSERVATION_MIME, decide, is_test_cell, load_checks, load_reference, observe_only, write_verdict
 
-#: Bytes of the checks' observations kept per cell (a cell's checks observe far less).
-OBSERVATIONS_LIMIT = 8 << 20
 #: What a learner's error says when it came from a limit of the sandbox (ename -> note).
 LIMIT_NOTES = {
     "MemoryError": "the kernel ran into its memory limit",
@@ -58,6 +58,12 @@ class SandboxedExecute(Execute):
     """
 
     limits = Dict({}, help="Limits of the sandbox as Limits.as_dict(); only `output` is used here.").tag(config=True)
+    judge_source = Unicode(
+        "",
+        help="The course's source folder of the assignment: with it, every test cell is checked by the grader's "
+        "judge (autograder/judge.py) with the shipped modules found there; without it, in the kernel.",
+    ).tag(config=True)
+    judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
     # A cell's output may still be arriving when its reply comes: wait for it a while. Past that
     # the kernel's output channel is broken (a message over the size cap): the notebook stops there.
     iopub_timeout = 10
@@ -79,6 +85,7 @@ class SandboxedExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._stopped, self._output_bytes = None, {}
+        self._answers, self._judge = answer_cells(nb), None
         nb, resources = super().preprocess(nb, resources, km)
         session = self.config.SandboxedKernelManager.get("session_for_kernels")
         if session is not None and session.sandbox.unsafe:
@@ -99,9 +106,50 @@ class SandboxedExecute(Execute):
         finally:
             self.record.kernel_start += time.perf_counter() - start
 
+    def _judge_for(self) -> Judge:
+        """The judge of this notebook, on this kernel (made at the first test cell)."""
+        if self._judge is None:
+            session = self.config.SandboxedKernelManager.get("session_for_kernels")
+            channel = KernelChannel(self.kc, asyncio.get_running_loop(), self.km.interrupt_kernel, self.km.is_alive)
+            self._judge = Judge(
+                channel,
+                session.judge_helpers(),
+                TrustedModules(self.judge_source),
+                self.judge_seed or secrets.randbits(62),
+                self._answers,
+                timeout=self.timeout or 120,
+            )
+        return self._judge
+
     async def async_execute_cell(self, cell, cell_index, *args, **kwargs):
         if cell.cell_type != "code":
             return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        judged = bool(self.judge_source) and is_test_cell(cell)
+        if judged:  # the kernel runs the cell's imports only; the judge runs its checks
+            full, cell.source = cell.source, kernel_part(cell.source)
+        try:
+            return await self._execute_code_cell(cell, cell_index, *args, **kwargs)
+        finally:
+            if judged:
+                cell.source = full
+                await self._run_judge(cell)
+
+    async def _run_judge(self, cell) -> None:
+        points = float(cell.metadata["nbgrader"].get("points", 0))
+        if self._stopped is not None:
+            write_verdict(cell, 0.0, f"this cell's checks did not run: {self._stopped}\n0 of {points:g} points")
+            return
+        start = time.perf_counter()
+        earned, report = await asyncio.to_thread(self._judge_for().run_cell, cell.source, points)
+        self.record.cells.append({"index": -1, "seconds": time.perf_counter() - start, "test": True})
+        if self._judge.kernel.dead and self._stopped is None:
+            self._stopped = f"the kernel stopped answering while this cell was checked ({self._judge.kernel.dead})"
+            self.record.trouble.append(
+                f"{self._stopped}; the checks that finished keep their points, the rest scored 0"
+            )
+        write_verdict(cell, earned, report)
+
+    async def _execute_code_cell(self, cell, cell_index, *args, **kwargs):
         if self._stopped is not None:
             cell.outputs = [_error("NotRun", f"this cell did not run: {self._stopped}")]
             return cell
@@ -153,14 +201,8 @@ class SandboxedExecute(Execute):
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
         size = len(str(content.get("text", ""))) + len(str(content.get("data", "")))
-        # The checks' observations count apart (the grader reads them), under a cap of their own.
-        observed = OBSERVATION_MIME in (content.get("data") or {})
         # (The kernel cuts its own printed output at the limit; this is the backstop.)
-        key, limit = (
-            ((cell_index, "observed"), OBSERVATIONS_LIMIT)
-            if observed
-            else ((cell_index, "output"), int(self.limits.get("output", 2 << 20)) + (64 << 10))
-        )
+        key, limit = (cell_index, "output"), int(self.limits.get("output", 2 << 20)) + (64 << 10)
         used = self._output_bytes.get(key, 0)
         self._output_bytes[key] = used + size
         if used + size > limit:
@@ -208,59 +250,6 @@ def _rewrite_paths(notebook, old: str, new: str) -> None:
             for mime, value in out.get("data", {}).items():
                 if isinstance(value, str):
                     out["data"][mime] = value.replace(old, new)
-
-
-ORIGINAL_SOURCE = "performance05_source"  # where ObserveOnly keeps a test cell's own source, in resources
-
-
-class ObserveOnly(NbGraderPreprocessor):
-    """Run each test cell without what its checks compare with (verdicts.observe_only); the
-    cell's own source is kept aside, and DecideVerdicts puts it back after execution."""
-
-    def preprocess(self, nb, resources):
-        kept = resources.setdefault(ORIGINAL_SOURCE, {})
-        for index, cell in enumerate(nb.cells):
-            if is_test_cell(cell):
-                kept[index] = cell.source
-                cell.source = observe_only(cell.source)
-        return nb, resources
-
-
-class DecideVerdicts(NbGraderPreprocessor):
-    """Score every test cell from what its checks observed, against the reference run.
-
-    Runs after execution and before SaveAutoGrades; see autograder/verdicts.py. A test cell of a
-    notebook the reference does not cover keeps no points: the grader refuses to guess.
-    """
-
-    reference_file = Unicode("", help="JSON written by the reference run: {notebook: {grade_id: ...}}").tag(config=True)
-    checks_module = Unicode("", help="The course source's remat_checks.py, the one definition of a verdict").tag(
-        config=True
-    )
-
-    def preprocess(self, nb, resources):
-        if not self.reference_file or not self.checks_module:
-            raise RuntimeError("DecideVerdicts needs reference_file and checks_module (the grader sets them)")
-        notebook = resources["nbgrader"]["notebook"]
-        reference = load_reference(Path(self.reference_file)).get(notebook, {})
-        checks = load_checks(Path(self.checks_module))
-        for index, source in resources.pop(ORIGINAL_SOURCE, {}).items():
-            nb.cells[index].source = source
-        for cell in nb.cells:
-            if not is_test_cell(cell):
-                continue
-            grade_id = cell.metadata["nbgrader"]["grade_id"]
-            if grade_id not in reference:
-                write_verdict(
-                    cell,
-                    0.0,
-                    f"this cell has no reference run to be graded against; 0 of "
-                    f"{cell.metadata['nbgrader']['points']} points (an instructor will look at it)",
-                )
-                continue
-            earned, report = decide(reference[grade_id], cell, checks)
-            write_verdict(cell, earned, report)
-        return nb, resources
 
 
 class MetadataFromSource(NbGraderPreprocessor):

@@ -1,20 +1,17 @@
-"""The reference run: the instructor's notebooks, run once per grading run before any student.
+"""The reference run: the instructor's notebooks, graded once per grading run before any student.
 
 Each source notebook (solutions and hidden tests) runs in the same sandbox and mode as a
-learner's (`NBGRADER_EXECUTION=autograde`, the checks observing), in parallel on the workers.
-It gives the grader two things:
+learner's (`NBGRADER_EXECUTION=autograde`), each test cell checked by the judge exactly as a
+learner's is (autograder/judge.py), in parallel on the workers. It gives the grader two things:
 
-- the reference every learner's test cell is judged against (autograder/verdicts.py): what
-  each check compares, with the expected values the instructor's code computed; a solution
-  that fails its own check stops grading before anyone is graded;
-- the compile cache (autograder/compile_cache.py): every program the solutions compile.
-
-A reference run must be clean: an error or a warning in any cell is reported.
+- a self-test: every test cell must earn all its points on the instructor's solutions, and no
+  cell may raise or warn; otherwise nobody is graded (CannotGradeSafely, exit 3);
+- the compile cache (autograder/compile_cache.py): every program the solutions' kernels and the
+  judge's artifact runner compile.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
@@ -22,28 +19,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 from .compile_cache import add_entries, host_signature, writing_env
-from .kernels import SandboxedKernelManager, SandboxSession
+from .judge import is_test_cell
+from .kernels import SandboxSession
 from .paths import ASSIGNMENT, KERNEL_NAME, NOTEBOOKS
 from .sandbox import CACHE, Limits, sandbox_for_grading
-from .verdicts import ReferenceError, load_checks, reference_of
 
-#: Where the reference travels inside a grading task's template.
-REFERENCE = "reference.json"
-CHECKS_MODULE = "remat_checks.py"
-#: The mode every graded kernel runs in: the grader's pipeline, the checks only observing.
-GRADING_ENV = {"NBGRADER_EXECUTION": "autograde", "REMAT_LESSON_CHECKS": "observe"}
+#: The mode every graded kernel runs in: nbgrader's (the lesson does less ungraded work in it).
+GRADING_ENV = {"NBGRADER_EXECUTION": "autograde"}
+
+
+class ReferenceProblem(RuntimeError):
+    """The instructor's solutions do not pass their own checks: no student can be graded fairly."""
 
 
 @dataclass
 class ReferenceRun:
-    """What one source notebook gave: its checks' reference, its compiled programs, its trouble."""
+    """What one source notebook gave: its compiled programs, its trouble."""
 
     notebook: str
     host: str
-    reference: dict = field(default_factory=dict)
     entries: dict[str, bytes] = field(default_factory=dict)
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)  # errors and warnings, each with its cell
@@ -77,6 +73,26 @@ def problems_of(notebook) -> list[str]:
     return found
 
 
+def solution_shortfalls(notebook) -> list[str]:
+    """Each test cell of an executed, judged source notebook that earned less than its points."""
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        if not is_test_cell(cell):
+            continue
+        points = float(cell.metadata["nbgrader"].get("points", 0))
+        results = [o for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
+        earned = results[-1].get("data", {}).get("text/plain") if results else None
+        try:
+            earned = float(earned)
+        except (TypeError, ValueError):
+            earned = None
+        if earned is None or abs(earned - points) > 1e-9:
+            report = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+            grade_id = cell.metadata["nbgrader"].get("grade_id", f"cell {index + 1}")
+            found.append(f"{grade_id}: the solutions earn {earned} of {points:g} points:\n    {report.strip()[:1500]}")
+    return found
+
+
 def run_reference(
     notebook: str,
     template: dict[str, bytes],
@@ -85,8 +101,13 @@ def run_reference(
     limits: dict | None = None,
     timeout: int = 300,
     fill_cache: bool = True,
+    judge_seed: int = 0,
 ) -> ReferenceRun:
-    """Run one source notebook of the template in a sandboxed kernel, observing its checks."""
+    """Run one source notebook of the template in a sandboxed kernel, each test cell judged."""
+    from traitlets.config import Config
+
+    from .preprocessors import SandboxedExecute
+
     started = time.perf_counter()
     sandbox = sandbox_for_grading(Limits.from_config(limits), unsafe)
     scratch = Path(tempfile.mkdtemp(prefix="performance-05-reference-"))
@@ -107,28 +128,24 @@ def run_reference(
             env=env,
         )
         executed = nbformat.read(source / notebook, as_version=4)
-        client = NotebookClient(
-            executed,
+        config = Config()
+        config.SandboxedKernelManager.session_for_kernels = session
+        executor = SandboxedExecute(
+            config=config,
             timeout=timeout,
             kernel_name=KERNEL_NAME,
-            allow_errors=True,
-            kernel_manager_class=SandboxedKernelManager,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            judge_source=str(source),
+            judge_seed=judge_seed,
         )
-        client.km = client.create_kernel_manager()
-        client.km.session_for_kernels = session
         run = ReferenceRun(notebook, host_signature())
         try:
-            client.execute()
+            executor.preprocess(executed, {})
         except Exception as error:  # no kernel, say: reported, and grading stops on it
             run.problems.append(f"the notebook could not run: {type(error).__name__}: {error}")
         finally:
             session.remove()
-        run.problems += problems_of(executed)
-        try:
-            run.reference = reference_of(executed, load_checks(source / CHECKS_MODULE))
-        except ReferenceError as error:
-            run.problems.append(str(error))
+        run.problems += problems_of(executed) + solution_shortfalls(executed) + executor.record.trouble
         if fill_cache:
             run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
         run.seconds = time.perf_counter() - started
@@ -138,22 +155,19 @@ def run_reference(
 
 
 def into_template(template: dict[str, bytes], runs: list[ReferenceRun], say=lambda line: None) -> dict[str, bytes]:
-    """The template with the reference and the compile cache; ReferenceError when a run failed."""
+    """The template with the compile cache; ReferenceProblem when a run was not clean."""
     failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
     if failed:
-        raise ReferenceError(
+        raise ReferenceProblem(
             "the reference run of the instructor's notebooks was not clean; no one is "
             "graded against it:\n  " + "\n  ".join(failed)
         )
     missing = sorted(set(NOTEBOOKS) - {run.notebook for run in runs})
     if missing:
-        raise ReferenceError(f"no reference run for {missing}")
-    reference = {Path(run.notebook).stem: run.reference for run in runs}
+        raise ReferenceProblem(f"no reference run for {missing}")
     merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs])
-    merged[REFERENCE] = json.dumps(reference, sort_keys=True).encode()
-    cells = sum(len(cells) for cells in reference.values())
     say(
-        f"reference run: {cells} graded cells from the instructor's notebooks, {sum(r.seconds for r in runs):.1f} s of "
+        f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
         f"work; compile cache: {count} executables ({size / 1e6:.1f} MB)"
     )
     return merged

@@ -45,8 +45,8 @@ class SchedulerSecurity:
 class HereRunner:
     """Grading in this process, one student after another (--jobs 1)."""
 
-    def __init__(self, unsafe: bool = False, limits: dict | None = None):
-        self.unsafe, self.limits = unsafe, dict(limits or {})
+    def __init__(self, unsafe: bool = False, limits: dict | None = None, judge_seed: int = 0):
+        self.unsafe, self.limits, self.judge_seed = unsafe, dict(limits or {}), judge_seed
 
     def __enter__(self):
         return self
@@ -59,7 +59,14 @@ class HereRunner:
 
     def reference_runs(self) -> list[ReferenceRun]:
         return [
-            run_reference(name, self._source, unsafe=self.unsafe, limits=self.limits, fill_cache=self._fill)
+            run_reference(
+                name,
+                self._source,
+                unsafe=self.unsafe,
+                limits=self.limits,
+                fill_cache=self._fill,
+                judge_seed=self.judge_seed,
+            )
             for name in NOTEBOOKS
         ]
 
@@ -95,9 +102,10 @@ class DaskRunner:
         security: SchedulerSecurity | None = None,
         unsafe: bool = False,
         limits: dict | None = None,
+        judge_seed: int = 0,
     ):
         self.jobs, self.scheduler, self.scheduler_security = jobs, scheduler, security
-        self.unsafe, self.limits = unsafe, dict(limits or {})
+        self.unsafe, self.limits, self.judge_seed = unsafe, dict(limits or {}), judge_seed
         self.run_id = uuid.uuid4().hex[:12]
         self.cluster = self.client = None
         self._references: list = []
@@ -161,6 +169,7 @@ class DaskRunner:
                 unsafe=self.unsafe,
                 limits=self.limits,
                 fill_cache=fill_cache,
+                judge_seed=self.judge_seed,
                 key=self._key("reference", name),
                 pure=False,
             )

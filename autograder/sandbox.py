@@ -132,17 +132,20 @@ class Sandbox:
         self,
         command: list[str],
         *,
-        assignment: Path,
-        connection: Path,
+        assignment: Path | None,
+        connection: Path | None,
         cache: Path | None = None,
         cache_writable: bool = False,
         env: dict[str, str],
+        masks: dict[str, Path] | None = None,
     ) -> list[str]:
         """command wrapped in bwrap (see the module docstring for what it sees).
 
         The scratch tmpfs is mounted before the read-only folders: a virtual environment that
         lives under the host's /tmp (a checkout in /tmp) stays visible at its own path, on top
-        of the kernel's empty /tmp, instead of being hidden by it."""
+        of the kernel's empty /tmp, instead of being hidden by it. `masks` binds a folder of the
+        host read-only over a path the sandbox would otherwise show (the judge's NumPy-only
+        process sees a package that refuses to import where JAX is installed)."""
         if self.bwrap is None:
             return command
         privileged = os.geteuid() == 0
@@ -191,10 +194,14 @@ class Sandbox:
         argv += ["--perms", "01777", "--tmpfs", SCRATCH]
         for prefix in interpreter_folders():
             bind(prefix, prefix)
-        bind(assignment, ASSIGNMENT)
+        for target, source in sorted((masks or {}).items()):
+            argv.extend(["--ro-bind", str(source), target])
+        if assignment is not None:
+            bind(assignment, ASSIGNMENT)
         if cache is not None:
             bind(cache, CACHE, writable=cache_writable)
-        bind(connection, CONNECTION, writable=True)
+        if connection is not None:
+            bind(connection, CONNECTION, writable=True)
         argv += ["--proc", "/proc", "--dev", "/dev", "--clearenv"]
         for name, value in sorted(env.items()):
             argv += ["--setenv", name, value]

@@ -26,7 +26,7 @@ from .course import use_the_venvs_tools
 from .hidden_tests import strip_hidden_tests
 from .kernels import NotebookRecord, SandboxSession
 from .paths import ASSIGNMENT, NOTEBOOKS
-from .reference import CHECKS_MODULE, GRADING_ENV, REFERENCE, shipped_files
+from .reference import GRADING_ENV, shipped_files
 from .sandbox import CACHE, Limits, sandbox_for_grading
 
 
@@ -39,6 +39,7 @@ class StudentTask:
     fork_kernels: bool = True  # kernels forked from one warm kernel host per student (autograder/kernel_host.py)
     unsafe: bool = False  # no sandbox at all (--unsafe-no-sandbox)
     limits: dict = field(default_factory=dict)  # overrides of sandbox.Limits
+    judge_seed: int = 0  # the run's seed of the judge's fresh inputs (0: one of the task's own)
 
 
 @dataclass
@@ -54,7 +55,7 @@ class StudentResult:
     worker: str = ""
 
 
-def _api(course: Path, cell_timeout: int, session: SandboxSession):
+def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: int):
     """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
@@ -72,11 +73,11 @@ def _api(course: Path, cell_timeout: int, session: SandboxSession):
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
     config.SandboxedKernelManager.session_for_kernels = session
     config.SandboxedExecute.limits = session.sandbox.limits.as_dict()
-    config.DecideVerdicts.reference_file = str(course / REFERENCE)
-    config.DecideVerdicts.checks_module = str(course / "source" / ASSIGNMENT / CHECKS_MODULE)
+    config.SandboxedExecute.judge_source = str(course / "source" / ASSIGNMENT)
+    config.SandboxedExecute.judge_seed = judge_seed
     config.MetadataFromSource.source_folder = str(course / "source" / ASSIGNMENT)
     names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
-    if "DecideVerdicts" not in names:
+    if "SandboxedExecute" not in names:
         raise RuntimeError("nbgrader_config.py did not install the grader's preprocessors")
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
@@ -204,7 +205,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
         session = student_session(task, course, template, scratch / "sandbox")
-        api = _api(course, task.cell_timeout, session)
+        api = _api(course, task.cell_timeout, session, task.judge_seed)
         autograded = course / "autograded" / task.student_id / ASSIGNMENT
 
         for name in NOTEBOOKS:

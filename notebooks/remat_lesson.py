@@ -26,7 +26,16 @@ import numpy as np
 from jax.ad_checkpoint import print_saved_residuals
 
 # How graded cells check answers (shipped beside this module); re-exported for the notebooks.
-from remat_checks import CheckFailed, Checks  # noqa: F401
+from remat_checks import (  # noqa: F401
+    REMOTE,
+    CheckFailed,
+    Checks,
+    TimedExecutable,
+    numpy_only,
+    scaled_square,
+    sine_sum,
+    tanh_network,
+)
 
 # ---------------------------------------------------------------------------------------
 # The fixed network: four layers of tanh(W @ v), objective sum(v**2).
@@ -48,6 +57,14 @@ def lesson_input(width: int = WIDTH) -> np.ndarray:
     return np.linspace(-0.5, 0.5, width, dtype=np.float32)
 
 
+def _recipe(value, name: str, *args, **kwargs):
+    """Mark a value a check may hand to a learner's function with how it was made here, so the
+    grader can make it again in the learner's kernel (it sends the recipe, never the object):
+    (module, function, args, kwargs), or (module, attribute, None, None) for a module's own."""
+    value.__recipe__ = ("remat_lesson", name, args, kwargs)
+    return value
+
+
 def make_objective(weights, depth: int = DEPTH, rematerialize: bool = False):
     """sum(v_L**2) after `depth` layers v <- tanh(W @ v).
 
@@ -66,13 +83,16 @@ def make_objective(weights, depth: int = DEPTH, rematerialize: bool = False):
             v = step(v)
         return jnp.sum(v * v)
 
-    return objective
+    return _recipe(objective, "make_objective", weights, depth, rematerialize)
 
 
 W = jnp.asarray(lesson_weights())
 x = jnp.asarray(lesson_input())
 plain = make_objective(W, DEPTH, rematerialize=False)
 remat = make_objective(W, DEPTH, rematerialize=True)
+# Handed to a learner's function, these are this module's own objects (a check may ask `fn is plain`).
+plain.__recipe__ = ("remat_lesson", "plain", None, None)
+remat.__recipe__ = ("remat_lesson", "remat", None, None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,8 +114,77 @@ def saved_residual_lines(fn, *args) -> list[str]:
 def vjp_residuals(fn, *args) -> list:
     """The values jax.vjp(fn, *args) keeps for the backward pass, as arrays, in the order the
     backward function holds them: the values behind the lines of print_saved_residuals."""
+    found = _judged(fn, "residuals", args)
+    if found is not NotImplemented:
+        return found
     _, backward = jax.vjp(fn, *args)
     return jax.tree_util.tree_leaves(backward)
+
+
+# ---------------------------------------------------------------------------------------
+# Evidence about a JAX program: what a check asks of a learner's function.
+# ---------------------------------------------------------------------------------------
+class _Input:
+    """ARG: where bind() leaves a program's inputs open."""
+
+    def __repr__(self):
+        return "ARG"
+
+
+ARG = _Input()
+
+
+class Program:
+    """fn with some arguments fixed: bind(fn, ARG, ARG, 8)(a, b) is fn(a, b, 8)."""
+
+    def __init__(self, fn, template):
+        self.fn, self.template = fn, tuple(template)
+
+    def __call__(self, *inputs):
+        given = iter(inputs)
+        return self.fn(*[next(given) if item is ARG else item for item in self.template])
+
+
+def bind(fn, *template) -> Program:
+    """fn with the arguments that are not ARG fixed; the ARGs take a program's inputs, in order."""
+    return Program(fn, template)
+
+
+def _judged(fn, operation: str, args, **options):
+    """While graded, fn may be the grader's handle on a learner's function: then the grader's
+    judge answers (it has the learner's kernel export the program and runs it on args itself).
+    NotImplemented for an ordinary function."""
+    target, template = (fn.fn, fn.template) if isinstance(fn, Program) else (fn, None)
+    remote = getattr(target, REMOTE, None)
+    if remote is None:
+        return NotImplemented
+    return remote(operation, args, bind=template, **options)
+
+
+def gradient(fn, *args, argnums=0):
+    """jax.grad(fn, argnums) at args, compiled."""
+    found = _judged(fn, "grad", args, argnums=argnums)
+    return found if found is not NotImplemented else jax.jit(jax.grad(fn, argnums=argnums))(*args)
+
+
+def value_and_gradient(fn, *args, argnums=0):
+    """jax.value_and_grad(fn, argnums) at args, compiled."""
+    found = _judged(fn, "value_and_grad", args, argnums=argnums)
+    return found if found is not NotImplemented else jax.jit(jax.value_and_grad(fn, argnums=argnums))(*args)
+
+
+def planned_memory(fn, *args) -> dict | None:
+    """The compiler's plan for jax.jit(jax.grad(fn)) at args' shapes: the four byte counts of
+    MEMORY_FIELDS, or None where the backend has no memory analysis."""
+    found = _judged(fn, "plan", args)
+    if found is NotImplemented:
+        found = memory_fields(jax.jit(jax.grad(fn)).lower(*args).compile().memory_analysis())
+    return None if memory_analysis_disabled() else found
+
+
+def memory_fields(analysis) -> dict | None:
+    """A memory analysis as {field: bytes} (MEMORY_FIELDS), None when there is none."""
+    return None if analysis is None else {name: int(getattr(analysis, name)) for name in MEMORY_FIELDS}
 
 
 # ---------------------------------------------------------------------------------------
@@ -238,6 +327,7 @@ class WithoutMemoryAnalysis:
     def __init__(self, compiled, *, raises: bool = False):
         self._compiled = compiled
         self._raises = raises
+        _recipe(self, "WithoutMemoryAnalysis", compiled, raises=raises)
 
     def __call__(self, *args, **kwargs):
         return self._compiled(*args, **kwargs)
@@ -253,8 +343,17 @@ class WithoutMemoryAnalysis:
 
 def compile_gradient(fn, *args):
     """jax.jit(jax.grad(fn)) lowered and compiled ahead of time for these argument shapes."""
-    compiled = jax.jit(jax.grad(fn)).lower(*args).compile()
-    return WithoutMemoryAnalysis(compiled) if memory_analysis_disabled() else compiled
+    compiled = compile_gradient_with_analysis(fn, *args)
+    return (
+        WithoutMemoryAnalysis(_recipe(compiled, "compile_gradient", fn, *args))
+        if memory_analysis_disabled()
+        else compiled
+    )
+
+
+def compile_gradient_with_analysis(fn, *args):
+    """compile_gradient, with the backend's memory analysis whatever REMAT_LESSON_NO_MEMORY_ANALYSIS says."""
+    return _recipe(jax.jit(jax.grad(fn)).lower(*args).compile(), "compile_gradient_with_analysis", fn, *args)
 
 
 # ---------------------------------------------------------------------------------------

@@ -174,9 +174,10 @@ print("Predictions recorded for stage 5.")
 # %% [markdown]
 # ## Your turn: one layer backward
 #
-# Write `layer_backward(weights, h, h_bar)` in NumPy (no JAX autodiff): it returns `x̄` for
-# one layer `h = tanh(weights @ x)`. `weights` may be rectangular, `m × n`: then `h` and `h_bar`
-# have length `m` and the result has length `n`.
+# Write `layer_backward(weights, h, h_bar)` in NumPy: it returns `x̄` for one layer
+# `h = tanh(weights @ x)`. `weights` may be rectangular, `m × n`: then `h` and `h_bar` have
+# length `m` and the result has length `n`. The checks run this answer cell on its own, in a
+# process where JAX cannot be imported: use NumPy (`np`) and the standard library only.
 
 # %% nbgrader={"solution": true, "grade_id": "layer-backward"}
 import numpy as np
@@ -198,7 +199,7 @@ def layer_backward(weights, h, h_bar):
 # %% nbgrader={"grade": true, "grade_id": "test-layer-backward", "points": 3}
 import numpy as np
 
-from remat_lesson import Checks, W, x
+from remat_lesson import Checks, W, numpy_only, x
 
 
 def reference_cotangent(weights, x_point, h_bar, eps=1e-6):
@@ -215,11 +216,12 @@ def reference_cotangent(weights, x_point, h_bar, eps=1e-6):
 
 
 def check_layer(weights, x_point, h_bar):
-    """layer_backward against finite differences. The tolerance is set by the size of W^T h_bar,
-    so a float32 answer passes even where 1 - h**2 is tiny (a saturated layer)."""
+    """layer_backward, run from its answer cell alone where JAX cannot be imported, against
+    finite differences. The tolerance is set by the size of W^T h_bar, so a float32 answer
+    passes even where 1 - h**2 is tiny (a saturated layer)."""
     weights, x_point, h_bar = (np.asarray(a, np.float64) for a in (weights, x_point, h_bar))
     checks.close(
-        layer_backward(weights, np.tanh(weights @ x_point), h_bar),
+        numpy_only(layer_backward)(weights, np.tanh(weights @ x_point), h_bar),
         reference_cotangent(weights, x_point, h_bar),
         rtol=1e-4,
         atol=1e-5 * float((np.abs(weights).T @ np.abs(h_bar)).max()),
@@ -231,13 +233,17 @@ checks = Checks(3, where="'Your turn: one layer backward', and the formula above
 with checks.item(1, "the lesson's 16x16 layer agrees with finite differences"):
     check_layer(W, x, np.linspace(1.0, -2.0, 16))
 ### BEGIN HIDDEN TESTS
-rng_hidden = np.random.default_rng(2024)
-with checks.item(1, "a fresh rectangular layer (3 outputs, 5 inputs) agrees with finite differences"):
-    check_layer(rng_hidden.normal(size=(3, 5)), rng_hidden.normal(size=5), rng_hidden.normal(size=3))
+with checks.item(1, "a fresh rectangular layer (fewer outputs than inputs) agrees with finite differences"):
+    rng = checks.rng()
+    outputs, inputs = int(rng.integers(2, 6)), int(rng.integers(6, 10))
+    check_layer(rng.normal(size=(outputs, inputs)), rng.normal(size=inputs), rng.normal(size=outputs))
 with checks.item(1, "a nearly saturated layer (|h| close to 1) agrees with finite differences"):
-    check_layer(3.0 * rng_hidden.normal(size=(6, 6)), rng_hidden.normal(size=6), rng_hidden.normal(size=6))
+    rng = checks.rng()
+    width = int(rng.integers(4, 10))
+    check_layer(3.0 * rng.normal(size=(width, width)), rng.normal(size=width), rng.normal(size=width))
 ### END HIDDEN TESTS
 checks.score()
+
 
 # %% [markdown]
 # ## Carry forward

@@ -40,7 +40,9 @@ print(f"Stage 4 of 5 · Exercise · JAX {jax.__version__} on {jax.default_backen
 #
 # Write `central_difference(fn, x, direction, eps)` returning the central-difference estimate as
 # a Python float. Then set `EPSILON` to the perturbation you use for the lesson's objective
-# (the lesson uses `1e-3` in float32).
+# (the lesson uses `1e-3` in float32). `fn` is any function of an array that returns a number:
+# the checks run this answer cell on its own, where JAX cannot be imported, and hand your
+# function NumPy objectives (the lesson's among them, in float32). Use NumPy and Python only.
 
 
 # %% nbgrader={"solution": true, "grade_id": "central-difference"}
@@ -60,44 +62,57 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import Checks, plain, x
+from remat_lesson import DEPTH, Checks, W, numpy_only, plain, scaled_square, sine_sum, tanh_network, x
 
 checks = Checks(3, where="'Your turn: a central difference': central_difference and EPSILON")
 with checks.item(1, "along (1, ..., 1) at the lesson's input, with EPSILON, it matches grad . d (rtol 3e-3)"):
     checks.equal(np.ndim(EPSILON), 0, what="EPSILON's number of dimensions (one number)")
     checks.at_least(EPSILON, 1e-12, what="EPSILON")
     checks.below(EPSILON, 0.1, what="EPSILON")
-    direction = jnp.ones_like(x)
+    direction = np.ones(x.shape, np.float32)
     checks.close(
-        central_difference(plain, x, direction, EPSILON),
+        # The answer cell runs alone where JAX cannot be imported: the objective is the lesson's, in NumPy.
+        numpy_only(central_difference)(tanh_network(np.asarray(W), DEPTH), np.asarray(x), direction, EPSILON),
         float(jnp.vdot(jax.grad(plain)(x), direction)),
         rtol=3e-3,
         atol=1e-6,
         what="directional derivative",
     )
 ### BEGIN HIDDEN TESTS
-with checks.item(1, "a curved function where a forward difference is visibly wrong: 50 * sum(v**2)"):
-    bowl = lambda v: 50.0 * jnp.sum(v * v)
-    point, d = jnp.asarray([0.5, -1.0, 0.25, 2.0]), jnp.asarray([1.0, -2.0, 0.5, 1.0])
+with checks.item(1, "a curved function where a forward difference is visibly wrong: scale * sum(v**2)"):
+    rng = checks.rng()
+    scale, point = float(rng.uniform(20.0, 80.0)), 0.5 * rng.normal(size=4)
+    d = rng.normal(size=4)
+    d /= np.linalg.norm(d)
     checks.close(
-        central_difference(bowl, point, d, 1e-2),
-        100.0 * float(jnp.vdot(point, d)),
+        numpy_only(central_difference)(scaled_square(scale), point, d, 1e-2),
+        2.0 * scale * float(point @ d),
         rtol=1e-3,
+        atol=1e-6,
         what="directional derivative",
-        hint="the exact slope; a forward difference is off by 3.125 here",
+        hint=f"the exact slope; a forward difference is off by {1e-2 * scale:.3g} here",
     )
-with checks.item(1, "a fresh function, point and direction: sum(sin(3v)) agrees with its exact slope"):
-    wave = lambda v: jnp.sum(jnp.sin(3.0 * v))
-    point, d = jnp.linspace(-1.0, 1.0, 5), jnp.asarray([0.3, -1.0, 2.0, 0.0, 1.0])
+with checks.item(1, "a fresh function, point and direction: sum(sin(k v)) agrees with its exact slope"):
+    rng = checks.rng()
+    while True:  # a draw that tells the answers apart: a clear slope, a visible curvature
+        frequency, point, d = float(rng.uniform(1.0, 4.0)), rng.uniform(-1.0, 1.0, 5), rng.normal(size=5)
+        slope = float(np.sum(frequency * np.cos(frequency * point) * d))
+        curvature = float(np.sum(-(frequency**2) * np.sin(frequency * point) * d * d))
+        third = float(np.sum(-(frequency**3) * np.cos(frequency * point) * d**3))
+        tolerance = 1e-3 * abs(slope) + 1e-5
+        # a forward difference is off by about eps/2 * curvature, a central one by eps**2/6 * third
+        if abs(slope) > 0.1 and 0.5e-3 * abs(curvature) > 10 * tolerance and 1e-6 / 6 * abs(third) < tolerance / 10:
+            break
     checks.close(
-        central_difference(wave, point, d, 1e-3),
-        float(jnp.sum(3.0 * jnp.cos(3.0 * point) * d)),
+        numpy_only(central_difference)(sine_sum(frequency), point, d, 1e-3),
+        slope,
         rtol=1e-3,
         atol=1e-5,
         what="directional derivative",
     )
 ### END HIDDEN TESTS
 checks.score()
+
 
 # %%
 direction = jnp.ones_like(x)
@@ -140,7 +155,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, make_objective, plain, remat, x
+from remat_lesson import DEPTH, Checks, W, make_objective, x
 
 
 def jax_hessian_hvp(weights, point, direction, depth):
@@ -149,11 +164,9 @@ def jax_hessian_hvp(weights, point, direction, depth):
     return np.asarray(hessian, np.float64) @ np.asarray(direction, np.float64)
 
 
-def check_hvp(weights, point, direction, depth, reference):
-    """Both policies' HVPs against reference(weights, point, direction, depth), called only inside
-    the judgment (in a graded kernel, what a value is compared with is never computed). An exact HVP in float32 is
-    within 3e-7 of the HVP's largest entry; a finite difference of float32 gradients cannot come
-    closer than about 5e-6, whatever its step."""
+def check_hvp(weights, point, direction, depth, reference, atol):
+    """Both policies' HVPs against reference(weights, point, direction, depth), within atol: room
+    for float32 rounding of an exact product, and none for a difference of gradients."""
     for rematerialize in (False, True):
         objective = make_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
         found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
@@ -161,7 +174,7 @@ def check_hvp(weights, point, direction, depth, reference):
             found,
             reference(weights, point, direction, depth),
             rtol=0.0,
-            atol=2e-6 * float(np.abs(reference(weights, point, direction, depth)).max()),
+            atol=atol,
             what=("remat" if rematerialize else "plain") + " HVP",
             hint="an exact Hessian-vector product, not a difference of gradients",
         )
@@ -174,7 +187,9 @@ with checks.item(
     # The visible reference is JAX's Hessian matrix of the shipped objective: a NumPy gradient
     # here would show the reverse-oracle task's answer. The hidden item checks against NumPy.
     along = np.linspace(-1.0, 1.0, 16)
-    check_hvp(W, x, along, DEPTH, jax_hessian_hvp)
+    # 2e-6 of the largest entry: an exact float32 product is within 2.4e-7 of it here, a central
+    # difference of float32 gradients with step 1e-2 is 5.8e-6 away.
+    check_hvp(W, x, along, DEPTH, jax_hessian_hvp, 2e-6 * float(np.abs(jax_hessian_hvp(W, x, along, DEPTH)).max()))
 with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
     d = np.asarray(HVP_DIRECTION, np.float64)
     checks.equal(list(d.shape), [16], what="HVP_DIRECTION's shape")
@@ -185,29 +200,48 @@ with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
 
 ### BEGIN HIDDEN TESTS
 def reference_hvp(weights, point, direction, depth):
-    """Float64 central differences of a JAX-free float64 gradient of sum(v_depth**2)."""
+    """H(point) @ direction in float64 without JAX: the complex-step derivative of a NumPy
+    gradient along direction (no difference is taken, so nothing cancels)."""
+    weights = np.asarray(weights, np.float64)
 
     def gradient(at):
         values = [at]
         for _ in range(depth):
-            values.append(np.tanh(np.asarray(weights, np.float64) @ values[-1]))
+            values.append(np.tanh(weights @ values[-1]))
         bar = 2.0 * values[-1]
         for h in values[:0:-1]:
-            bar = np.asarray(weights, np.float64).T @ ((1.0 - h * h) * bar)
+            bar = weights.T @ ((1.0 - h * h) * bar)
         return bar
 
-    point, direction = np.asarray(point, np.float64), np.asarray(direction, np.float64)
-    return (gradient(point + 1e-5 * direction) - gradient(point - 1e-5 * direction)) / 2e-5
+    step = 1e-20
+    return gradient(np.asarray(point, np.float64) + 1j * step * np.asarray(direction, np.float64)).imag / step
 
 
-with checks.item(1, "a fresh network (depth 3, width 6): both policies agree with an independent reference"):
-    rng_hidden = np.random.default_rng(5)
-    w_fresh = (0.6 * rng_hidden.normal(size=(6, 6))).astype(np.float32)
-    x_fresh = rng_hidden.normal(size=6).astype(np.float32)
-    d_fresh = rng_hidden.normal(size=6).astype(np.float32)
-    check_hvp(w_fresh, x_fresh, d_fresh, 3, reference_hvp)
+def saturation(weights, point, depth):
+    """The largest |tanh| of any layer: near 1, float32 cannot say 1 - h**2, whatever the method."""
+    v, largest = np.asarray(point, np.float64), 0.0
+    for _ in range(depth):
+        v = np.tanh(np.asarray(weights, np.float64) @ v)
+        largest = max(largest, float(np.abs(v).max()))
+    return largest
+
+
+with checks.item(1, "a fresh network: both policies agree with an independent reference"):
+    rng = checks.rng()
+    while True:  # a network float32 can differentiate at all (no layer saturated)
+        depth, width = int(rng.integers(2, 5)), int(rng.integers(4, 9))
+        w_fresh = (0.6 * rng.normal(size=(width, width))).astype(np.float32)
+        x_fresh = rng.normal(size=width).astype(np.float32)
+        if saturation(w_fresh, x_fresh, depth) <= 0.95:
+            break
+    # A long direction: a difference of gradients is off by its step squared times |d|**3.
+    d_fresh = (4.0 * rng.normal(size=width)).astype(np.float32)
+    hessian = np.stack([reference_hvp(w_fresh, x_fresh, e, depth) for e in np.eye(width)], axis=1)
+    # float32 rounding of H @ d is bounded by the size of |H| @ |d|.
+    check_hvp(w_fresh, x_fresh, d_fresh, depth, reference_hvp, 4e-6 * float((np.abs(hessian) @ np.abs(d_fresh)).max()))
 ### END HIDDEN TESTS
 checks.score()
+
 
 # %%
 hvp_plain, hvp_remat = np.asarray(hvp(plain, x, HVP_DIRECTION)), np.asarray(hvp(remat, x, HVP_DIRECTION))

@@ -7,7 +7,7 @@ should be.
 
     checks.close(found, expected, rtol=..., atol=...)   numbers, elementwise, within a tolerance
     checks.equal(found, expected)                       the same plain value (numbers, text, None, lists, dicts)
-    checks.at_least(found, bound) / checks.below(found, bound)
+    checks.at_least(found, bound) / checks.below(found, bound)    every number (bound: a number, or one per number)
     checks.raises(ValueError, fn, *args)                calling fn raises that exception
 
 One mistake costs only the points of the item it breaks, and a failed item says what was
@@ -19,49 +19,50 @@ The same cell runs three ways:
   here; the report says how many of the cell's points were checked here (hidden checks run
   only when graded), and a failure raises so the cell turns red.
 - **Stock `nbgrader autograde`** (an instructor's own course, without the bundle's grader):
-  judged here as well; the cell's value is the points earned, nbgrader's partial credit.
-- **The bundle's grader** (`REMAT_LESSON_CHECKS=observe`): the cell only *observes*. Each item
-  hands the values the learner's code produced to the grader as data (a display output of
-  type `OBSERVATION_MIME`), and the grader decides, in its own process, against the same cell
-  run on the instructor's solutions. In a learner's kernel the grader runs the cell with every
-  judgment's expected value, tolerance and wording left out, and with the bodies of the
-  cell's `reference_*` functions removed: what a value is compared with is never in the
-  learner's process. Nothing the learner's code does to NumPy, builtins, stdout or IPython can
-  do more than change the values it hands over, and only the right values earn points.
+  the whole cell, hidden checks included, runs and is judged here; the cell's value is the
+  points earned, nbgrader's partial credit.
+- **The bundle's grader**: no check runs in the learner's kernel. The grader's *judge* runs
+  the whole cell in its own process, and reaches the learner's work only through data: it asks
+  the kernel to call a learner's function on inputs it sends, and to hand over the learner's
+  JAX programs (`jax.export`), which it runs on its own inputs (see remat_lesson.gradient and
+  friends). Names the learner defined are, there, handles on the kernel; `numpy_only` runs an
+  answer cell in a process where JAX cannot be imported; a `TimedExecutable` lets the judge
+  choose, and see, how long each call and each result take.
 
-Writing a graded cell: compute everything a judgment compares with *inside* the judgment's
-call (its arguments after the first), directly or through functions named `reference_*`; the
-first argument is the learner's value. tests/test_checks.py holds every cell to that rule.
-
-`judge()` and `report_lines()` are the one definition of a verdict and of the report, used
-here and by the grader. This module needs NumPy only.
+`judge()` and `report_lines()` are the one definition of a verdict and of the report. This
+module needs NumPy only (the NumPy-only tasks are checked in a process without JAX).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import math
 import os
+import pickle
+import subprocess
+import sys
+import time
+import zlib
 from collections.abc import Mapping
 
 import numpy as np
 
-#: The display output that carries a check's observations to the grader.
-OBSERVATION_MIME = "application/vnd.performance05.observation+json"
-#: Set to "observe" by the bundle's grader: observe here, decide in the grader.
-MODE_ENV = "REMAT_LESSON_CHECKS"
+#: Objects the grader's judge handles for a learner's kernel answer to this (see the docstring).
+REMOTE = "__performance05_remote__"
+#: Set by the grader's judge on its own copy of this module: the run's seed; None elsewhere.
+JUDGE = None
 
-# Trusted copies, taken at import time, for the learner's own runs. (While grading, nothing
-# decided in the learner's process counts, so these only keep a learner's report honest.)
+# Trusted copies, taken at import time, for the learner's own runs.
 _asarray = np.asarray
 _isfinite = np.isfinite
 _float64 = np.float64
 
 
 def _mode() -> str:
-    """'observe' (the bundle's grader), 'autograde' (stock nbgrader) or 'learner'."""
-    if os.environ.get(MODE_ENV) == "observe":
-        return "observe"
+    """'judge' (the bundle's grader), 'autograde' (stock nbgrader) or 'learner'."""
+    if JUDGE is not None:
+        return "judge"
     return "autograde" if os.environ.get("NBGRADER_EXECUTION") == "autograde" else "learner"
 
 
@@ -120,7 +121,7 @@ def _show(value) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Verdicts: one definition, used in the learner's process and in the grader's.
+# Verdicts: one definition, wherever the cell runs.
 # ---------------------------------------------------------------------------------------
 def judge(judgment: dict) -> str | None:
     """None when the judgment holds, else what was expected and what was found."""
@@ -156,14 +157,19 @@ def _equal(found, expected, what, judgment) -> str | None:
 def _bounded(found, bound, what, judgment, *, below: bool) -> str | None:
     if not isinstance(found, dict) or "values" not in found or not found["values"]:
         return f"expected {what} as numbers, found {found.get('not_numbers', 'nothing') if isinstance(found, dict) else found!r}"
-    got, limit = _array(found), float(bound)
+    got = _array(found)
+    limit = _array(bound) if isinstance(bound, dict) else np.float64(float(bound))
+    if limit.ndim and limit.shape != got.shape:
+        return f"expected {len(limit.ravel())} of {what}, found {got.size}"
     if not bool(np.isfinite(got).all()):
         return f"expected finite {what}, found NaN or infinity"
-    if below and not bool((got < limit).all()):
-        return f"expected {what} below {limit:g}, found {float(got.max()):g}"
-    if not below and not bool((got >= limit).all()):
-        return f"expected {what} of at least {limit:g}, found {float(got.min()):g}"
-    return None
+    failing = ~(got < limit) if below else ~(got >= limit)
+    if not bool(failing.any()):
+        return None
+    index = int(np.flatnonzero(failing.ravel())[0])
+    value, edge = float(got.ravel()[index]), float(np.broadcast_to(limit, got.shape).ravel()[index])
+    where = f" (number {index + 1} of {got.size})" if got.size > 1 else ""
+    return f"expected {what} {'below' if below else 'of at least'} {edge:g}, found {value:g}{where}"
 
 
 def _raises(found, expected, what, judgment) -> str | None:
@@ -208,6 +214,13 @@ def points_line(earned: float, checked: float, declared: float) -> str:
     )
 
 
+def raised_names(error: BaseException) -> list[str]:
+    """The class names of an exception, most specific first: for an exception the learner's
+    code raised in another process, the names that process reported."""
+    names = getattr(error, "learner_mro", None)
+    return list(names) if names else [cls.__name__ for cls in type(error).__mro__]
+
+
 # ---------------------------------------------------------------------------------------
 # The checks a graded cell runs.
 # ---------------------------------------------------------------------------------------
@@ -218,20 +231,32 @@ class CheckFailed(Exception):
 class Checks:
     """Scores one graded cell, item by item (see the module docstring)."""
 
+    #: The Checks of the cell being judged, for the grader's judge (its own copy of this module).
+    latest: Checks | None = None
+
     def __init__(self, points: float, where: str):
         self.points = points
         self.where = where
         self.items: list[dict] = []
         self._judgments: list[dict] | None = None
         self._mode = _mode()
-        self._publish({"record": "checks", "points": points, "where": where})
+        self._draws = 0
+        Checks.latest = self
+
+    def rng(self) -> np.random.Generator:
+        """Fresh inputs for a check. While graded they are drawn from a seed only the grader
+        holds, new for every grading run; elsewhere from a fixed seed, so a run repeats."""
+        self._draws += 1
+        key = zlib.crc32(f"{self.where}|{self._draws}".encode())
+        seed = [int(JUDGE), key] if JUDGE is not None else [2016, key]
+        return np.random.default_rng(seed)
 
     # -- items ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def item(self, points: float, what: str):
         judgments: list[dict] = []
         self._judgments = judgments
-        failure = error = None
+        failure = None
         try:
             yield self
         except CheckFailed as stop:
@@ -239,36 +264,28 @@ class Checks:
         except NotImplementedError as raised:
             # The release's stub raises a bare NotImplementedError(); one with a message is the
             # learner's code passing on an error it should have handled.
-            failure = error = (
+            failure = (
                 f"your code raised NotImplementedError: {raised}"
                 if str(raised)
                 else "not answered yet: the answer cell still raises NotImplementedError"
             )
         except Exception as raised:  # the learner's code broke: report it, go on with the next item
-            failure = error = f"your code raised {type(raised).__name__}: {raised}"
+            failure = f"your code raised {raised_names(raised)[0]}: {raised}"
         finally:
             self._judgments = None
-        record = {
-            "record": "item",
-            "index": len(self.items),
-            "points": points,
-            "what": what,
-            "judgments": judgments,
-            "error": error,
-            "failure": failure,
-        }
-        self.items.append(record)
-        self._publish(record)
+        self.items.append({"points": points, "what": what, "judgments": judgments, "failure": failure})
 
     def _judge(self, judgment: dict) -> None:
         if self._judgments is None:
             raise RuntimeError("a check must run inside `with checks.item(points, what):`")
         self._judgments.append(judgment)
-        if self._mode == "observe":
-            return  # the grader judges: here the found value is all that counts
         failure = judge(judgment)
         if failure is not None:
             raise CheckFailed(failure)
+
+    @staticmethod
+    def _bound(bound):
+        return numbers(bound) if np.ndim(bound) else plain(bound)
 
     # -- judgments ----------------------------------------------------------------------------
     def close(self, found, expected, *, rtol: float, atol: float = 0.0, what: str = "values", hint: str | None = None):
@@ -290,19 +307,23 @@ class Checks:
         self._judge({"kind": "equal", "what": what, "hint": hint, "found": plain(found), "expected": plain(expected)})
 
     def at_least(self, found, bound, *, what: str, hint: str | None = None):
-        """Every number in found is at least bound."""
-        self._judge({"kind": "at_least", "what": what, "hint": hint, "found": numbers(found), "expected": plain(bound)})
+        """Every number in found is at least bound (a number, or one bound per number)."""
+        self._judge(
+            {"kind": "at_least", "what": what, "hint": hint, "found": numbers(found), "expected": self._bound(bound)}
+        )
 
     def below(self, found, bound, *, what: str, hint: str | None = None):
-        """Every number in found is below bound."""
-        self._judge({"kind": "below", "what": what, "hint": hint, "found": numbers(found), "expected": plain(bound)})
+        """Every number in found is below bound (a number, or one bound per number)."""
+        self._judge(
+            {"kind": "below", "what": what, "hint": hint, "found": numbers(found), "expected": self._bound(bound)}
+        )
 
     def raises(self, exception: type, fn, *args, what: str, hint: str | None = None, **kwargs):
         """Calling fn(*args, **kwargs) raises `exception` (or a subclass of it)."""
         try:
             fn(*args, **kwargs)
-        except Exception as raised:  # which exception is what is observed
-            found = [cls.__name__ for cls in type(raised).__mro__]
+        except Exception as raised:  # which exception is what is checked
+            found = raised_names(raised)
         else:
             found = None
         self._judge({"kind": "raises", "what": what, "hint": hint, "found": found, "expected": exception.__name__})
@@ -310,12 +331,12 @@ class Checks:
     # -- the end of the cell --------------------------------------------------------------------
     def score(self):
         """The report. Learner: raises on a failure. Stock nbgrader: returns the points earned.
-        The bundle's grader: nothing here; the grader writes the report and the score."""
-        if self._mode == "observe":
-            return None
+        The bundle's judge: returns the points earned; the judge writes the report."""
         lines, earned, checked = report_lines(self.items, self.where)
-        if self._mode == "autograde" and not math.isclose(checked, self.points):
+        if self._mode in ("autograde", "judge") and not math.isclose(checked, self.points):
             raise RuntimeError(f"this graded cell declares {self.points} points but its checks add up to {checked}")
+        if self._mode == "judge":
+            return earned
         print("\n".join([*lines, points_line(earned, checked, self.points)]))
         if self._mode == "autograde":
             return earned
@@ -327,13 +348,282 @@ class Checks:
             )
         return None
 
-    def _publish(self, record: dict) -> None:
-        if self._mode != "observe":
-            return
-        try:
-            from IPython.display import publish_display_data
-        except ImportError:
-            return
-        publish_display_data(
-            {OBSERVATION_MIME: record, "text/plain": f"(observation for the grader: {record['record']})"}
+
+# ---------------------------------------------------------------------------------------
+# Timing a learner's timing: an executable that knows how long its calls and results took.
+# ---------------------------------------------------------------------------------------
+class TimedExecutable:
+    """An executable for a learner's timing code, timed from outside that code.
+
+    Each call, and the first wait for each call's result, is noted as it happens: so a sample
+    the learner reports can be held between what the executable saw (`shortest_samples`,
+    `longest_samples`), and made-up numbers do not fit. `executable` is a real one (its calls go
+    through), or None: then a call returns a result that takes `result_delays[k]` seconds to
+    finish once waited for, and the first call itself takes `first_call` seconds (a one-off cost).
+    Waiting works every way: block_until_ready, jax.block_until_ready, np.asarray,
+    jax.device_get, float.
+
+    While graded, the grader's judge plays this part from outside the learner's process: it
+    chooses when each call and each wait returns, and notes when it was asked.
+    """
+
+    def __init__(self, executable=None, *, first_call: float = 0.0, result_delays=(0.0,)):
+        self.executable = executable
+        self.first_call = float(first_call)
+        self.result_delays = [float(d) for d in result_delays]
+        self.calls = 0
+        self.events: list[tuple[str, int, float]] = []  # (kind, call, seconds): "call", "waited", "end"
+        self.started = time.perf_counter()
+
+    # -- what the judge and the local executable both use --------------------------------------
+    def delay(self, event: str, call: int) -> float:
+        """How long the executable takes at an event: the first call, each call's result."""
+        if event == "call":
+            return self.first_call if call == 1 else 0.0
+        return self.result_delays[(call - 1) % len(self.result_delays)]
+
+    def note(self, kind: str, call: int, seconds: float) -> None:
+        if kind == "call":
+            self.calls = max(self.calls, call)
+        self.events.append((kind, call, seconds))
+
+    def _timed_calls(self, repeats: int) -> list[int]:
+        return list(range(max(self.calls - repeats + 1, 1), self.calls + 1))
+
+    def longest_samples(self, repeats: int) -> np.ndarray:
+        """For the last `repeats` calls, the most a sample can honestly be: from the end of the
+        wait before the call to the start of the next call (or the end of the timing)."""
+        end = next((t for kind, _, t in reversed(self.events) if kind == "end"), time.perf_counter())
+        bounds = []
+        for call in self._timed_calls(repeats):
+            before = [t for kind, c, t in self.events if kind == "waited" and c < call] or [self.started]
+            after = [t for kind, c, t in self.events if kind == "call" and c == call + 1] or [end]
+            bounds.append(after[0] - before[-1] + 1e-6)
+        return np.asarray(bounds, dtype=np.float64)
+
+    def shortest_samples(self, repeats: int) -> np.ndarray:
+        """For the last `repeats` calls, the least a sample that waits for its result can be."""
+        return np.asarray([self.delay("wait", call) for call in self._timed_calls(repeats)], dtype=np.float64)
+
+    # -- the executable in the learner's own process --------------------------------------------
+    def __call__(self, *args, **kwargs):
+        call = self.calls + 1
+        self.note("call", call, time.perf_counter())
+        time.sleep(self.delay("call", call))
+        result = self.executable(*args, **kwargs) if self.executable is not None else None
+        return _PendingResult(self, call, result)
+
+
+class _PendingResult:
+    """A TimedExecutable's result in the learner's own process (the judge's is autograder/agent.py's)."""
+
+    def __init__(self, timed: TimedExecutable, call: int, result):
+        self._timed, self._call, self._result, self._waited = timed, call, result, False
+
+    def _wait(self):
+        if not self._waited:
+            if self._result is not None and hasattr(self._result, "block_until_ready"):
+                self._result.block_until_ready()
+            time.sleep(self._timed.delay("wait", self._call))
+            self._waited = True
+            self._timed.note("waited", self._call, time.perf_counter())
+        return self
+
+    def block_until_ready(self):
+        return self._wait()
+
+    def copy_to_host_async(self):
+        return None
+
+    def __array__(self, dtype=None, copy=None):
+        self._wait()
+        value = np.zeros(3) if self._result is None else np.asarray(self._result)
+        return value.astype(dtype) if dtype is not None else value
+
+    def __float__(self):
+        self._wait()
+        return 0.0 if self._result is None else float(self._result)
+
+    def item(self):
+        return float(self)
+
+    def tolist(self):
+        return np.asarray(self).tolist()
+
+
+# ---------------------------------------------------------------------------------------
+# NumPy-only tasks: an answer cell run where JAX cannot be imported.
+# ---------------------------------------------------------------------------------------
+def _recipe(module: str, name: str, *args):
+    """Mark a value a check hands to learner code with how to build it again elsewhere."""
+
+    def mark(value):
+        value.__recipe__ = (module, name, args, {})
+        return value
+
+    return mark
+
+
+def tanh_network(weights, depth: int):
+    """sum(v_depth**2), v <- tanh(weights @ v), in NumPy, in the dtype of what it is given."""
+    weights = np.asarray(weights)
+
+    def objective(v):
+        v = np.asarray(v)
+        for _ in range(depth):
+            v = np.tanh(weights @ v)
+        return np.sum(v * v)
+
+    return _recipe("remat_checks", "tanh_network", weights, depth)(objective)
+
+
+def scaled_square(scale: float):
+    """scale * sum(v**2), in NumPy: a bowl whose curvature a forward difference gets wrong."""
+
+    def bowl(v):
+        v = np.asarray(v)
+        return scale * np.sum(v * v)
+
+    return _recipe("remat_checks", "scaled_square", scale)(bowl)
+
+
+def sine_sum(frequency: float):
+    """sum(sin(frequency * v)), in NumPy."""
+
+    def wave(v):
+        return np.sum(np.sin(frequency * np.asarray(v)))
+
+    return _recipe("remat_checks", "sine_sum", frequency)(wave)
+
+
+NOT_JAX = """
+import sys
+
+class _NoJax:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("jax", "jaxlib", "jax_plugins"):
+            raise ModuleNotFoundError(f"No module named {name!r} (this process runs without JAX)")
+        return None
+
+sys.meta_path.insert(0, _NoJax())
+"""
+
+#: The program numpy_only runs in a fresh Python: the answer cell, then the call (pickle: this is
+#: the learner's own machine talking to itself; the grader uses its own runner and data only).
+_RUNNER = (
+    NOT_JAX
+    + """
+import io, os, pickle, contextlib
+request = pickle.load(sys.stdin.buffer)
+sys.path.insert(0, request["folder"])
+import numpy, numpy as np
+
+def build(value):
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "__recipe__":
+        module, name, args, kwargs = value[1]
+        return getattr(__import__(module), name)(*[build(a) for a in args], **kwargs)
+    return value
+
+import ast
+namespace = {"__name__": "__main__", "np": np, "numpy": numpy}
+out = sys.stdout.buffer
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        # One statement at a time: one that cannot run here (it needs JAX, say) is left out.
+        for statement in ast.parse(request["cell"]).body:
+            try:
+                exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
+            except Exception:
+                pass
+        if request["name"] not in namespace:
+            raise NameError(f"the answer cell, run without JAX, does not define {request['name']!r}")
+        result = ("value", namespace[request["name"]](*[build(a) for a in request["args"]]))
+    except BaseException as error:
+        result = ("raised", [c.__name__ for c in type(error).__mro__], str(error))
+try:
+    pickle.dump(result, out)
+except Exception as error:
+    pickle.dump(("raised", ["TypeError"], f"the result cannot be handed back: {error}"), out)
+"""
+)
+
+
+class LearnerRaised(Exception):
+    """The learner's code raised in another process; its class names are in `learner_mro`."""
+
+    def __init__(self, mro: list[str], message: str):
+        super().__init__(message)
+        self.learner_mro = list(mro)
+
+
+def _defines(source: str, name: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
+            isinstance(t, ast.Name) and t.id == name for t in targets
+        ):
+            return True
+    return False
+
+
+def _answer_cell(fn) -> str:
+    """The source of the cell that defined fn: the newest cell of IPython's history that defines
+    its name, or (run as a script) the function's own source."""
+    import inspect
+
+    name = fn.__name__
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    history = shell.user_ns.get("In", []) if shell is not None else []
+    for source in reversed(history):
+        if _defines(source, name):
+            return source
+    return inspect.getsource(fn)
+
+
+class _NumpyOnly:
+    """fn's answer cell, run alone in a fresh Python process that cannot import JAX, and fn
+    called there."""
+
+    def __init__(self, fn):
+        self.name = fn.__name__
+        self.cell = _answer_cell(fn)
+
+    def __call__(self, *args):
+        def portable(value):
+            recipe = getattr(value, "__recipe__", None)
+            if recipe is not None:
+                return ("__recipe__", recipe)
+            if type(value).__module__.startswith(("jax", "jaxlib")):  # the other process has no JAX
+                return np.asarray(value)
+            return value
+
+        request = {"cell": self.cell, "name": self.name, "args": [portable(a) for a in args], "folder": os.path.dirname(os.path.abspath(__file__))}
+        run = subprocess.run(
+            [sys.executable, "-I", "-c", _RUNNER], input=pickle.dumps(request), capture_output=True, timeout=300
         )
+        if run.returncode != 0 or not run.stdout:
+            raise RuntimeError(f"the NumPy-only process failed: {run.stderr.decode(errors='replace')[-500:]}")
+        result = pickle.loads(run.stdout)
+        if result[0] == "raised":
+            raise LearnerRaised(result[1], result[2])
+        return result[1]
+
+
+def numpy_only(fn):
+    """fn as it runs from its answer cell alone, in a process where JAX cannot be imported: the
+    cell must need nothing but NumPy (`np` is there already) and the standard library."""
+    remote = getattr(fn, REMOTE, None)
+    if remote is not None:
+        return remote("numpy_only", ())
+    return _NumpyOnly(fn)
