@@ -625,8 +625,8 @@ for name, fn in (("plain", plain), ("remat", remat)):
     existing = [line for line in lines if line.split(" ", 1)[1].startswith("from ")]
     new = [line for line in lines if line not in existing]
     print(
-        f"{name}: {len(lines)} entries: {len(new)} new arrays ({sum(map(residual_bytes, new))} bytes) and "
-        f"{len(existing)} buffers that exist anyway, W or x ({sum(map(residual_bytes, existing))} bytes)"
+        f"{name}: {len(lines)} entries: {len(new)} new arrays ({sum(map(residual_bytes, new))} bytes); "
+        f"W or x, which exist anyway: {len(existing)} ({sum(map(residual_bytes, existing))} bytes)"
     )
 program = compiled_gradients["plain"].as_text()
 weight_constants = len(re.findall(r"f32\[16,16\]\{[0-9,]+\} constant\(", program))
