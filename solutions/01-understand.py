@@ -19,14 +19,16 @@
 #
 # - **Before this lesson:** reading compiled HLO and the roofline model (the phase's previous
 #   lesson, *Reason with HLO and the roofline model*). Nothing else is assumed.
-# - **The whole lesson:** about 100 minutes over five stages: 15, 25, 40, 12 and 8 minutes.
+# - **The whole lesson:** about 105 minutes over five stages: 15, 28, 42, 14 and 6 minutes.
 # - **This stage:** about 15 minutes.
 # - **Needs:** nothing from another stage.
 # - **Points:** 3, checked automatically (one graded cell).
 # - **Compare with:** `reference-execution.txt` beside this notebook holds what a complete run
 #   of all five stages printed, on a CPU with JAX 0.9.2 (each stage starts at its line "Stage
-#   N of 5"; check reports keep only their points). Counts and bytes should match yours
-#   exactly; timings and measured peaks will not.
+#   N of 5"; check reports keep only their points). With the pinned versions (JAX and jaxlib
+#   0.9.2, and the XLA inside that jaxlib), counts and bytes should match yours exactly; another
+#   version may write other programs and plan other bytes. Timings and measured peaks will not
+#   match.
 
 # %% [markdown]
 # ## The problem
@@ -56,7 +58,7 @@
 
 # %% [markdown]
 # A first look, on a function small enough to see whole. `print_saved_residuals` lists the
-# values that differentiation keeps from the forward pass.
+# values that differentiation keeps from the forward pass, one line each.
 
 # %% nbgrader={"locked": true, "grade_id": "setup"}
 import jax
@@ -71,6 +73,7 @@ def two_steps(v):
     return jnp.sum(jnp.sin(jnp.cos(v)))
 
 
+print("two_steps, no checkpoint:")
 print_saved_residuals(two_steps, jnp.arange(3.0))
 
 # %% [markdown]
@@ -79,6 +82,7 @@ print_saved_residuals(two_steps, jnp.arange(3.0))
 # recomputed from it during the backward pass:
 
 # %%
+print("jax.checkpoint(two_steps):")
 print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
 
 # %% [markdown]
@@ -113,6 +117,17 @@ print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
 # the value it repeats. So fewer entries need not mean fewer bytes, and an estimate of bytes
 # is not a measured peak. Stages 2 and 3 show the first with numbers, and stage 3 sets the
 # estimates beside peaks measured in fresh processes.
+
+# %% [markdown]
+# The `jax.checkpoint` docstring says the same in one paragraph, and it is this lesson's thesis.
+# The next cell prints it from the JAX you have installed (`jax/_src/ad_checkpoint.py`):
+
+# %%
+import inspect
+import textwrap
+
+thesis = next(part for part in inspect.getdoc(jax.checkpoint).split("\n\n") if "additional internal" in part)
+print(textwrap.fill(" ".join(thesis.split()), width=88))
 
 # %% [markdown]
 # ## Your turn: write down your predictions

@@ -8,13 +8,14 @@
 # %% [markdown]
 # ## Your map
 #
-# - **This stage:** about 12 minutes.
+# - **This stage:** about 14 minutes.
 # - **Needs:** the lesson's network and both policies, from `remat_lesson.py`; nothing from
 #   another stage's run.
 # - **Points:** 8: 6 checked automatically (two graded cells) and 2 read by a person (one
 #   written answer).
 # - **Compare with:** `reference-execution.txt` beside this notebook, from the line
-#   "Stage 4 of 5 · Exercise" on.
+#   "Stage 4 of 5 · Exercise" on: with the pinned JAX 0.9.2, errors and counts should match
+#   yours.
 
 # %%
 import jax
@@ -33,8 +34,15 @@ print(f"Stage 4 of 5 · Exercise · JAX {jax.__version__} on {jax.default_backen
 #
 # $$D_d f(x) \approx \frac{f(x + \varepsilon d) - f(x - \varepsilon d)}{2\varepsilon},$$
 #
-# whose error shrinks like `ε²`. The one-sided forward difference `(f(x+εd) − f(x))/ε` is
-# simpler but its error shrinks only like `ε`: for a curved function it is visibly off.
+# whose truncation error shrinks like `ε²`. The one-sided forward difference
+# `(f(x+εd) − f(x))/ε` is simpler but its error shrinks only like `ε`: for a curved function
+# it is visibly off.
+#
+# Truncation is only half of the story. In float32 each value of `f` carries a rounding error
+# of about `u·|f|`, with `u = 2⁻²⁴` the unit roundoff, and the difference quotient divides that
+# by `ε`: a rounding error that *grows* like `u·|f|/ε` as `ε` shrinks. Too large an `ε` is off
+# by truncation, too small a one by rounding; the best lies in between. A cell after the check
+# shows both ends on the lesson's objective.
 #
 # ## Your turn: a central difference
 #
@@ -121,13 +129,38 @@ automatic = float(jnp.vdot(jax.grad(plain)(x), direction))
 print(f"Directional derivative along (1, ..., 1): finite {finite:.7g}, automatic {automatic:.7g}, epsilon {EPSILON:g}")
 
 # %% [markdown]
+# ## Truncation against rounding
+#
+# The same estimate at other steps, each against the automatic derivative, beside the rounding
+# term `u·|f|/ε` (relative to the derivative) and the check's relative tolerance:
+
+# %%
+unit_roundoff = float(jnp.finfo(jnp.float32).eps) / 2
+for eps in (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6):
+    error = abs(central_difference(plain, x, direction, eps) - automatic) / abs(automatic)
+    rounding = unit_roundoff * abs(float(plain(x))) / eps / abs(automatic)
+    print(
+        f"epsilon {eps:.0e}: relative error {error:.1e}, rounding term {rounding:.1e}, "
+        f"{'within' if error <= 3e-3 else 'outside'} rtol 3e-3"
+    )
+
+# %% [markdown]
+# The largest step is off by truncation, the smallest ones by rounding: below the best step
+# the error grows with every tenfold smaller step, as the rounding term does, and stays a few
+# times larger than it (several roundings add up inside `f`). The check's tolerance accepts
+# the middle of the range and rejects both ends, so an `EPSILON` that is too small fails it
+# for rounding, not for truncation.
+
+# %% [markdown]
 # ## Hessian-vector products
 #
 # A gradient check compares first derivatives. A stronger check differentiates once more: the
 # Hessian-vector product `H(x) d` is the directional derivative of the gradient, and JAX
 # computes it without forming `H` by pushing a tangent through the gradient function:
 # `jax.jvp(jax.grad(f), (x,), (d,))`. For the rematerialized policy this differentiates
-# *through* the recomputation too.
+# *through* the recomputation too: the checkpoint acts inside `jax.grad` (reverse mode), and
+# the outer `jax.jvp` differentiates the backward program it wrote, recomputation included.
+# A section after the check shows which modes a checkpoint changes.
 #
 # ## Your turn: Hessian-vector products of both policies
 #
@@ -155,7 +188,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, make_objective, x
+from remat_lesson import DEPTH, Checks, W, fresh_network, make_objective, x
 
 
 def jax_hessian_hvp(weights, point, direction, depth):
@@ -187,8 +220,8 @@ with checks.item(
     # The visible reference is JAX's Hessian matrix of the shipped objective: a NumPy gradient
     # here would show the reverse-oracle task's answer. The hidden item checks against NumPy.
     along = np.linspace(-1.0, 1.0, 16)
-    # 2e-6 of the largest entry: an exact float32 product is within 2.4e-7 of it here, a central
-    # difference of float32 gradients with step 1e-2 is 5.8e-6 away.
+    # 2e-6 of the largest entry: between how close an exact float32 product and the best central
+    # difference of float32 gradients come here (printed by the cell after this check).
     check_hvp(W, x, along, DEPTH, jax_hessian_hvp, 2e-6 * float(np.abs(jax_hessian_hvp(W, x, along, DEPTH)).max()))
 with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
     d = np.asarray(HVP_DIRECTION, np.float64)
@@ -217,23 +250,10 @@ def reference_hvp(weights, point, direction, depth):
     return gradient(np.asarray(point, np.float64) + 1j * step * np.asarray(direction, np.float64)).imag / step
 
 
-def saturation(weights, point, depth):
-    """The largest |tanh| of any layer: near 1, float32 cannot say 1 - h**2, whatever the method."""
-    v, largest = np.asarray(point, np.float64), 0.0
-    for _ in range(depth):
-        v = np.tanh(np.asarray(weights, np.float64) @ v)
-        largest = max(largest, float(np.abs(v).max()))
-    return largest
-
-
 with checks.item(1, "a fresh network: both policies agree with an independent reference"):
     rng = checks.rng()
-    while True:  # a network float32 can differentiate at all (no layer saturated)
-        depth, width = int(rng.integers(2, 5)), int(rng.integers(4, 9))
-        w_fresh = (0.6 * rng.normal(size=(width, width))).astype(np.float32)
-        x_fresh = rng.normal(size=width).astype(np.float32)
-        if saturation(w_fresh, x_fresh, depth) <= 0.95:
-            break
+    w_fresh, x_fresh, depth = fresh_network(rng, depths=(2, 5), widths=(4, 9), scale=0.6)
+    width = len(x_fresh)
     # A long direction: a difference of gradients is off by its step squared times |d|**3.
     d_fresh = (4.0 * rng.normal(size=width)).astype(np.float32)
     hessian = np.stack([reference_hvp(w_fresh, x_fresh, e, depth) for e in np.eye(width)], axis=1)
@@ -248,6 +268,68 @@ hvp_plain, hvp_remat = np.asarray(hvp(plain, x, HVP_DIRECTION)), np.asarray(hvp(
 hvp_error = float(np.max(np.abs(hvp_plain - hvp_remat)))
 print(f"Hessian-vector products along a nonuniform direction agree; largest difference {hvp_error:.3g}.")
 print("All finite:", bool(np.isfinite(hvp_plain).all() and np.isfinite(hvp_remat).all()))
+
+# %% [markdown]
+# The check asks for an exact product, not a difference of gradients. How close can central
+# differences of float32 gradients come? Try 26 steps from `1e-5` to `1`, against the
+# Hessian matrix's product, relative to its largest entry:
+
+# %%
+hessian_product = np.asarray(jax.hessian(plain)(x), np.float64) @ np.asarray(HVP_DIRECTION, np.float64)
+scale_of_product = float(np.abs(hessian_product).max())
+differences_of_gradients = {}
+for step in np.geomspace(1e-5, 1.0, 26):
+    step = np.float32(step)
+    up, down = jax.grad(plain)(x + step * HVP_DIRECTION), jax.grad(plain)(x - step * HVP_DIRECTION)
+    quotient = (np.asarray(up, np.float64) - np.asarray(down, np.float64)) / (2 * float(step))
+    differences_of_gradients[float(step)] = float(np.abs(quotient - hessian_product).max()) / scale_of_product
+best_step = min(differences_of_gradients, key=differences_of_gradients.get)
+print(
+    f"exact HVP (plain): {float(np.abs(hvp_plain - hessian_product).max()) / scale_of_product:.1e} of the largest entry; "
+    f"the best of {len(differences_of_gradients)} differences of gradients: {differences_of_gradients[best_step]:.1e} "
+    f"(step {best_step:.1e})"
+)
+
+# %% [markdown]
+# On this network and direction, the exact product agrees to a few parts in 10⁷ of the largest
+# entry, while no step brings a difference of gradients within a few parts in 10⁶: the check's
+# tolerance, `2e-6` of the largest entry, lies between the two.
+
+# %% [markdown]
+# ## Which differentiation modes does a checkpoint change?
+#
+# The JAX docs say a checkpointed function behaves differently under `jax.linearize` and
+# `jax.vjp` (and `jax.grad`), but not under `jax.jvp` (`docs/gradient-checkpointing.md`).
+# Read it in the programs: forward mode (`jax.jvp`) computes values and tangents together in
+# one pass; `jax.linearize` splits the work into a primal pass and a linear function to apply
+# later, and the linear function is where a checkpoint recomputes. Count the `tanh` and the
+# products each program is written with:
+
+# %%
+from remat_lesson import primitive_counts
+
+for name, fn in (("plain", plain), ("remat", remat)):
+    jvp_program = jax.make_jaxpr(lambda v, t, fn=fn: jax.jvp(fn, (v,), (t,)))(x, HVP_DIRECTION)
+    _, linear = jax.linearize(fn, x)
+    linear_program = jax.make_jaxpr(linear)(HVP_DIRECTION)
+    hvp_program = jax.make_jaxpr(lambda v, t, fn=fn: hvp(fn, v, t))(x, HVP_DIRECTION)
+    np.testing.assert_allclose(
+        np.asarray(jax.jvp(fn, (x,), (HVP_DIRECTION,))[1]), np.asarray(linear(HVP_DIRECTION)), rtol=1e-6
+    )
+    print(
+        f"{name}: jvp writes {primitive_counts(jvp_program)['tanh']} tanh and {primitive_counts(jvp_program)['dot_general']} "
+        f"products; linearize's linear function {primitive_counts(linear_program)['tanh']} tanh and "
+        f"{primitive_counts(linear_program)['dot_general']} products; your HVP {primitive_counts(hvp_program)['tanh']} tanh "
+        f"and {primitive_counts(hvp_program)['dot_general']} products"
+    )
+
+# %% [markdown]
+# Under `jax.jvp` the two policies write the same program: the checkpoint changes nothing in
+# forward mode. The linear function of plain reuses what `jax.linearize` kept (no `tanh`);
+# remat's recomputes the forward pass inside it (four `tanh`, four more products). Your HVP is
+# forward over reverse: the checkpoint acts in the inner `jax.grad`, and the outer `jax.jvp`
+# pushes a tangent through everything the backward program recomputes, which is why it tests
+# the recomputation as well as the gradient.
 
 # %% [markdown]
 # ## Your turn: why is the HVP the stronger test?

@@ -8,7 +8,7 @@
 # %% [markdown]
 # ## Your map
 #
-# - **This stage:** about 8 minutes.
+# - **This stage:** about 6 minutes.
 # - **Needs:** the records stages 1 to 4 wrote to `runs/performance-05/` (run those stages
 #   first, in any order); it measures nothing itself.
 # - **Points:** 2, read by a person (your written explanation).
@@ -66,13 +66,15 @@ else:
     print(f"Lower panel: compiled temp bytes plain {temps['plain']}, remat {temps['remat']}: {verdict}.")
 
 # %% [markdown]
-# Fewer entries mean autodiff *planned* to keep less. Equal temporary bytes mean the compiler,
-# after fusing and reusing buffers, *plans* as many temporary bytes for either program. Neither panel is a
-# measured peak. A claim about training memory needs the full training step (optimizer state
-# and input buffers included) at representative shapes, its peak measured on the target
-# device; and since the point of saving memory is usually a larger batch, that larger batch
-# must then actually run, and the model's quality and the step's time must be checked again
-# with it.
+# Fewer entries mean autodiff *planned* to keep fewer values, and not all of them cost memory:
+# stage 2 found that the constant `W` and the argument `v` are buffers that exist anyway, and
+# that `W` appears nowhere in the compiler's estimate. Equal temporary bytes mean the compiler,
+# after fusing and reusing buffers, *plans* as many temporary bytes for either program.
+# Neither panel is a measured peak. A claim about training memory needs the full training
+# step (optimizer state and input buffers included) at representative shapes, its peak
+# measured on the target device; and since the point of saving memory is usually a larger
+# batch, that larger batch must then actually run, and the model's quality and the step's
+# time must be checked again with it.
 
 # %% [markdown]
 # ## Timings: every sample, and what they can rank
@@ -126,7 +128,8 @@ for question, outcome in happened.items():
 ### BEGIN SOLUTION
 EXPLANATION = """
 The residual list is autodiff's plan before compilation: it counts values, not bytes, and
-one 16x16 weight matrix outweighs many 16-element vectors. The compiler then fuses
+some entries (the weights W, the argument) are buffers that exist anyway: W appears in no
+field of the compiler's estimate. The compiler then fuses
 operations and reuses buffers, and its CSE can merge a recomputation with the value it
 repeats, so the temporary bytes follow the compiled program, not the list: here 9 and 6
 entries became the same 256 temporary bytes. A measured peak adds arguments, outputs, the

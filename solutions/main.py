@@ -24,9 +24,17 @@ def two_steps(v):
     return jnp.sum(jnp.sin(jnp.cos(v)))
 
 
+print("two_steps, no checkpoint:")
 print_saved_residuals(two_steps, jnp.arange(3.0))
 
+print("jax.checkpoint(two_steps):")
 print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
+
+import inspect
+import textwrap
+
+thesis = next(part for part in inspect.getdoc(jax.checkpoint).split("\n\n") if "additional internal" in part)
+print(textwrap.fill(" ".join(thesis.split()), width=88))
 
 ### BEGIN SOLUTION
 # A first guess before measuring anything; stage 5 compares it with what happened.
@@ -138,7 +146,7 @@ from remat_lesson import forward_and_backward, primitive_counts
 
 def python_calls_during_a_gradient(rematerialize):
     """How often the layer's Python code runs while one gradient is taken, and how many tanh
-    the gradient's forward and backward programs run."""
+    the gradient's forward and backward programs are written with."""
     calls = []
 
     def layer(v):
@@ -159,11 +167,124 @@ def python_calls_during_a_gradient(rematerialize):
 
 
 for rematerialize in (False, True):
-    calls, runs = python_calls_during_a_gradient(rematerialize)
+    calls, written = python_calls_during_a_gradient(rematerialize)
     print(
-        f"{'per-layer checkpoint' if rematerialize else 'plain':>20}: the layer's Python code ran {calls} time(s); "
-        f"the gradient's programs run tanh {runs} times"
+        f"{'per-layer checkpoint' if rematerialize else 'plain':>20}: the layer's Python code ran {calls}x "
+        f"during jax.grad; the gradient's programs are written with {written} tanh"
     )
+
+layer_settings = {"scale": 1.0}
+
+
+def scaled_layer(v):
+    return jnp.tanh(layer_settings["scale"] * (W @ v))
+
+
+def checkpointed_scaled(v):
+    return jnp.sum(jax.checkpoint(scaled_layer)(v))
+
+
+def plain_scaled(v):
+    return jnp.sum(scaled_layer(v))
+
+
+before = {"checkpointed": jax.grad(checkpointed_scaled)(x), "plain": jax.grad(plain_scaled)(x)}
+layer_settings["scale"] = 2.0
+for name, fn in (("checkpointed", checkpointed_scaled), ("plain", plain_scaled)):
+    print(
+        f"after the Python scale changed, the {name} gradient changed: {not jnp.array_equal(jax.grad(fn)(x), before[name])}"
+    )
+jax.clear_caches()
+refreshed = jax.grad(checkpointed_scaled)(x)
+print(
+    "after jax.clear_caches(), the checkpointed gradient equals the plain one:",
+    bool(jnp.allclose(refreshed, jax.grad(plain_scaled)(x))),
+)
+
+def layer_with_flag(v, training):
+    h = jnp.tanh(W @ v)
+    if training:  # a Python decision, made while tracing
+        h = 0.5 * h
+    return h
+
+
+for options in ({}, {"static_argnums": (1,)}):
+    flagged = jax.checkpoint(layer_with_flag, **options)
+    try:
+        jax.grad(lambda v, flagged=flagged: jnp.sum(flagged(v, True)))(x)
+        print(f"jax.checkpoint(layer_with_flag, {options}): the gradient is taken")
+    except jax.errors.TracerBoolConversionError as error:
+        print(f"jax.checkpoint(layer_with_flag, {options}): {type(error).__name__}")
+
+from jax.experimental import io_callback
+
+seen_by_debug = []
+
+
+def layer_with_debug_callback(v):
+    jax.debug.callback(lambda value: seen_by_debug.append(value.shape), v)
+    return jnp.tanh(W @ v)
+
+
+jax.block_until_ready(jax.grad(lambda v: jnp.sum(jax.checkpoint(layer_with_debug_callback)(v)))(x))
+jax.effects_barrier()
+print(f"a jax.debug.callback inside one checkpointed layer ran {len(seen_by_debug)}x for one gradient")
+
+
+@jax.custom_jvp
+def logged(v):
+    io_callback(lambda value: None, None, v, ordered=True)
+    return v
+
+
+logged.defjvp(lambda primals, tangents: (logged(primals[0]), tangents[0]))
+
+try:
+    jax.grad(lambda v: jnp.sum(jax.checkpoint(lambda u: jnp.tanh(W @ logged(u)))(v)))(x)
+except NotImplementedError as error:
+    print("io_callback inside a checkpoint:", str(error).split(":")[0])
+
+import collections
+
+import numpy as np
+
+from remat_lesson import saved_residual_lines
+
+KEEP = 0.75
+
+
+def dropout_layer(v, layer_key):
+    mask = jax.random.bernoulli(layer_key, KEEP, v.shape)
+    return jnp.where(mask, jnp.tanh(W @ v) / KEEP, 0.0)
+
+
+def dropout_objective(rematerialize):
+    step = jax.checkpoint(dropout_layer) if rematerialize else dropout_layer
+
+    def objective(v, key):
+        for layer_key in jax.random.split(key, DEPTH):
+            v = step(v, layer_key)
+        return jnp.sum(v * v)
+
+    return objective
+
+
+dropout_key = jax.random.key(0)
+dropout_gradients = {}
+for rematerialize in (False, True):
+    dropout_fn = dropout_objective(rematerialize)
+    dropout_gradients[rematerialize] = np.asarray(jax.grad(dropout_fn)(x, dropout_key))
+    kinds = collections.Counter(line.split(" ")[0] for line in saved_residual_lines(dropout_fn, x, dropout_key))
+    _, backward = forward_and_backward(dropout_fn, x, dropout_key)
+    print(
+        f"{'per-layer checkpoint' if rematerialize else 'plain':>20}: saved shapes {dict(kinds)}; "
+        f"the backward program draws random bits {primitive_counts(backward)['random_bits']}x"
+    )
+np.testing.assert_allclose(dropout_gradients[True], dropout_gradients[False], rtol=1e-6, atol=0)
+print(
+    "with dropout, the checkpointed gradient agrees with the plain one within rtol 1e-6; largest difference:",
+    float(np.max(np.abs(dropout_gradients[True] - dropout_gradients[False]))),
+)
 
 from remat_lesson import saved_residual_lines
 
@@ -302,7 +423,7 @@ def reverse_oracle(weights, x, depth):
 import jax
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, numpy_only, plain, x
+from remat_lesson import DEPTH, Checks, W, fresh_network, numpy_only, plain, x
 
 checks = Checks(3, where="'Your turn: the NumPy reverse recurrence': reverse_oracle")
 with checks.item(1, "the lesson network: the oracle agrees with jax.grad(plain)"):
@@ -323,14 +444,13 @@ def reference_gradient(weights, x0, depth):
 
 
 with checks.item(1, "a fresh network agrees with an independent reference"):
-    rng = checks.rng()
-    depth, width = int(rng.integers(3, 8)), int(rng.integers(5, 12))
-    w_fresh, x_fresh = 0.4 * rng.normal(size=(width, width)), rng.normal(size=width)
+    w_fresh, x_fresh, depth = fresh_network(checks.rng(), depths=(3, 8), widths=(5, 12), scale=0.4)
+    w_fresh, x_fresh, width = w_fresh.astype(np.float64), x_fresh.astype(np.float64), len(x_fresh)
     checks.close(
         reverse_oracle(w_fresh, x_fresh, depth),
         reference_gradient(w_fresh, x_fresh, depth),
         rtol=1e-4,
-        atol=1e-6 * float(np.abs(reference_gradient(w_fresh, x_fresh, depth)).max()),
+        atol=1e-5 * float(np.abs(reference_gradient(w_fresh, x_fresh, depth)).max()),
         what=f"gradient (depth {depth}, width {width})",
     )
 with checks.item(1, "the oracle, run from its answer cell alone where JAX cannot be imported, gives the same gradient"):
@@ -368,7 +488,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, make_objective, vjp_residuals, x
+from remat_lesson import DEPTH, Checks, W, fresh_network, make_objective, vjp_residuals, x
 
 
 def jax_gradient(weights, x0, depth):
@@ -382,7 +502,7 @@ def check_gradients(weights, x0, depth, reference):
     expected = np.asarray(reference(weights, x0, depth), np.float64)
     for name in ("plain", "remat"):
         checks.close(
-            found[name], expected, rtol=1e-4, atol=1e-6 * float(np.abs(expected).max()), what=f"{name} gradient"
+            found[name], expected, rtol=1e-4, atol=1e-5 * float(np.abs(expected).max()), what=f"{name} gradient"
         )
 
 
@@ -414,10 +534,7 @@ def reference_sweep(weights, x0, depth):
 
 
 with checks.item(1, "a fresh network: both gradients agree with an independent reference"):
-    rng = checks.rng()
-    depth, width = int(rng.integers(3, 7)), int(rng.integers(5, 10))
-    w_fresh = (0.5 * rng.normal(size=(width, width))).astype(np.float32)
-    x_fresh = rng.normal(size=width).astype(np.float32)
+    w_fresh, x_fresh, depth = fresh_network(checks.rng(), depths=(3, 7), widths=(5, 10), scale=0.5)
     check_gradients(jnp.asarray(w_fresh), jnp.asarray(x_fresh), depth, reference_sweep)
 ### END HIDDEN TESTS
 checks.score()
@@ -497,6 +614,27 @@ compiled_gradients = {"plain": compile_gradient(plain, x), "remat": compile_grad
 memory = {name: memory_report(compiled) for name, compiled in compiled_gradients.items()}
 for name, report in memory.items():
     print(f"{name:6s}", report if report is not None else "unavailable on this backend")
+
+import re
+
+from remat_sweep import residual_bytes
+
+for name, fn in (("plain", plain), ("remat", remat)):
+    lines = saved_residual_lines(fn, x)
+    existing = [line for line in lines if line.split(" ", 1)[1].startswith("from ")]
+    new = [line for line in lines if line not in existing]
+    print(
+        f"{name}: {len(lines)} entries: {len(new)} new arrays ({sum(map(residual_bytes, new))} bytes); "
+        f"W or x, which exist anyway: {len(existing)} ({sum(map(residual_bytes, existing))} bytes)"
+    )
+program = compiled_gradients["plain"].as_text()
+weight_constants = len(re.findall(r"f32\[16,16\]\{[0-9,]+\} constant\(", program))
+print(f"W is {W.nbytes} bytes, x {x.nbytes}; the plain gradient's program holds {weight_constants} f32[16,16] constant")
+if memory["plain"] is not None:
+    print(
+        f"its estimate: arguments {memory['plain']['argument_size_in_bytes']} bytes, "
+        f"temporaries {memory['plain']['temp_size_in_bytes']} bytes"
+    )
 
 import time
 
@@ -741,6 +879,28 @@ print(f"All {len(placements)} placements give plain's gradient within rtol 1e-6.
 
 print(sorted(name for name in dir(jax.checkpoint_policies) if not name.startswith("_")))
 
+from remat_lesson import vjp_residuals
+
+
+def preactivations_kept(fn):
+    """How many of the four products W @ v are among the values fn's VJP keeps."""
+    v, products = np.asarray(x, np.float64), []
+    for _ in range(DEPTH):
+        products.append(np.asarray(W, np.float64) @ v)
+        v = np.tanh(products[-1])
+    kept = [np.asarray(value, np.float64) for value in vjp_residuals(fn, x)]
+    return sum(any(k.shape == z.shape and np.allclose(k, z, rtol=1e-5, atol=1e-7) for k in kept) for z in products)
+
+
+for policy_name in ("everything_saveable", "nothing_saveable"):
+    extreme = jax.checkpoint(plain, policy=getattr(jax.checkpoint_policies, policy_name))
+    np.testing.assert_allclose(np.asarray(jax.grad(extreme)(x)), gradient_plain, rtol=1e-6, atol=0)
+    print(
+        f"{policy_name:>19}: {len(saved_residual_lines(extreme, x))} entries, {preactivations_kept(extreme)} of them "
+        f"products W @ v; planned temporary bytes {temp_bytes(compile_gradient(extreme, x))}"
+    )
+print(f"for comparison, plain: {len(saved_residual_lines(plain, x))} entries, {preactivations_kept(plain)} products")
+
 import re
 
 from jax.ad_checkpoint import checkpoint_name
@@ -769,6 +929,10 @@ for title, fn in (
     ("checkpoint, no policy", jax.checkpoint(chain)),
     ("save_only_these_names('first')", jax.checkpoint(chain, policy=policies.save_only_these_names("first"))),
     ("save_any_names_but_these('first')", jax.checkpoint(chain, policy=policies.save_any_names_but_these("first"))),
+    (
+        "save_anything_except_these_names('first')",
+        jax.checkpoint(chain, policy=policies.save_anything_except_these_names("first")),
+    ),
 ):
     show_saved(title, fn, v0)
     kept = [np.asarray(value) for value in vjp_residuals(fn, v0)]
@@ -820,7 +984,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, gradient, plain, vjp_residuals, x
+from remat_lesson import DEPTH, Checks, W, fresh_network, gradient, plain, vjp_residuals, x
 
 checks = Checks(3, where="'Your turn: a named-residual policy': named_policy_objective")
 
@@ -894,10 +1058,8 @@ def reference_gradient(weights, point, depth):
 
 
 with checks.item(1, "a fresh network: it keeps exactly its pre-activations, and its gradient"):
-    rng = checks.rng()
-    depth, width = int(rng.integers(2, 6)), int(rng.integers(4, 9))
-    w_fresh = (0.7 * rng.normal(size=(width, width))).astype(np.float32)
-    x_fresh = jnp.asarray(rng.normal(size=width).astype(np.float32))
+    w_fresh, x_fresh, depth = fresh_network(checks.rng(), depths=(2, 6), widths=(4, 9), scale=0.7)
+    x_fresh = jnp.asarray(x_fresh)
     objective = named_policy_objective(w_fresh, depth)
     checks.equal(
         what_is_saved(objective, w_fresh, x_fresh, depth),
@@ -911,7 +1073,7 @@ with checks.item(1, "a fresh network: it keeps exactly its pre-activations, and 
     )
     expected = reference_gradient(w_fresh, x_fresh, depth)
     checks.close(
-        gradient(objective, x_fresh), expected, rtol=1e-4, atol=1e-6 * float(np.abs(expected).max()), what="gradient"
+        gradient(objective, x_fresh), expected, rtol=1e-4, atol=1e-5 * float(np.abs(expected).max()), what="gradient"
     )
 ### END HIDDEN TESTS
 checks.score()
@@ -922,7 +1084,7 @@ for name, fn in (("plain", plain), ("whole", whole), ("remat", remat), ("your na
     print(
         f"{name:>18}: hands over {len(saved_residual_lines(fn, x))} entries, holds at most "
         f"{most_residuals_held(fn, x)['entries']}, backward dots {primitive_counts(backward)['dot_general']}, "
-        f"compiled temporary bytes {temp_bytes(compile_gradient(fn, x))}"
+        f"planned temporary bytes {temp_bytes(compile_gradient(fn, x))}"
     )
 
 from jax import lax
@@ -1056,15 +1218,15 @@ def temp_at_deepest(policy):
 if temp_at_deepest("plain") is None:
     print("This backend offers no memory analysis: the temporary-byte comparison cannot be made here.")
 else:
-    measured = {
+    planned = {
         "checkpoint_per_layer_lowers_temp": temp_at_deepest("checkpoint_per_layer") < temp_at_deepest("plain"),
         "scan_checkpointed_body_lowers_temp": temp_at_deepest("scan_checkpointed_body") < temp_at_deepest("scan"),
         "plain_temp_grows_like": nearest_growth(growth_exponent("plain")),
     }
-    for key, value in measured.items():
+    for key, value in planned.items():
         verdict = "as you predicted" if SWEEP_PREDICTION[key] == value else "not what you predicted"
-        print(f"{key}: measured {value!r}, {verdict}")
-    print(f"(plain temp grows like L^{growth_exponent('plain'):.2f} between L={SHALLOWEST} and L={DEEPEST})")
+        print(f"{key}: planned {value!r}, {verdict}")
+    print(f"(plain's planned temp grows like L^{growth_exponent('plain'):.2f} between L={SHALLOWEST} and L={DEEPEST})")
 
 from jax import lax
 
@@ -1186,6 +1348,7 @@ from remat_sweep import (
     SMALL_WIDTH,
     compiled_memory,
     make_inputs,
+    plain_loss,
     scan_checkpointed_body_loss,
     scan_loss,
     sqrt_segment_length,
@@ -1206,6 +1369,7 @@ LONG_DEPTHS = (16, 64) if os.environ.get("NBGRADER_EXECUTION") == "autograde" el
 long_temps = {
     name: [planned_temp(loss, depth) for depth in LONG_DEPTHS]
     for name, loss in (
+        ("plain (unrolled)", plain_loss),
         ("scan", scan_loss),
         ("scan_checkpointed_body", scan_checkpointed_body_loss),
         ("your sqrt segments", your_segments),
@@ -1218,8 +1382,13 @@ else:
         slope = float(np.polyfit(np.log(LONG_DEPTHS), np.log(temps), 1)[0])
         shown = ", ".join(f"L={d}: {t / MIB:.2f} MiB" for d, t in zip(LONG_DEPTHS, temps))
         print(f"{name:>24}: {shown}   (grows like L^{slope:.2f})")
-    deepest_ratio = long_temps["scan"][-1] / long_temps["your sqrt segments"][-1]
-    print(f"At L={LONG_DEPTHS[-1]} your segments plan {deepest_ratio:.1f}x fewer temporary bytes than the plain scan.")
+    deepest = {name: temps[-1] for name, temps in long_temps.items()}
+    print(
+        f"At L={LONG_DEPTHS[-1]} your segments plan {deepest['scan'] / deepest['your sqrt segments']:.1f}x fewer "
+        f"temporary bytes than the plain scan and {deepest['plain (unrolled)'] / deepest['your sqrt segments']:.1f}x "
+        f"fewer than the unrolled plain loop; the checkpointed body plans "
+        f"{deepest['scan_checkpointed_body'] / deepest['plain (unrolled)']:.2f}x the unrolled plain loop's."
+    )
 
 plain_row, per_layer_row = at_deepest["plain"], at_deepest["checkpoint_per_layer"]
 scan_row, scan_checkpointed_row = at_deepest["scan"], at_deepest["scan_checkpointed_body"]
@@ -1232,7 +1401,7 @@ print(
 if plain_row["temp_bytes"] is not None:
     dots_row = at_deepest.get("checkpoint_dots")  # left out of the quick sweep while autograding
     print(
-        f"Its temporary bytes are {per_layer_row['temp_bytes'] / plain_row['temp_bytes']:.2f}x plain's"
+        f"Its planned temporary bytes are {per_layer_row['temp_bytes'] / plain_row['temp_bytes']:.2f}x plain's"
         + (f"; checkpoint_dots: {dots_row['temp_bytes'] / plain_row['temp_bytes']:.2f}x." if dots_row else ".")
     )
     print(
@@ -1240,6 +1409,11 @@ if plain_row["temp_bytes"] is not None:
         f"plain's temporary bytes; the checkpointed body plans {scan_checkpointed_row['temp_bytes'] / scan_row['temp_bytes']:.2f}x "
         f"the plain scan's, with {scan_checkpointed_row['dots_compiled']} dots in the compiled program against "
         f"{scan_row['dots_compiled']} (each loop body is counted once, however often it runs)."
+    )
+    print(
+        f"Against the unrolled plain loop, L={DEEPEST}: the checkpointed body plans {mib(scan_checkpointed_row['temp_bytes'])} "
+        f"MiB of temporaries, plain {mib(plain_row['temp_bytes'])} MiB "
+        f"({scan_checkpointed_row['temp_bytes'] / plain_row['temp_bytes']:.2f}x)."
     )
 print(
     f"Saved-residual entries at L={DEEPEST}: plain {plain_row['residual_entries']}, scan {scan_row['residual_entries']} "
@@ -1275,6 +1449,48 @@ else:
         "the passes from the barrier expander to layout assignment:",
         " -> ".join(order[expander : order.index("layout-assignment") + 1]),
     )
+
+import statistics
+import time
+
+
+def checkpointed_scan(prevent_cse):
+    """The sweep's scan with a checkpointed body, with this prevent_cse setting."""
+
+    def loss(weights, x):
+        step = jax.checkpoint(lambda carry, w: (remat_sweep.layer(carry, w), None), prevent_cse=prevent_cse)
+        carry, _ = lax.scan(step, x, weights)
+        return remat_sweep.final_loss(carry)
+
+    return loss
+
+
+cse_weights, cse_x = make_inputs(64, SMALL_WIDTH, SMALL_BATCH)
+cse_executables, cse_gradients = {}, {}
+for prevent_cse in (True, False):
+    lowered = jax.jit(jax.grad(checkpointed_scan(prevent_cse))).lower(cse_weights, cse_x)
+    cse_executables[prevent_cse] = lowered.compile()
+    counts = remat_sweep.op_counts(lowered.as_text(), cse_executables[prevent_cse].as_text())
+    cse_gradients[prevent_cse] = np.asarray(cse_executables[prevent_cse](cse_weights, cse_x))  # also the warm-up
+    print(
+        f"prevent_cse={prevent_cse!s:5}: {counts['barriers_lowered']} optimization barrier(s) written, "
+        f"{counts['dots_compiled']} dots compiled, planned temporary "
+        f"{mib(compiled_memory(cse_executables[prevent_cse])['temp_size_in_bytes'])} MiB"
+    )
+np.testing.assert_allclose(cse_gradients[False], cse_gradients[True], rtol=1e-6, atol=1e-7)
+cse_samples = {True: [], False: []}
+for _ in range(9):
+    for prevent_cse, executable in cse_executables.items():
+        start = time.perf_counter()
+        jax.block_until_ready(executable(cse_weights, cse_x))
+        cse_samples[prevent_cse].append(time.perf_counter() - start)
+for prevent_cse, samples in cse_samples.items():
+    print(
+        f"prevent_cse={prevent_cse!s:5}: median {statistics.median(samples) * 1e3:.2f} ms, "
+        f"samples from {min(samples) * 1e3:.2f} to {max(samples) * 1e3:.2f} ms"
+    )
+apart = max(cse_samples[True]) < min(cse_samples[False]) or max(cse_samples[False]) < min(cse_samples[True])
+print("the two settings' timing samples", "do not overlap" if apart else "overlap: they rank neither setting")
 
 def chain_of_sines(length):
     def f(v):
@@ -1396,6 +1612,15 @@ finite = central_difference(plain, x, direction, EPSILON)
 automatic = float(jnp.vdot(jax.grad(plain)(x), direction))
 print(f"Directional derivative along (1, ..., 1): finite {finite:.7g}, automatic {automatic:.7g}, epsilon {EPSILON:g}")
 
+unit_roundoff = float(jnp.finfo(jnp.float32).eps) / 2
+for eps in (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6):
+    error = abs(central_difference(plain, x, direction, eps) - automatic) / abs(automatic)
+    rounding = unit_roundoff * abs(float(plain(x))) / eps / abs(automatic)
+    print(
+        f"epsilon {eps:.0e}: relative error {error:.1e}, rounding term {rounding:.1e}, "
+        f"{'within' if error <= 3e-3 else 'outside'} rtol 3e-3"
+    )
+
 def hvp(fn, x, direction):
     """Hessian of fn at x applied to direction, by forward-over-reverse differentiation."""
     ### BEGIN SOLUTION
@@ -1412,7 +1637,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, make_objective, x
+from remat_lesson import DEPTH, Checks, W, fresh_network, make_objective, x
 
 
 def jax_hessian_hvp(weights, point, direction, depth):
@@ -1444,8 +1669,8 @@ with checks.item(
     # The visible reference is JAX's Hessian matrix of the shipped objective: a NumPy gradient
     # here would show the reverse-oracle task's answer. The hidden item checks against NumPy.
     along = np.linspace(-1.0, 1.0, 16)
-    # 2e-6 of the largest entry: an exact float32 product is within 2.4e-7 of it here, a central
-    # difference of float32 gradients with step 1e-2 is 5.8e-6 away.
+    # 2e-6 of the largest entry: between how close an exact float32 product and the best central
+    # difference of float32 gradients come here (printed by the cell after this check).
     check_hvp(W, x, along, DEPTH, jax_hessian_hvp, 2e-6 * float(np.abs(jax_hessian_hvp(W, x, along, DEPTH)).max()))
 with checks.item(1, "HVP_DIRECTION is nonuniform and has the input's length"):
     d = np.asarray(HVP_DIRECTION, np.float64)
@@ -1474,23 +1699,10 @@ def reference_hvp(weights, point, direction, depth):
     return gradient(np.asarray(point, np.float64) + 1j * step * np.asarray(direction, np.float64)).imag / step
 
 
-def saturation(weights, point, depth):
-    """The largest |tanh| of any layer: near 1, float32 cannot say 1 - h**2, whatever the method."""
-    v, largest = np.asarray(point, np.float64), 0.0
-    for _ in range(depth):
-        v = np.tanh(np.asarray(weights, np.float64) @ v)
-        largest = max(largest, float(np.abs(v).max()))
-    return largest
-
-
 with checks.item(1, "a fresh network: both policies agree with an independent reference"):
     rng = checks.rng()
-    while True:  # a network float32 can differentiate at all (no layer saturated)
-        depth, width = int(rng.integers(2, 5)), int(rng.integers(4, 9))
-        w_fresh = (0.6 * rng.normal(size=(width, width))).astype(np.float32)
-        x_fresh = rng.normal(size=width).astype(np.float32)
-        if saturation(w_fresh, x_fresh, depth) <= 0.95:
-            break
+    w_fresh, x_fresh, depth = fresh_network(rng, depths=(2, 5), widths=(4, 9), scale=0.6)
+    width = len(x_fresh)
     # A long direction: a difference of gradients is off by its step squared times |d|**3.
     d_fresh = (4.0 * rng.normal(size=width)).astype(np.float32)
     hessian = np.stack([reference_hvp(w_fresh, x_fresh, e, depth) for e in np.eye(width)], axis=1)
@@ -1503,6 +1715,38 @@ hvp_plain, hvp_remat = np.asarray(hvp(plain, x, HVP_DIRECTION)), np.asarray(hvp(
 hvp_error = float(np.max(np.abs(hvp_plain - hvp_remat)))
 print(f"Hessian-vector products along a nonuniform direction agree; largest difference {hvp_error:.3g}.")
 print("All finite:", bool(np.isfinite(hvp_plain).all() and np.isfinite(hvp_remat).all()))
+
+hessian_product = np.asarray(jax.hessian(plain)(x), np.float64) @ np.asarray(HVP_DIRECTION, np.float64)
+scale_of_product = float(np.abs(hessian_product).max())
+differences_of_gradients = {}
+for step in np.geomspace(1e-5, 1.0, 26):
+    step = np.float32(step)
+    up, down = jax.grad(plain)(x + step * HVP_DIRECTION), jax.grad(plain)(x - step * HVP_DIRECTION)
+    quotient = (np.asarray(up, np.float64) - np.asarray(down, np.float64)) / (2 * float(step))
+    differences_of_gradients[float(step)] = float(np.abs(quotient - hessian_product).max()) / scale_of_product
+best_step = min(differences_of_gradients, key=differences_of_gradients.get)
+print(
+    f"exact HVP (plain): {float(np.abs(hvp_plain - hessian_product).max()) / scale_of_product:.1e} of the largest entry; "
+    f"the best of {len(differences_of_gradients)} differences of gradients: {differences_of_gradients[best_step]:.1e} "
+    f"(step {best_step:.1e})"
+)
+
+from remat_lesson import primitive_counts
+
+for name, fn in (("plain", plain), ("remat", remat)):
+    jvp_program = jax.make_jaxpr(lambda v, t, fn=fn: jax.jvp(fn, (v,), (t,)))(x, HVP_DIRECTION)
+    _, linear = jax.linearize(fn, x)
+    linear_program = jax.make_jaxpr(linear)(HVP_DIRECTION)
+    hvp_program = jax.make_jaxpr(lambda v, t, fn=fn: hvp(fn, v, t))(x, HVP_DIRECTION)
+    np.testing.assert_allclose(
+        np.asarray(jax.jvp(fn, (x,), (HVP_DIRECTION,))[1]), np.asarray(linear(HVP_DIRECTION)), rtol=1e-6
+    )
+    print(
+        f"{name}: jvp writes {primitive_counts(jvp_program)['tanh']} tanh and {primitive_counts(jvp_program)['dot_general']} "
+        f"products; linearize's linear function {primitive_counts(linear_program)['tanh']} tanh and "
+        f"{primitive_counts(linear_program)['dot_general']} products; your HVP {primitive_counts(hvp_program)['tanh']} tanh "
+        f"and {primitive_counts(hvp_program)['dot_general']} products"
+    )
 
 save_record(
     "04-exercise",
@@ -1588,7 +1832,8 @@ for question, outcome in happened.items():
 ### BEGIN SOLUTION
 EXPLANATION = """
 The residual list is autodiff's plan before compilation: it counts values, not bytes, and
-one 16x16 weight matrix outweighs many 16-element vectors. The compiler then fuses
+some entries (the weights W, the argument) are buffers that exist anyway: W appears in no
+field of the compiler's estimate. The compiler then fuses
 operations and reuses buffers, and its CSE can merge a recomputation with the value it
 repeats, so the temporary bytes follow the compiled program, not the list: here 9 and 6
 entries became the same 256 temporary bytes. A measured peak adds arguments, outputs, the

@@ -86,6 +86,22 @@ def make_objective(weights, depth: int = DEPTH, rematerialize: bool = False):
     return _recipe(objective, "make_objective", weights, depth, rematerialize)
 
 
+def fresh_network(rng: np.random.Generator, depths, widths, scale: float, saturation: float = 0.95):
+    """(weights, x, depth): a fresh network for a check, float32, drawn from rng (depth and width
+    uniformly from the two ranges) until no layer saturates (every |tanh| at most `saturation`):
+    near |h| = 1, float32 cannot tell 1 - h**2 from 0, so every method's gradient there is off."""
+    while True:
+        depth, width = int(rng.integers(*depths)), int(rng.integers(*widths))
+        weights = (scale * rng.normal(size=(width, width))).astype(np.float32)
+        point = rng.normal(size=width).astype(np.float32)
+        v, largest = point.astype(np.float64), 0.0
+        for _ in range(depth):
+            v = np.tanh(weights.astype(np.float64) @ v)
+            largest = max(largest, float(np.abs(v).max()))
+        if largest <= saturation:
+            return weights, point, depth
+
+
 W = jnp.asarray(lesson_weights())
 x = jnp.asarray(lesson_input())
 plain = make_objective(W, DEPTH, rematerialize=False)

@@ -1,32 +1,21 @@
-"""How a graded cell checks an answer, and how the grader decides it, without a kernel.
+"""How a graded cell checks an answer, without a kernel.
 
-solutions/remat_checks.py defines each judgment's verdict and the report; autograder/verdicts.py
-runs test cells in a learner's kernel without what they compare with, and decides from what
-they observed. Here both are exercised directly on values, and every graded cell of the lesson
-is held to the rule that makes the second possible.
+solutions/remat_checks.py defines each judgment's verdict and the report, the timed executable a
+learner's timing code is checked with, and `numpy_only`, which runs an answer cell where JAX
+cannot be imported. The same code runs in a learner's JupyterLab and in the grader's judge
+(autograder/judge.py, tested in tests/test_judge.py).
 """
 
 from __future__ import annotations
 
-import ast
 import importlib.util
-import json
+import sys
+import time
 
-import nbformat
+import numpy as np
 import pytest
-from nbformat.notebooknode import NotebookNode
 
-from autograder.paths import NOTEBOOKS, SOLUTIONS
-from autograder.verdicts import (
-    JUDGMENTS,
-    OBSERVATION_MIME,
-    REFERENCE_PREFIX,
-    ReferenceError,
-    decide,
-    is_test_cell,
-    observe_only,
-    reference_of,
-)
+from autograder.paths import SOLUTIONS
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +75,6 @@ def test_the_report_says_which_points_were_checked_here(checks):
 
 def test_a_learner_sees_the_failure_and_the_cell_raises(checks, monkeypatch, capsys):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    monkeypatch.delenv(checks.MODE_ENV, raising=False)
     cell = checks.Checks(3, where="'Your turn'")
     with cell.item(1, "right"):
         cell.close([1.0], [1.0], rtol=1e-6)
@@ -99,7 +87,6 @@ def test_a_learner_sees_the_failure_and_the_cell_raises(checks, monkeypatch, cap
 
 def test_stock_nbgrader_gets_the_points_as_the_cells_value(checks, monkeypatch, capsys):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    monkeypatch.delenv(checks.MODE_ENV, raising=False)
     cell = checks.Checks(2, where="here")
     with cell.item(1, "right"):
         cell.equal(1, 1, what="x")
@@ -109,221 +96,109 @@ def test_stock_nbgrader_gets_the_points_as_the_cells_value(checks, monkeypatch, 
     assert "your code raised ZeroDivisionError: boom" in capsys.readouterr().out
 
 
-def test_observing_never_judges_in_the_kernel(checks, monkeypatch):
-    monkeypatch.setenv(checks.MODE_ENV, "observe")
-    published = []
-    monkeypatch.setattr(checks.Checks, "_publish", lambda self, record: published.append(record))
+def test_in_the_judge_a_cell_neither_prints_nor_raises_and_returns_its_points(checks, monkeypatch, capsys):
+    monkeypatch.setattr(checks, "JUDGE", 7)
+    cell = checks.Checks(2, where="here")
+    with cell.item(1, "right"):
+        cell.equal(1, 1, what="x")
+    with cell.item(1, "wrong"):
+        cell.equal(1, 2, what="x")
+    assert cell.score() == 1.0 and capsys.readouterr().out == ""
+    assert checks.Checks.latest is cell
+
+
+def test_bounds_may_be_one_per_number(checks):
     cell = checks.Checks(1, where="here")
-    with cell.item(1, "a wrong value is handed over, not judged"):
-        cell.close([5.0], None, rtol=None, atol=None, what=None)
-        cell.equal("anything", None, what=None)
-    assert cell.score() is None
-    item = published[-1]
-    assert item["failure"] is None and [j["found"] for j in item["judgments"]] == [
-        {"shape": [1], "values": [5.0]},
-        "anything",
-    ]
-    json.dumps(published)  # plain data all the way (it travels as JSON)
+    with cell.item(1, "each sample between its own bounds"):
+        cell.at_least([0.02, 0.03], [0.01, 0.025], what="samples")
+        cell.below([0.02, 0.03], np.array([0.021, 0.031]), what="samples")
+    assert cell.items[-1]["failure"] is None
+    with cell.item(1, "one sample past its own bound"):
+        cell.at_least([0.02, 0.03], [0.01, 0.035], what="samples")
+    assert "of at least 0.035, found 0.03 (number 2 of 2)" in cell.items[-1]["failure"]
+    with cell.item(1, "as many bounds as numbers"):
+        cell.below([0.02, 0.03, 0.04], [1.0, 1.0], what="samples")
+    assert "expected 2 of samples, found 3" in cell.items[-1]["failure"]
+
+
+def test_a_learner_exception_from_another_process_reads_as_the_learners(checks):
+    raised = checks.LearnerRaised(["NotImplementedError", "RuntimeError", "Exception"], "")
+    assert checks.raised_names(raised)[0] == "NotImplementedError"
+    cell = checks.Checks(1, where="here")
+    with cell.item(1, "unanswered"):
+        raise raised
+    assert "NotImplementedError" in cell.items[-1]["failure"]
+
+
+def test_fresh_inputs_repeat_locally_and_follow_the_judges_seed(checks, monkeypatch):
+    first = checks.Checks(1, where="w").rng().normal(size=3)
+    assert np.array_equal(first, checks.Checks(1, where="w").rng().normal(size=3))
+    monkeypatch.setattr(checks, "JUDGE", 11)
+    judged = checks.Checks(1, where="w").rng().normal(size=3)
+    monkeypatch.setattr(checks, "JUDGE", 12)
+    assert not np.array_equal(judged, checks.Checks(1, where="w").rng().normal(size=3))
+    assert not np.array_equal(first, judged)
 
 
 # ---------------------------------------------------------------------------------------
-# The grader's side.
+# Timing a learner's timing.
 # ---------------------------------------------------------------------------------------
-def _observed(*records) -> NotebookNode:
-    outputs = [NotebookNode(output_type="display_data", data={OBSERVATION_MIME: r}, metadata={}) for r in records]
-    return NotebookNode(cell_type="code", source="", metadata={}, outputs=outputs)
+def _time(executable, repeats, *, warm_up=True, wait=True):
+    if warm_up:
+        executable(None).block_until_ready()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = executable(None)
+        if wait:
+            np.asarray(result)
+        samples.append(time.perf_counter() - start)
+    return samples
 
 
-REFERENCE = {
-    "points": 2,
-    "where": "'Your turn'",
-    "items": [
-        {
-            "points": 1,
-            "what": "lesson",
-            "judgments": [
-                {
-                    "kind": "close",
-                    "what": "gradient",
-                    "hint": None,
-                    "rtol": 1e-6,
-                    "atol": 0.0,
-                    "found": {"shape": [1], "values": [2.0]},
-                    "expected": {"shape": [1], "values": [2.0]},
-                }
-            ],
-        },
-        {
-            "points": 1,
-            "what": "count",
-            "judgments": [{"kind": "equal", "what": "entries", "hint": None, "found": 9, "expected": 9}],
-        },
-    ],
-}
+def test_honest_samples_lie_between_what_the_executable_saw(checks):
+    timed = checks.TimedExecutable(first_call=0.05, result_delays=(0.004, 0.006))
+    samples = _time(timed, 4)
+    assert timed.calls == 5
+    assert np.all(np.asarray(samples) >= timed.shortest_samples(4))
+    assert np.all(np.asarray(samples) < timed.longest_samples(4))
+    assert np.all(np.asarray(samples) < 0.05)
 
 
-def _item(index, judgments, error=None):
-    return {"record": "item", "index": index, "judgments": judgments, "error": error}
-
-
-def test_the_grader_judges_the_found_values_against_the_reference(checks):
-    right = _observed(_item(0, [{"found": {"shape": [1], "values": [2.0]}}]), _item(1, [{"found": 9}]))
-    assert decide(REFERENCE, right, checks)[0] == 2.0
-    wrong = _observed(_item(0, [{"found": {"shape": [1], "values": [-2.0]}}]), _item(1, [{"found": 9}]))
-    earned, report = decide(REFERENCE, wrong, checks)
-    assert earned == 1.0 and "[FAIL] 0/1  lesson" in report and "1 of 2 points" in report
-
-
-def test_what_the_kernel_claims_beside_its_values_counts_for_nothing(checks):
-    # A kernel that claims a huge tolerance, its own expected value and "no failure":
-    forged = _observed(
-        _item(
-            0,
-            [
-                {
-                    "found": {"shape": [1], "values": [-2.0]},
-                    "rtol": 1e9,
-                    "expected": {"shape": [1], "values": [-2.0]},
-                    "kind": "equal",
-                    "failure": None,
-                }
-            ],
-        ),
-        _item(1, [{"found": 9}]),
-    )
-    assert decide(REFERENCE, forged, checks)[0] == 1.0
-    # Missing, repeated, cut short or padded observations earn nothing.
-    assert decide(REFERENCE, _observed(_item(1, [{"found": 9}])), checks)[0] == 1.0
-    twice = _observed(
-        _item(0, [{"found": {"shape": [1], "values": [2.0]}}]), _item(0, [{"found": {"shape": [1], "values": [2.0]}}])
-    )
-    assert decide(REFERENCE, twice, checks)[0] == 0.0
-    assert decide(REFERENCE, _observed(_item(0, []), _item(1, [])), checks)[0] == 0.0
-    padded = _observed(
-        _item(0, [{"found": {"shape": [1], "values": [2.0]}}] * 2), _item(1, [{"found": 9}, {"found": 9}])
-    )
-    assert decide(REFERENCE, padded, checks)[0] == 0.0
-    assert decide(REFERENCE, _observed("junk", {"record": "item", "index": "0"}), checks)[0] == 0.0
-
-
-def test_a_check_that_did_not_run_says_why(checks):
-    stopped = _observed(_item(0, [{"found": {"shape": [1], "values": [2.0]}}]))
-    stopped.outputs.append(
-        NotebookNode(output_type="error", ename="KernelDied", evalue="the kernel died in cell 7", traceback=[])
-    )
-    earned, report = decide(REFERENCE, stopped, checks)
-    assert earned == 1.0 and "did not run: the cell stopped before it (KernelDied: the kernel died in cell 7)" in report
-
-
-def test_a_solution_that_fails_its_own_check_stops_grading(checks):
-    cell = _observed(
-        {"record": "checks", "points": 1, "where": "w"},
-        {
-            "record": "item",
-            "index": 0,
-            "points": 1,
-            "what": "a",
-            "error": None,
-            "failure": None,
-            "judgments": [{"kind": "equal", "what": "x", "hint": None, "found": 1, "expected": 2}],
-        },
-    )
-    cell.cell_type, cell.metadata = (
-        "code",
-        {"nbgrader": {"grade": True, "solution": False, "grade_id": "t", "points": 1}},
-    )
-    with pytest.raises(ReferenceError, match="expected x: 2, found 1"):
-        reference_of(NotebookNode(cells=[cell]), checks)
+def test_made_up_or_unwaited_samples_do_not_fit(checks):
+    timed = checks.TimedExecutable(result_delays=(0.004, 0.011, 0.006, 0.009))
+    _time(timed, 4)
+    made_up = np.full(4, 0.0075)  # the mean of the delays, but not the delays
+    assert not (np.all(made_up >= timed.shortest_samples(4)) and np.all(made_up < timed.longest_samples(4)))
+    unwaited = checks.TimedExecutable(result_delays=(0.01,))
+    samples = _time(unwaited, 4, wait=False)
+    assert np.any(np.asarray(samples) < unwaited.shortest_samples(4))
 
 
 # ---------------------------------------------------------------------------------------
-# Every graded cell of the lesson: what it compares with is never in a learner's kernel.
+# NumPy-only tasks.
 # ---------------------------------------------------------------------------------------
-def _test_cells():
-    for name in NOTEBOOKS:
-        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
-            if is_test_cell(cell):
-                yield f"{name}:{cell.metadata['nbgrader']['grade_id']}", cell.source
+def _defined(checks, source: str, name: str):
+    namespace = {}
+    exec(compile(source, "<answer cell>", "exec"), namespace)
+    function = namespace[name]
+    return checks._NumpyOnly.__new__(checks._NumpyOnly), function
 
 
-TEST_CELLS = dict(_test_cells())
-
-
-def _bound_names(tree: ast.AST) -> set[str]:
-    """Names the cell binds by assignment or loop (not imports, not function parameters)."""
-    bound = set()
-    for node in ast.walk(tree):
-        targets = []
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension)):
-            targets = [node.target]
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            targets = [node.optional_vars]
-        for target in targets:
-            bound |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-    return bound
-
-
-def _names(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-@pytest.mark.parametrize("cell", sorted(TEST_CELLS))
-def test_what_a_check_compares_with_is_computed_inside_its_judgment(cell):
-    """The rule of remat_checks: a judgment's arguments after the first are computed in the call,
-    from the inputs (names the found value uses too) or from reference_* functions, and reference_*
-    functions are called nowhere else, so leaving them out leaves nothing behind in the kernel."""
-    tree = ast.parse(TEST_CELLS[cell])
-    bound, problems = _bound_names(tree), []
-    inside = set()
-    judgments = []  # (call, the parameters of the function it is in)
-
-    def collect(node, parameters=frozenset()):
-        if isinstance(node, ast.FunctionDef):
-            parameters = parameters | {a.arg for a in node.args.args + node.args.kwonlyargs}
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in JUDGMENTS
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "checks"
-        ):
-            judgments.append((node, parameters))
-        for child in ast.iter_child_nodes(node):
-            collect(child, parameters)
-
-    collect(tree)
-    for node, parameters in judgments:
-        found = _names(node.args[0]) if node.args else set()
-        compared = [*node.args[1:], *[k.value for k in node.keywords if k.arg not in ("what", "hint")]]
-        for argument in compared:
-            inside |= {id(n) for n in ast.walk(argument)}
-            leaked = (_names(argument) & bound) - found - parameters
-            if leaked:
-                problems.append(f"line {node.lineno}: compared with {sorted(leaked)}, computed outside the judgment")
-    references = {n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith(REFERENCE_PREFIX)}
-    inside |= {id(n) for ref in references for n in ast.walk(ref)}
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id.startswith(REFERENCE_PREFIX)
-            and id(node) not in inside
-        ):
-            problems.append(f"line {node.lineno}: {node.func.id}() called outside a judgment")
-    assert problems == [], f"{cell}:\n  " + "\n  ".join(problems)
-
-
-@pytest.mark.parametrize("cell", sorted(TEST_CELLS))
-def test_a_learners_kernel_runs_the_cell_without_its_expected_values(cell):
-    source = observe_only(TEST_CELLS[cell])
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in JUDGMENTS:
-            assert all(isinstance(a, ast.Constant) and a.value is None for a in node.args[1:])
-            assert all(isinstance(k.value, ast.Constant) and k.value.value is None for k in node.keywords)
-        if isinstance(node, ast.FunctionDef) and node.name.startswith(REFERENCE_PREFIX):
-            assert len(node.body) == 1 and isinstance(node.body[0], ast.Raise)
-    assert "_performance05_fresh_checks().Checks(" in source
-    compile(source, cell, "exec")
+def test_numpy_only_runs_the_answer_cell_where_jax_cannot_be_imported(checks, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(SOLUTIONS))
+    cell = "import jax.numpy as jnp\n\n\ndef double(v):\n    return np.asarray(v) * 2\n\n\nSCALE = jnp.float32(2)\n"
+    runner = checks._NumpyOnly.__new__(checks._NumpyOnly)
+    runner.name, runner.cell = "double", cell
+    assert np.array_equal(runner(np.arange(3)), [0, 2, 4])  # the jnp statements were left out
+    needs_jax = checks._NumpyOnly.__new__(checks._NumpyOnly)
+    needs_jax.name, needs_jax.cell = "grad", "def grad(v):\n    import jax\n    return jax.grad(lambda u: u)(v)\n"
+    with pytest.raises(checks.LearnerRaised, match="runs without JAX") as raised:
+        needs_jax(1.0)
+    assert raised.value.learner_mro[0] == "ModuleNotFoundError"
+    objective = checks.tanh_network(np.eye(2, dtype=np.float32), 2)
+    central = checks._NumpyOnly.__new__(checks._NumpyOnly)
+    central.name = "central"
+    central.cell = "def central(fn, x, d, eps):\n    return (float(fn(x + eps * d)) - float(fn(x - eps * d))) / (2 * eps)\n"
+    assert central(objective, np.ones(2), np.ones(2), 1e-3) == pytest.approx(2 * 2 * np.tanh(np.tanh(1.0)) * (1 - np.tanh(np.tanh(1.0)) ** 2) * (1 - np.tanh(1.0) ** 2), rel=1e-4)
+    assert "jax" not in sys.modules.get("remat_checks_under_test", checks).__dict__

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from autograder.paths import DATA
-from bundle.figures import FIGURE_STEM, comparable, differences, regenerate
+from bundle.figures import FIGURE_STEM, NUMBER, comparable, differences, is_measured, regenerate
 
 PROVENANCE_KEYS = {
     "utc",
@@ -64,12 +64,75 @@ def test_regeneration_reproduces_the_deterministic_fields(regenerated):
 
 def test_the_recorded_execution_is_regenerated_and_reproduces_what_must(regenerated):
     """`make figures` writes reference-execution.txt again; counts, bytes and error bounds match the
-    committed one (numbers within 1e-6), line by line; timings and measured peaks may differ."""
+    committed one (numbers within 1e-6), line by line; timings, measured peaks and the verdicts
+    drawn from them (the lines `is_measured` recognises) may differ."""
     out, _ = regenerated
     committed, fresh = (DATA / "reference-execution.txt").read_text(), (out / "reference-execution.txt").read_text()
     assert differences(committed, fresh) == [], "run `make figures`: data/reference-execution.txt is stale"
     deterministic = [template for template, _ in comparable(committed) if template != "<measured>"]
     assert len(deterministic) > 150 and any("temp_size_in_bytes" in t for t in deterministic)
+
+
+def test_measured_lines_are_recognised_by_rule():
+    """A time unit after a number, or a word of measurement in any part of the line (an identifier
+    split at `_` included), makes a line measured; counts, plans and source code are not."""
+    measured = [
+        "remat_is_faster                        predicted False  happened True",
+        "L=32 D=64 B=512: 5 policies in 10.8 s",
+        "prevent_cse=True : median 7.91 ms, samples from 7.80 to 11.59 ms",
+        "plain  median     43.0 µs  samples (µs): [76.8, 45.9]",
+        "the two settings' timing samples overlap: they rank neither setting",
+        "The two ranges do not overlap in this run.",
+        "    checkpoint_per_layer: peak 9.46 MiB, time 1.09x plain's",
+        "a duration of 12us",
+    ]
+    deterministic = [
+        "per-layer checkpoint: the layer's Python code ran 1x during jax.grad; the gradient's programs are written with 8 tanh",
+        "chain of  8 sin: plain saves  8 entries and runs  16 sin/cos; recursive checkpoint saves  4 and runs  21",
+        "t = 1 forward run(s) per step: 31 snapshots reverse L=32 layers",
+        "checkpoint_per_layer_lowers_temp: planned False, not what you predicted",
+        "        for _ in range(depth):",
+        "plain  {'argument_size_in_bytes': 64, 'output_size_in_bytes': 64, 'temp_size_in_bytes': 256}",
+    ]
+    assert [line for line in measured if not is_measured(line)] == []
+    assert [line for line in deterministic if is_measured(line)] == []
+
+
+def _another_run(text: str) -> str:
+    """The same execution as another run would print it: every number of every measured line
+    changed, and the verdicts drawn from timings flipped."""
+    flips = {
+        "overlapping": "not overlapping",
+        "happened not decided: the samples overlap": "happened True",
+        "overlap: these samples rank neither policy.": "do not overlap in this run.",
+        "flips with the order": "holds in both orders",
+    }
+    lines = []
+    for line in text.splitlines():
+        if is_measured(line):
+            line = NUMBER.sub(lambda match: f"{float(match.group()) * 1.37 + 0.5:.3g}", line)
+            for old, new in flips.items():
+                line = line.replace(old, new)
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_two_runs_whose_timings_differ_compare_equal():
+    """Every timing-dependent line of the committed recorded execution changed at once, verdicts
+    included (`remat_is_faster ... happened True` where the committed run could not decide): the
+    comparison reports nothing, and it still holds the deterministic lines to the committed ones."""
+    committed = (DATA / "reference-execution.txt").read_text()
+    other = _another_run(committed)
+    assert other != committed
+    assert differences(committed, other) == []
+    flaky = "remat_is_faster                        predicted False  happened not decided: the samples overlap\n"
+    assert (
+        differences(
+            "# utc: then\n\n" + flaky, "# utc: now\n\n" + flaky.replace("not decided: the samples overlap", "True")
+        )
+        == []
+    )
+    assert differences(committed, committed.replace("Entries: plain 9,", "Entries: plain 8,")) != []
 
 
 def test_the_comparison_tells_a_changed_count_from_a_changed_timing():

@@ -18,6 +18,9 @@ CITED = {
     "2016": "Chen, Xu, Zhang, Guestrin, Training Deep Nets with Sublinear Memory Cost, 2016",
     "1604.06174": "the arXiv identifier of that paper",
     "2000": "Griewank and Walther, Algorithm 799: revolve, ACM Transactions on Mathematical Software, 2000",
+    "22244": "jax-ml/jax pull request 22244, cited in remat_partial_eval (jax/_src/ad_checkpoint.py, JAX 0.9.2)",
+    "18954": "jax-ml/jax issue 18954: memory_analysis() reporting all zeros on GPU",
+    "0.11.0": "the JAX version whose print_saved_residuals looks through reduce_precision (its source)",
 }
 #: The heading of the map cell at the top of each stage; its numbers are checked by the map tests below.
 MAP_HEADING = "## Your map"

@@ -1,20 +1,18 @@
 """The reference run stops grading when the instructor's notebooks are not clean.
 
-The grader judges every learner against this run, and the compile cache comes from it: an
-error or a warning in any of its cells (the `KeyError` a demonstration once raised in autograde
-mode) must stop grading before anyone is graded, naming the notebook and the cell.
+The instructor's solutions are graded first, by the same judge as every learner, and the compile
+cache comes from that run: an error or a warning in any of its cells (the `KeyError` a
+demonstration once raised in autograde mode), or a test cell the solutions do not pass in full,
+must stop grading before anyone is graded, naming the notebook and the cell.
 """
 
 from __future__ import annotations
-
-import json
 
 import nbformat
 import pytest
 
 from autograder.paths import NOTEBOOKS
-from autograder.reference import REFERENCE, ReferenceRun, into_template, problems_of
-from autograder.verdicts import ReferenceError
+from autograder.reference import ReferenceProblem, ReferenceRun, into_template, problems_of, solution_shortfalls
 
 
 def _cell(*outputs) -> nbformat.NotebookNode:
@@ -24,7 +22,7 @@ def _cell(*outputs) -> nbformat.NotebookNode:
 
 
 def _runs() -> list[ReferenceRun]:
-    return [ReferenceRun(notebook=name, host="host", reference={"cell": name}) for name in NOTEBOOKS]
+    return [ReferenceRun(notebook=name, host="host") for name in NOTEBOOKS]
 
 
 def test_errors_and_warnings_are_found_with_their_cell():
@@ -45,17 +43,30 @@ def test_errors_and_warnings_are_found_with_their_cell():
 def test_an_unclean_reference_run_stops_grading_and_names_what_failed():
     runs = _runs()
     runs[2].problems = ["cell 40: KeyError: 'checkpoint_dots'"]
-    with pytest.raises(ReferenceError, match=rf"{NOTEBOOKS[2]}: cell 40: KeyError: 'checkpoint_dots'"):
+    with pytest.raises(ReferenceProblem, match=rf"{NOTEBOOKS[2]}: cell 40: KeyError: 'checkpoint_dots'"):
         into_template({}, runs)
 
 
 def test_a_missing_notebook_stops_grading():
-    with pytest.raises(ReferenceError, match=NOTEBOOKS[-1]):
+    with pytest.raises(ReferenceProblem, match=NOTEBOOKS[-1]):
         into_template({}, _runs()[:-1])
 
 
 def test_a_clean_reference_run_travels_in_the_template():
     template = into_template({"kept": b"1"}, _runs())
-    assert template["kept"] == b"1"
-    reference = json.loads(template[REFERENCE])
-    assert sorted(reference) == sorted(name.removesuffix(".ipynb") for name in NOTEBOOKS)
+    assert template == {"kept": b"1"}
+
+
+def test_a_test_cell_the_solutions_do_not_pass_in_full_is_named():
+    def graded(points, earned, report):
+        cell = nbformat.v4.new_code_cell("checks.score()")
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": f"test-{earned}", "points": points}
+        cell.outputs = [
+            nbformat.v4.new_output("stream", name="stdout", text=report),
+            nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(earned))}),
+        ]
+        return cell
+
+    notebook = nbformat.v4.new_notebook(cells=[graded(3, 3, "3 of 3 points\n"), graded(3, 2, "[FAIL] 0/1  a\n")])
+    (problem,) = solution_shortfalls(notebook)
+    assert problem.startswith("test-2: the solutions earn 2.0 of 3 points") and "[FAIL] 0/1  a" in problem

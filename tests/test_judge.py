@@ -1,0 +1,344 @@
+"""The judge, without a kernel: the wire format, the kernel's agent, and every test cell judged.
+
+autograder/judge.py runs each test cell in the grader and reaches the learner's work through
+the kernel's agent (autograder/agent.py) and its helper processes. Here the agent answers in
+this process, over the same JSON, and the helpers' programs answer in this process too, so the
+judge's logic is tested in seconds: every test cell of the solutions earns its points, a forged
+or broken answer earns nothing, and what goes to the kernel carries no line of a hidden test.
+The same with real kernels and sandboxes: tests/test_grading_engine.py and the fixtures.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import time
+
+import nbformat
+import numpy as np
+import pytest
+
+from autograder import agent, artifact_runner, numpy_runner
+from autograder.hidden_tests import BEGIN, END
+from autograder.judge import Judge, LearnerRaised, TrustedModules, answer_cells, is_test_cell, kernel_part, learner_names
+from autograder.paths import NOTEBOOKS, SOLUTIONS
+from autograder.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
+
+
+# ---------------------------------------------------------------------------------------
+# The wire format.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        3,
+        -2.5,
+        "text",
+        [1, [2.0, "a"]],
+        (1, 2),
+        {"a": 1, 2: (3,), None: [np.float32(1.5)]},
+        np.arange(6, dtype=np.int16).reshape(2, 3),
+        np.linspace(0, 1, 5, dtype=np.float32),
+        np.array(True),
+        np.float64(2.5),
+        np.array([1 + 2j], dtype=np.complex64),
+    ],
+)
+def test_values_travel_as_they_are(value):
+    back = decode(loads(dumps(encode(value))))
+    if isinstance(value, np.ndarray):
+        assert back.dtype == value.dtype and np.array_equal(back, value)
+    elif isinstance(value, dict):
+        assert set(back) == set(value) and np.asarray(back[None][0]) == np.float32(1.5)
+    else:
+        assert back == value and type(back) is type(value) or isinstance(value, np.generic)
+
+
+def test_nan_infinity_and_empty_arrays_travel():
+    back = decode(loads(dumps(encode(np.array([np.nan, np.inf, -np.inf])))))
+    assert np.isnan(back[0]) and back[1] == np.inf and back[2] == -np.inf
+    assert decode(encode(np.zeros((0, 3)))).shape == (0, 3)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"$array": {"dtype": "object", "shape": [1], "data": ""}},
+        {"$array": {"dtype": "float32", "shape": [2], "data": "AAAA"}},
+        {"$array": {"dtype": "float32", "shape": [-1], "data": ""}},
+        {"$array": {"dtype": "float32", "shape": [1 << 40], "data": ""}},
+        {"$array": {"dtype": "float32", "shape": [1], "data": "not base64!"}},
+        {"$array": "nothing"},
+        {"$handle": 1},
+        {"$shipped": ["os", "system"], "args": ["echo"]},
+        {"a": 1},
+        {"$list": "not a list"},
+        {"$dict": [[{"$list": []}, 1]]},
+        {"$dict": [[1, 2, 3]]},
+        {},
+    ],
+)
+def test_what_is_not_a_value_is_refused(data):
+    with pytest.raises(WireError):
+        decode(data)
+
+
+def test_depth_size_and_objects_are_bounded():
+    deep = 1
+    for _ in range(MAX_DEPTH + 2):
+        deep = [deep]
+    with pytest.raises(WireError, match="nested"):
+        encode(deep)
+    nested = {"$list": []}
+    for _ in range(MAX_DEPTH + 2):
+        nested = {"$list": [nested]}
+    with pytest.raises(WireError, match="nested"):
+        decode(nested)
+    with pytest.raises(WireError, match="items"):
+        encode(list(range(300_000)))
+    with pytest.raises(WireError, match="does not travel"):
+        encode(object())
+    with pytest.raises(WireError, match="too large"):
+        encode(1 << 80)
+    with pytest.raises(WireError, match="not JSON"):
+        loads("[" * 100_000)
+
+
+# ---------------------------------------------------------------------------------------
+# What the kernel runs of a test cell, and what the judge asks it for.
+# ---------------------------------------------------------------------------------------
+def _notebooks():
+    return {name: nbformat.read(SOLUTIONS / name, as_version=4) for name in NOTEBOOKS}
+
+
+NOTEBOOK_CELLS = _notebooks()
+TEST_CELLS = {
+    f"{name}:{cell.metadata['nbgrader']['grade_id']}": cell.source
+    for name, notebook in NOTEBOOK_CELLS.items()
+    for cell in notebook.cells
+    if is_test_cell(cell)
+}
+
+
+def _hidden_lines(source: str) -> list[str]:
+    block = source[source.index(BEGIN) : source.index(END)] if BEGIN in source else ""
+    return [line.strip() for line in block.splitlines()[1:] if len(line.strip()) > 12]
+
+
+@pytest.mark.parametrize("cell", sorted(TEST_CELLS))
+def test_the_kernel_runs_only_a_test_cells_imports(cell):
+    part = kernel_part(TEST_CELLS[cell])
+    assert all(isinstance(node, ast.Import | ast.ImportFrom) for node in ast.parse(part).body)
+    assert not any(line in part for line in _hidden_lines(TEST_CELLS[cell]))
+
+
+@pytest.mark.parametrize("cell", sorted(TEST_CELLS))
+def test_a_test_cell_calls_the_learners_code_only_inside_its_items(cell):
+    """So that the kernel's part (imports only) and the judge's run (everything) see the same cell."""
+    tree = ast.parse(TEST_CELLS[cell])
+    learner = set(learner_names(TEST_CELLS[cell]))
+    for node in tree.body:
+        if isinstance(node, ast.With | ast.FunctionDef | ast.Import | ast.ImportFrom):
+            continue
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & learner
+        assert not used, f"line {node.lineno} uses {sorted(used)} outside an item"
+
+
+def test_the_learners_names_are_those_the_answer_cells_define():
+    expected = {
+        "01-understand.ipynb:test-layer-backward": ["layer_backward"],
+        "02-build.ipynb:test-residual-kinds": ["residual_kinds"],
+        "02-build.ipynb:test-reverse-oracle": ["reverse_oracle"],
+        "02-build.ipynb:test-policy-gradients": ["policy_gradients", "policy_objectives"],
+        "02-build.ipynb:test-memory-report": ["memory_report"],
+        "02-build.ipynb:test-timing-samples": ["timing_samples"],
+        "03-experiment.ipynb:test-named-policy": ["named_policy_objective"],
+        "03-experiment.ipynb:test-sqrt-segments": ["sqrt_segments_loss"],
+        "04-exercise.ipynb:test-central-difference": ["EPSILON", "central_difference"],
+        "04-exercise.ipynb:test-hvp": ["HVP_DIRECTION", "hvp"],
+    }
+    assert {cell: learner_names(source) for cell, source in TEST_CELLS.items()} == expected
+
+
+# ---------------------------------------------------------------------------------------
+# The judge, with the agent and the helpers answering in this process.
+# ---------------------------------------------------------------------------------------
+class InProcessKernel:
+    """The kernel side of the conversation in this process: the agent over the learner's names."""
+
+    def __init__(self, namespace: dict, monkeypatch, tamper=None):
+        self.namespace, self.timed, self.dead, self.sent = namespace, {}, None, []
+        self.tamper = tamper
+        monkeypatch.setattr(agent, "_user_namespace", lambda: self.namespace)
+        monkeypatch.setattr(builtins, "input", self._input)
+
+    def _input(self, prompt=""):
+        event = json.loads(prompt)
+        timed = self.timed[event["timed"]]
+        if event["event"] == "call":
+            timed.note("call", event["call"], time.perf_counter())
+        time.sleep(timed.delay(event["event"], event["call"]))
+        if event["event"] == "wait":
+            timed.note("waited", event["call"], time.perf_counter())
+        return ""
+
+    def request(self, message, deadline):
+        line = dumps(message)
+        self.sent.append(line)
+        response = agent.respond(line)
+        for timed in self.timed.values():
+            timed.note("end", 0, time.perf_counter())
+        response = loads(dumps(response))
+        return self.tamper(message, response) if self.tamper else response
+
+
+class InProcessHelper:
+    def __init__(self, runner):
+        self.runner, self.cells = runner, {}
+
+    def request(self, message, timeout):
+        message = loads(dumps(message))
+        try:
+            if self.runner is numpy_runner:
+                return loads(dumps(numpy_runner.answer(message, self.cells)))
+            return loads(dumps(artifact_runner.answer(message)))
+        except Exception as error:
+            return {"raised": {"mro": [c.__name__ for c in type(error).__mro__], "message": str(error)}}
+
+
+class InProcessHelpers:
+    artifacts = InProcessHelper(artifact_runner)
+    numpy_only = InProcessHelper(numpy_runner)
+
+
+@pytest.fixture(scope="module")
+def trusted():
+    return TrustedModules(SOLUTIONS)
+
+
+def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5):
+    monkeypatch.syspath_prepend(str(SOLUTIONS))
+    notebook = NOTEBOOK_CELLS[notebook_name]
+    import jax.numpy as jnp  # noqa: F401  (answer cells take it from earlier cells)
+
+    namespace = {"np": np, "jnp": __import__("jax.numpy").numpy, "jax": __import__("jax")}
+    import remat_lesson
+
+    # What the notebook's earlier cells import, as a learner's kernel has it.
+    namespace.update({k: getattr(remat_lesson, k) for k in dir(remat_lesson) if not k.startswith("_")})
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+            exec(compile(cell.source, "<answer>", "exec"), namespace)
+    kernel = InProcessKernel(namespace, monkeypatch, tamper)
+    judge = Judge(kernel, InProcessHelpers(), trusted, seed, answer_cells(notebook), timeout=60)
+    return judge, kernel
+
+
+FAST_CELLS = [
+    ("01-understand.ipynb", "test-layer-backward"),
+    ("02-build.ipynb", "test-residual-kinds"),
+    ("02-build.ipynb", "test-reverse-oracle"),
+    ("02-build.ipynb", "test-policy-gradients"),
+    ("02-build.ipynb", "test-memory-report"),
+    ("02-build.ipynb", "test-timing-samples"),
+    ("03-experiment.ipynb", "test-named-policy"),
+    ("04-exercise.ipynb", "test-central-difference"),
+    ("04-exercise.ipynb", "test-hvp"),
+]
+
+
+def _source(notebook_name, grade_id):
+    return TEST_CELLS[f"{notebook_name}:{grade_id}"]
+
+
+@pytest.mark.parametrize(("notebook", "grade_id"), FAST_CELLS)
+def test_the_solutions_earn_every_point_and_no_hidden_line_reaches_the_kernel(notebook, grade_id, monkeypatch, trusted):
+    judge, kernel = _judge(notebook, monkeypatch, trusted)
+    earned, report = judge.run_cell(_source(notebook, grade_id), 3)
+    assert earned == 3 and report.endswith("3 of 3 points"), report
+    sent = "\n".join(kernel.sent)
+    assert not [line for line in _hidden_lines(_source(notebook, grade_id)) if line in sent]
+
+
+def test_a_kernel_that_answers_anything_but_data_earns_nothing(monkeypatch, trusted):
+    def forge(message, response):
+        if message["op"] == "call":
+            return {"result": {"$shipped": ["os", "system"], "args": ["true"]}}
+        return response
+
+    judge, _ = _judge("02-build.ipynb", monkeypatch, trusted, tamper=forge)
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-residual-kinds"), 3)
+    assert earned == 0 and "not a value the checks take" in report
+
+
+def test_made_up_timing_samples_earn_nothing(monkeypatch, trusted):
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+    kernel.namespace["timing_samples"] = lambda compiled, x, repeats=5: [0.05] * repeats
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-timing-samples"), 3)
+    assert earned == 0, report
+
+
+def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, trusted):
+    """A kernel whose agent says the function raised ValueError, whatever was asked: only the
+    checks that expect an exception could pass, and none here does."""
+
+    def always_raises(message, response):
+        return {"raised": {"mro": ["ValueError", "Exception"], "message": "forged"}} if message["op"] == "call" else response
+
+    judge, _ = _judge("02-build.ipynb", monkeypatch, trusted, tamper=always_raises)
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-reverse-oracle"), 3)
+    assert earned == 1 and "your code raised ValueError: forged" in report  # the NumPy-only item runs elsewhere
+
+
+def test_an_unanswered_stub_reads_as_not_answered(monkeypatch, trusted):
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+
+    def stub(*args):
+        raise NotImplementedError()
+
+    kernel.namespace["memory_report"] = stub
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-memory-report"), 3)
+    assert earned == 0 and "not answered yet" in report
+
+
+def test_a_missing_name_fails_its_items_and_says_so(monkeypatch, trusted):
+    judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
+    del kernel.namespace["HVP_DIRECTION"]
+    earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-hvp"), 3)
+    assert earned == 2 and "HVP_DIRECTION" in report
+
+
+def test_numpy_only_runs_the_cell_alone_and_a_jax_answer_fails(monkeypatch, trusted):
+    judge, _ = _judge("01-understand.ipynb", monkeypatch, trusted)
+    judge.answers = [
+        "import jax.numpy as jnp\n\n\ndef layer_backward(weights, h, h_bar):\n"
+        "    return jnp.asarray(weights).T @ (h_bar * (1 - h * h))\n"
+    ]
+    monkeypatch.setattr(numpy_runner, "answer", _without_jax(numpy_runner.answer))
+    earned, report = judge.run_cell(_source("01-understand.ipynb", "test-layer-backward"), 3)
+    assert earned == 0 and "NameError" in report
+
+
+def _without_jax(answer):
+    """The NumPy-only runner's answer with `jax` unimportable, as in its sandbox."""
+
+    def wrapped(request, cells):
+        import sys
+
+        saved = {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] in ("jax", "jaxlib")}
+        sys.modules["jax"] = None  # an import of it now fails
+        try:
+            return answer(request, cells)
+        finally:
+            del sys.modules["jax"]
+            sys.modules.update(saved)
+
+    return wrapped
+
+
+def test_a_learner_exception_keeps_its_class_names():
+    raised = LearnerRaised(["ValueError", "Exception"], "m")
+    assert raised.learner_mro[0] == "ValueError" and str(raised) == "m"
