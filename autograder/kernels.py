@@ -350,7 +350,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         # The sandbox binds the interpreter's folders by their real paths: reach them that way
         # (a venv through a symlink keeps being a venv: only its folder is resolved, not the file).
         program = interpreter[0]
-        interpreter = [os.path.join(os.path.realpath(os.path.dirname(program)), os.path.basename(program)), *interpreter[1:]]
+        interpreter = [
+            os.path.join(os.path.realpath(os.path.dirname(program)), os.path.basename(program)),
+            *interpreter[1:],
+        ]
         # The kernel reads its own connection file, written by the host: drop `-f <file>`.
         if "-f" in args:
             at = args.index("-f")

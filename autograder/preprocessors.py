@@ -7,10 +7,9 @@ nbgrader_config.py puts them in nbgrader's pipeline:
   in place of DeduplicateIds and OverwriteCells (whose failures on duplicated or deleted cells
   would lose a learner's whole notebook);
 - `Autograde.autograde_preprocessors`: SandboxedExecute in place of Execute (the kernel in the
-  student's sandbox; a dead kernel or a limit costs only the cells it did not finish), and
-  ObserveOnly before it (test cells run without what they compare with) and DecideVerdicts
-  before SaveAutoGrades (each test cell's score decided here, from what the kernel observed;
-  see autograder/verdicts.py).
+  student's sandbox; a dead kernel or a limit costs only the cells it did not finish; each test
+  cell's checks run by the grader's judge, autograder/judge.py, the kernel running the cell's
+  imports only).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The scan flags; it never changes a score (plenty of honest code imports `os`). Grading does not
 depend on it: the sandbox keeps learner code away from everything else, and the grader decides
-every score from observed values (autograder/verdicts.py). What it names, reading the code's
+every score in its own process (autograder/judge.py). What it names, reading the code's
 syntax tree (so comments and strings about these things do not count, and aliases do):
 
 - rebinding an attribute of an imported module or class (NumPy, JAX, sys.stdout, the checks...);
@@ -69,7 +69,6 @@ GRADER_FILES = (
     "remat_checks.py",
     "remat_evidence.py",
     "remat_sweep.py",
-    "reference.json",
 )
 
 

@@ -606,7 +606,12 @@ class _NumpyOnly:
                 return np.asarray(value)
             return value
 
-        request = {"cell": self.cell, "name": self.name, "args": [portable(a) for a in args], "folder": os.path.dirname(os.path.abspath(__file__))}
+        request = {
+            "cell": self.cell,
+            "name": self.name,
+            "args": [portable(a) for a in args],
+            "folder": os.path.dirname(os.path.abspath(__file__)),
+        }
         run = subprocess.run(
             [sys.executable, "-I", "-c", _RUNNER], input=pickle.dumps(request), capture_output=True, timeout=300
         )

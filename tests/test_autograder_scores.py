@@ -427,3 +427,26 @@ def test_no_canary_was_read_and_no_file_escaped(graded, canaries):
         "open loopback ports:" in text
         and str(canaries.port) not in text.split("open loopback ports:")[1].split("\n")[0]
     )
+
+
+def test_a_kernel_that_prints_its_input_history_shows_no_hidden_test(graded):
+    """hostile-prints-input-history ends 02, 03 and 04 with a cell printing IPython's input history:
+    its kernel never ran a line of a hidden test, so neither its notebooks nor its feedback show one."""
+    import html as html_module
+
+    hidden = [
+        line.strip()
+        for name in NOTEBOOKS
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells
+        for match in re.finditer(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
+        for line in match.group(1).splitlines()
+        if len(line.strip()) > 8 and any(ch.isalpha() for ch in line)
+    ]
+    out = graded.out
+    pages = list((out / "feedback" / "hostile-prints-input-history").glob("*.html"))
+    assert len(pages) == 3
+    for page in pages:
+        text = html_module.unescape(page.read_text())
+        assert "IN: [" in text  # the history was printed
+        history = text[text.index("IN: [") :]
+        assert [line for line in hidden if line in history] == [], page

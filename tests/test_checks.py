@@ -199,6 +199,10 @@ def test_numpy_only_runs_the_answer_cell_where_jax_cannot_be_imported(checks, tm
     objective = checks.tanh_network(np.eye(2, dtype=np.float32), 2)
     central = checks._NumpyOnly.__new__(checks._NumpyOnly)
     central.name = "central"
-    central.cell = "def central(fn, x, d, eps):\n    return (float(fn(x + eps * d)) - float(fn(x - eps * d))) / (2 * eps)\n"
-    assert central(objective, np.ones(2), np.ones(2), 1e-3) == pytest.approx(2 * 2 * np.tanh(np.tanh(1.0)) * (1 - np.tanh(np.tanh(1.0)) ** 2) * (1 - np.tanh(1.0) ** 2), rel=1e-4)
+    central.cell = (
+        "def central(fn, x, d, eps):\n    return (float(fn(x + eps * d)) - float(fn(x - eps * d))) / (2 * eps)\n"
+    )
+    assert central(objective, np.ones(2), np.ones(2), 1e-3) == pytest.approx(
+        2 * 2 * np.tanh(np.tanh(1.0)) * (1 - np.tanh(np.tanh(1.0)) ** 2) * (1 - np.tanh(1.0) ** 2), rel=1e-4
+    )
     assert "jax" not in sys.modules.get("remat_checks_under_test", checks).__dict__

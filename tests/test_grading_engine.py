@@ -53,8 +53,24 @@ def klass(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def serial(klass, tmp_path_factory):
+    """The class graded in this process, every message sent to a kernel recorded (`sent`)."""
+    from jupyter_client.session import Session
+
     out = tmp_path_factory.mktemp("serial")
-    return grade(klass, out, jobs=1, progress_stream=io.StringIO())
+    sent, send = [], Session.send
+
+    def recording(self, stream, msg_or_type, content=None, *args, **kwargs):
+        message = msg_or_type if isinstance(msg_or_type, dict) else {"content": content}
+        sent.append(json.dumps(message.get("content", content), default=str))
+        return send(self, stream, msg_or_type, content, *args, **kwargs)
+
+    Session.send = recording
+    try:
+        result = grade(klass, out, jobs=1, progress_stream=io.StringIO())
+    finally:
+        Session.send = send
+    result.sent = sent
+    return result
 
 
 def _stored_grades(out: Path, student: str) -> dict[str, list]:
@@ -154,6 +170,31 @@ def test_feedback_shows_check_messages_but_never_hidden_tests(serial):
             assert leaked == [], f"{path} shows hidden test source: {leaked}"
     blank = (serial.out / "feedback" / "blank" / "02-build.html").read_text()
     assert "where to look" in blank and "[FAIL]" in blank
+
+
+def _hidden_lines() -> list[str]:
+    """Every line of every hidden test that says something (a name, a number, a word)."""
+    return [
+        line.strip()
+        for name in NOTEBOOKS
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells
+        for match in re.finditer(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
+        for line in match.group(1).splitlines()
+        if len(line.strip()) > 8 and any(ch.isalpha() for ch in line)
+    ]
+
+
+def test_no_message_to_a_kernel_holds_a_line_of_a_hidden_test(serial):
+    """Every message this process sent to a kernel while grading (the reference run's and each
+    learner's: cells, the judge's requests, everything) is searched for each hidden-test line."""
+    lines = _hidden_lines()
+    assert len(lines) > 40 and len(serial.sent) > 100
+    sent = "\n".join(serial.sent)
+    # a request is JSON inside a string: search its text with the escapes undone as well
+    unescaped = sent.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+    leaked = [line for line in lines if line in sent or line in unescaped]
+    assert leaked == [], f"{len(leaked)} hidden-test line(s) reached a kernel, e.g. {leaked[:3]}"
+    assert any("performance05_agent" in message for message in serial.sent)  # the judge did ask
 
 
 def _normalised(out: Path) -> dict[str, str]:

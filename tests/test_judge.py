@@ -21,7 +21,15 @@ import pytest
 
 from autograder import agent, artifact_runner, numpy_runner
 from autograder.hidden_tests import BEGIN, END
-from autograder.judge import Judge, LearnerRaised, TrustedModules, answer_cells, is_test_cell, kernel_part, learner_names
+from autograder.judge import (
+    Judge,
+    LearnerRaised,
+    TrustedModules,
+    answer_cells,
+    is_test_cell,
+    kernel_part,
+    learner_names,
+)
 from autograder.paths import NOTEBOOKS, SOLUTIONS
 from autograder.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
 
@@ -286,7 +294,11 @@ def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, truste
     checks that expect an exception could pass, and none here does."""
 
     def always_raises(message, response):
-        return {"raised": {"mro": ["ValueError", "Exception"], "message": "forged"}} if message["op"] == "call" else response
+        return (
+            {"raised": {"mro": ["ValueError", "Exception"], "message": "forged"}}
+            if message["op"] == "call"
+            else response
+        )
 
     judge, _ = _judge("02-build.ipynb", monkeypatch, trusted, tamper=always_raises)
     earned, report = judge.run_cell(_source("02-build.ipynb", "test-reverse-oracle"), 3)

@@ -77,7 +77,6 @@ FILES = [
     "remat_checks.py",
     "remat_evidence.py",
     "remat_sweep.py",
-    "reference.json",
 ]
 
 
