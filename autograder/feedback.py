@@ -8,9 +8,12 @@ written answers as ungraded. This renders each student's autograded notebooks ag
 scores and comments now in OUT/course/gradebook.db (nbgrader's generate_feedback, in the course
 folder), for the whole class or the students named, and writes them to
 OUT/course/feedback/<student>/performance-05/ and OUT/feedback/<student>/. No notebook is run.
-The autograded notebooks carry no hidden tests (the grader removed them), so neither does the
-feedback; a page that would is refused. Notebooks flagged in OUT/flags.csv keep their
-"Flagged for instructor review" note. Exit 0 when done, 2 on bad arguments.
+Before rendering, each cell's source loses its hidden tests (whatever a learner's output may
+print) and what a learner wrote or displayed loses anything that would run in a browser
+(autograder/pages.py). Notebooks flagged in OUT/flags.csv keep their "Flagged for instructor
+review" note. Each student's pages are made on their own: one whose pages cannot be made is
+named (FAILED) and the others get theirs. Exit 0 when done, 1 when some student's pages could
+not be made, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -19,25 +22,35 @@ import argparse
 import html
 import re
 import shutil
+import stat
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from .gradebook import GradebookError, _api, class_students, flag_findings, require_gradebook
-from .hidden_tests import BEGIN, strip_hidden_tests
+from .hidden_tests import strip_hidden_tests
+from .intake import printable
+from .pages import assignment_markdown, sanitize_notebook
 from .paths import ASSIGNMENT, ROOT, RUNS, SHIPPED_MODULES
 
 DEFAULT_OUT = RUNS / "autograde"
 
 
-def _hide_tests_in_autograded(folder: Path) -> None:
-    """Autograded notebooks from another grader may still hold hidden tests: take them out first."""
+def prepare_for_pages(folder: Path, source_folder: Path | None = None) -> None:
+    """The autograded notebooks of one student, made fit for pages: hidden tests out of every
+    cell's source (by construction, whatever the outputs say) and nothing that runs
+    (autograder/pages.py). Autograded files are read-only as nbgrader writes them: made writable
+    for the owner first (the grader may run as an ordinary user)."""
     for path in sorted(folder.glob("*.ipynb")):
-        if BEGIN in path.read_text():
-            notebook = nbformat.read(path, as_version=4)
-            strip_hidden_tests(notebook)
-            nbformat.write(notebook, path)
+        notebook = nbformat.read(path, as_version=4)
+        strip_hidden_tests(notebook)
+        source = source_folder / path.name if source_folder is not None else None
+        own = assignment_markdown(nbformat.read(source, as_version=4)) if source and source.is_file() else frozenset()
+        sanitize_notebook(notebook, own)
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+        nbformat.write(notebook, path)
 
 
 def flag_note(page: str, findings: list[str]) -> str:
@@ -76,9 +89,18 @@ def write_student_files(
         (out / "feedback" / student / name).write_text(page)
 
 
-def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = None) -> dict[str, list[Path]]:
-    """Feedback of `students` (default: every student with a submission) from the gradebook;
-    {student: [pages written under OUT/feedback/<student>/]}. GradebookError on bad input."""
+@dataclass
+class Regenerated:
+    """The pages written, by student, and the students whose pages could not be made (and why)."""
+
+    written: dict[str, list[Path]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = None) -> Regenerated:
+    """Feedback of `students` (default: every student with a submission) from the gradebook,
+    each student on their own: one whose pages cannot be made is named and the others get
+    theirs. GradebookError on bad input (no gradebook, an unknown student)."""
     out = Path(out).resolve()
     course = require_gradebook(out)
     known = class_students(course)
@@ -90,40 +112,46 @@ def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = No
             f"the class: {', '.join(known) or '(nobody yet)'}"
         )
     api, _ = _api(course)
-    written: dict[str, list[Path]] = {}
+    done = Regenerated()
     for student in wanted:
-        autograded = course / "autograded" / student / ASSIGNMENT
-        feedback = course / "feedback" / student / ASSIGNMENT
-        public = out / "feedback" / student
-        for folder in (feedback, public):
-            for old in folder.glob("*.html") if folder.exists() else []:
-                old.unlink()
-        written[student] = []
-        if not autograded.exists() or not any(autograded.glob("*.ipynb")):
-            continue  # nothing was graded (the whole submission broke): no page to write
-        _hide_tests_in_autograded(autograded)
-        outcome = api.generate_feedback(ASSIGNMENT, student, force=True)
-        if not outcome["success"]:
-            raise RuntimeError(
-                f"nbgrader generate_feedback failed for {student}:\n{outcome.get('log', '')}{outcome.get('error', '')}"
-            )
-        findings = flag_findings(out, student)
-        public.mkdir(parents=True, exist_ok=True)
-        for page in sorted(feedback.glob("*.html")):
-            html = page.read_text()
-            if BEGIN in html:
-                page.unlink()
-                raise RuntimeError(f"{page} would show hidden tests: not written")
-            notes = findings.get(f"{page.stem}.ipynb")
-            if notes:
-                html = flag_note(html, notes)
-                page.write_text(html)
-            (public / page.name).write_text(html)
-            written[student].append(public / page.name)
-        # nbgrader copies the autograded folder's other files (the shipped modules) along: not feedback.
-        for extra in feedback.iterdir():
-            if extra.suffix != ".html":
-                shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+        try:
+            done.written[student] = _regenerate_one(api, out, course, student)
+        except Exception as error:  # this student's pages only: the class goes on
+            done.failed[student] = f"{type(error).__name__}: {str(error).strip()[:500]}"
+    return done
+
+
+def _regenerate_one(api, out: Path, course: Path, student: str) -> list[Path]:
+    autograded = course / "autograded" / student / ASSIGNMENT
+    feedback = course / "feedback" / student / ASSIGNMENT
+    public = out / "feedback" / student
+    for folder in (feedback, public):
+        for old in folder.glob("*.html") if folder.exists() else []:
+            old.unlink()
+    if not autograded.exists() or not any(autograded.glob("*.ipynb")):
+        return []  # nothing was graded (the whole submission broke): no page to write
+    prepare_for_pages(autograded, course / "source" / ASSIGNMENT)
+    outcome = api.generate_feedback(ASSIGNMENT, student, force=True)
+    if not outcome["success"]:
+        raise RuntimeError(
+            f"nbgrader generate_feedback failed: {(outcome.get('log', '') + (outcome.get('error') or ''))[-500:]}"
+        )
+    findings = flag_findings(out, student)
+    public.mkdir(parents=True, exist_ok=True)
+    written = []
+    for page in sorted(feedback.glob("*.html")):
+        html = page.read_text()
+        notes = findings.get(f"{page.stem}.ipynb")
+        if notes:
+            html = flag_note(html, notes)
+            page.chmod(page.stat().st_mode | stat.S_IWUSR)
+            page.write_text(html)
+        (public / page.name).write_text(html)
+        written.append(public / page.name)
+    # nbgrader copies the autograded folder's other files (the shipped modules) along: not feedback.
+    for extra in feedback.iterdir():
+        if extra.suffix != ".html":
+            shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
     return written
 
 
@@ -144,19 +172,21 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        written = regenerate_feedback(args.out, args.student)
+        done = regenerate_feedback(args.out, args.student)
     except GradebookError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     out = args.out.resolve()
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
-    for student, pages in written.items():
+    for student, why in done.failed.items():
+        print(printable(f"FAILED  {student}: no feedback page: {why}", 1000), file=sys.stderr)
+    for student, pages in done.written.items():
         print(
             f"{student}: {len(pages)} page(s) in {where}/feedback/{student}/"
             if pages
             else f"{student}: nothing was autograded, no feedback"
         )
-    return 0
+    return 1 if done.failed else 0
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ OUT/course/gradebook.db, from which OUT/grades.csv is exported. OUT/cells.csv ha
 graded cell, OUT/feedback/<student>/ the feedback. A submission that breaks (unreadable
 notebook, kernel death, a limit, a timeout) loses what it did not finish and is named; a
 student folder that cannot be graded is rejected alone; the others are graded all the same.
-Exit 0 when grading ran, 2 on bad arguments, 3 when this host cannot grade safely (no working
-sandbox, or the instructor's notebooks fail their own checks).
+Exit 0 when every student was graded (a broken submission is graded 0 where it breaks: that is
+grading), 2 on bad arguments, 3 when this host cannot grade safely (no working sandbox, or the
+instructor's notebooks fail their own checks), 4 when some student could not be graded for a
+reason of the grader's own (a FAILED line names each; the others are graded).
 """
 
 from __future__ import annotations
@@ -41,13 +43,13 @@ from .gradebook import (
     source_files,
     write_class_files,
 )
+from .intake import printable, take_in
 from .paths import NOTEBOOKS, ROOT, RUNS
 from .progress import Progress
 from .reference import ReferenceProblem, into_template
 from .runners import DaskRunner, HereRunner, SchedulerSecurity
 from .sandbox import UNSAFE_FLAG, UNSAFE_WARNING, Limits, SandboxUnavailable, find_sandbox
-from .submissions import UsageError, find_submissions, read_notebook
-from .tampering import scan_notebook
+from .submissions import UsageError, find_submissions
 from .worker import StudentTask
 
 DEFAULT_OUT = RUNS / "autograde"
@@ -70,6 +72,9 @@ class GradingResult:
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds of each step of the run
     rejected: dict[str, str] = field(default_factory=dict)  # student folders not graded, and why
     notes: dict[str, list[str]] = field(default_factory=dict)  # files left out of a submission
+    #: students the grader itself failed (a crashed worker, a gradebook it could not write): not the
+    #: submission's doing; the run exits 4 when there is any
+    failed: dict[str, list[str]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------
@@ -148,31 +153,25 @@ def grade(
         template, configured_timeout = prepare_class_course(course, source)
         timeout = cell_timeout or configured_timeout
 
-        tasks, broken, flagged, findings_by_nb = [], {}, {}, {}
+        tasks, broken, flagged, findings_by_nb, failed = [], {}, {}, {}, {}
         for student, files in found.students.items():
-            notebooks, extra = {}, {}
-            for name, path in files.items():
-                if not name.endswith(".ipynb"):
-                    extra[name] = path.read_bytes()
-                    continue
-                data, notebook, why = read_notebook(path)
-                if why:
-                    broken.setdefault(student, []).append(f"{name}: {why}; graded 0")
-                    continue
-                notebooks[name] = data
-                findings = scan_notebook(notebook)
-                if findings:
-                    findings_by_nb.setdefault(student, {})[name] = findings
-                    flagged.setdefault(student, []).extend(f"{name}: {f}" for f in findings)
+            taken = take_in(files)  # never raises: what it cannot take in is named, graded 0
+            if taken.broken:
+                broken.setdefault(student, []).extend(taken.broken)
+            if taken.findings:
+                findings_by_nb[student] = taken.findings
+                flagged[student] = [f"{name}: {f}" for name, found_here in taken.findings.items() for f in found_here]
             tasks.append(
-                StudentTask(student, notebooks, timeout, extra_files=extra, fork_kernels=fork_kernels, **options)
+                StudentTask(
+                    student, taken.notebooks, timeout, extra_files=taken.extra, fork_kernels=fork_kernels, **options
+                )
             )
         phases["setup"] = time.perf_counter() - started
 
         progress = Progress(len(tasks), stream=progress_stream)
         mark = time.perf_counter()
         try:
-            template = into_template(template, runner.reference_runs(), progress.note)
+            template = into_template(template, runner.reference_runs(), progress.note, sandbox_limits)
         except ReferenceProblem as error:
             raise CannotGradeSafely(str(error)) from None
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
@@ -181,19 +180,30 @@ def grade(
         phases["students"] = time.perf_counter() - mark
     mark = time.perf_counter()
 
-    merge_into_gradebook(course, results, findings_by_nb)
+    for result in results:
+        if result.failed:
+            failed.setdefault(result.student_id, []).extend(result.failed)
+    # Each student's results merged, and their files written, on their own: one that fails is named.
+    for student, why in merge_into_gradebook(course, results, findings_by_nb).items():
+        failed.setdefault(student, []).append(f"their results could not be stored: {why}")
     for result in results:
         if result.broken:
             broken.setdefault(result.student_id, []).extend(result.broken)
-        write_student_files(
-            out, course, result, found.students[result.student_id], findings_by_nb.get(result.student_id, {})
-        )
+        try:
+            write_student_files(
+                out, course, result, found.students[result.student_id], findings_by_nb.get(result.student_id, {})
+            )
+        except Exception as error:
+            failed.setdefault(result.student_id, []).append(
+                f"their files could not be written: {type(error).__name__}: {printable(error)}"
+            )
     students = sorted(found.students)
     cells = read_cells(course, students)
     write_class_files(out, course, flagged, students)
     by_hand = graded_by_hand(course, students)
     if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
-        regenerate_feedback(out, by_hand)
+        for student, why in regenerate_feedback(out, by_hand).failed.items():
+            failed.setdefault(student, []).append(f"their feedback could not be regenerated: {why}")
         print(f"feedback of {', '.join(by_hand)} regenerated with the manual grades kept in the gradebook")
     phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
@@ -210,6 +220,7 @@ def grade(
         phases={k: round(v, 2) for k, v in phases.items()},
         rejected=dict(found.rejected),
         notes=dict(found.notes),
+        failed={k: failed[k] for k in sorted(failed)},
     )
 
 
@@ -330,19 +341,31 @@ def main(argv=None) -> int:
         print(f"error: nobody was graded: {error}", file=sys.stderr)
         return 3
     print(score_table(result))
+    # Everything after the table may quote a submission: each line goes out with its control
+    # characters escaped, so no learner's text acts on the instructor's terminal.
     for student, why in result.rejected.items():
-        print(f"REJECTED {student!r}: not graded: {why}")
+        print(printable(f"REJECTED {student!r}: not graded: {why}", 1000))
     for student, notes in result.notes.items():
         for note in notes:
-            print(f"NOTE    {student}: {note}")
+            print(printable(f"NOTE    {student}: {note}", 1000))
     for student, reasons in result.broken.items():
         for reason in reasons:
-            print(f"BROKEN  {student}: {reason}")
+            print(printable(f"BROKEN  {student}: {reason}", 1000))
     for student, findings in result.flagged.items():
         for finding in findings:
-            print(f"REVIEW  {student}: {finding}")
+            print(printable(f"REVIEW  {student}: {finding}", 1000))
+    for student, reasons in result.failed.items():
+        for reason in reasons:
+            print(printable(f"FAILED  {student}: the grader could not grade them: {reason}", 1000), file=sys.stderr)
     where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out
     print(f"wrote {where}/grades.csv, cells.csv, flags.csv, feedback/ and the gradebook {where}/course/gradebook.db")
+    if result.failed:
+        print(
+            f"error: {len(result.failed)} student(s) could not be graded for a reason of the grader's own "
+            "(FAILED lines above): grade them again",
+            file=sys.stderr,
+        )
+        return 4
     return 0
 
 

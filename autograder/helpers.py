@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .sandbox import CACHE, SCRATCH, Sandbox, kernel_env
+from .sandbox import CACHE, SCRATCH, Sandbox, kernel_env, launch
 from .wire import WireError, dumps, loads
 
 HERE = Path(__file__).resolve().parent
@@ -120,7 +120,7 @@ class HelperProcess:
             env=env,
             masks=self.masks(),
         )
-        self.process = subprocess.Popen(
+        self.process = launch(
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -30,6 +30,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from .sandbox import launch
+
 SOURCE = r'''
 import ctypes, errno, json, os, shutil, signal, sys
 
@@ -112,6 +114,8 @@ def end_the_others():
 def fresh_workspace():
     empty(SCRATCH)
     empty(CONNECTION)
+    if CONFIG["own_pid_namespace"]:  # in the sandbox: its own sized /dev/shm (unsandboxed: the host's, left alone)
+        empty("/dev/shm")
     for name in ("home", "ipython", "matplotlib", "cache"):
         os.mkdir(os.path.join(SCRATCH, name))
     shutil.copytree(ASSIGNMENT, WORKDIR, symlinks=False)
@@ -317,7 +321,7 @@ class KernelHost:
         return self.process is not None and self.process.poll() is None
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
+        self.process = launch(
             self.command(json.dumps(self.config)),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

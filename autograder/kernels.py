@@ -209,6 +209,13 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _threads(pid: int) -> int:
+    try:
+        return psutil.Process(pid).num_threads()
+    except psutil.Error:
+        return 0
+
+
 def _folder_bytes(folder: Path) -> tuple[int, int]:
     entries, size = 0, 0
     try:
@@ -241,6 +248,9 @@ class Watcher(threading.Thread):
         processes = self.session.kernel_processes()
         if len(processes) > limits.processes:
             return f"it started more than {limits.processes} processes at once (the process limit)"
+        # Threads count too (without root there is no per-uid limit on them: this is their cap).
+        if sum(_threads(p) for p in processes) > limits.tasks:
+            return f"it ran more than {limits.tasks} threads and processes at once (the task limit)"
         resident = sum(_rss(p) for p in processes)
         if resident > limits.memory_total:
             return f"its processes used more than {limits.memory_total / (1 << 20):g} MiB of memory together (the memory limit)"

@@ -39,6 +39,7 @@ c.CheckCellMetadata.enabled = True
 try:
     from autograder.preprocessors import (
         DeduplicateIdsCleanly,
+        ForPages,
         MetadataFromSource,
         RestoreMissingCells,
         SandboxedExecute,
@@ -74,4 +75,5 @@ else:
         SaveAutoGrades,
         AssignLatePenalties,
         CheckCellMetadata,
+        ForPages,
     ]

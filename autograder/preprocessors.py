@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import secrets
 import time
 from pathlib import Path
@@ -26,10 +27,12 @@ from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor, OverwriteCells
-from traitlets import Dict, Integer, Unicode
+from traitlets import Dict, Float, Integer, Unicode
 
+from .hidden_tests import strip_hidden_tests
 from .judge import Judge, KernelChannel, TrustedModules, answer_cells, is_test_cell, kernel_part, write_verdict
 from .kernels import MAX_MESSAGE, NotebookRecord, SandboxedKernelManager
+from .pages import assignment_markdown, bound_size, sanitize_notebook
 
 #: What a learner's error says when it came from a limit of the sandbox (ename -> note).
 LIMIT_NOTES = {
@@ -63,6 +66,11 @@ class SandboxedExecute(Execute):
         "judge (autograder/judge.py) with the shipped modules found there; without it, in the kernel.",
     ).tag(config=True)
     judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
+    budget = Float(
+        0.0,
+        help="Seconds this notebook may take in all, its checks included (0: no budget); past it the kernel is "
+        "stopped, the checks that finished keep their points. The grader sets it from the reference run.",
+    ).tag(config=True)
     # A cell's output may still be arriving when its reply comes: wait for it a while. Past that
     # the kernel's output channel is broken (a message over the size cap): the notebook stops there.
     iopub_timeout = 10
@@ -84,6 +92,8 @@ class SandboxedExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._stopped, self._output_bytes = None, {}
+        self._configured_timeout = self.timeout
+        self._deadline = time.monotonic() + self.budget if self.budget else float("inf")
         self._answers, self._judge = answer_cells(nb), None
         nb, resources = super().preprocess(nb, resources, km)
         session = self.config.SandboxedKernelManager.get("session_for_kernels")
@@ -116,7 +126,8 @@ class SandboxedExecute(Execute):
                 TrustedModules(self.judge_source),
                 self.judge_seed or secrets.randbits(62),
                 self._answers,
-                timeout=self.timeout or 120,
+                timeout=self._configured_timeout or 120,
+                deadline=self._deadline,
             )
         return self._judge
 
@@ -149,9 +160,22 @@ class SandboxedExecute(Execute):
         write_verdict(cell, earned, report)
 
     async def _execute_code_cell(self, cell, cell_index, *args, **kwargs):
+        left = self._deadline - time.monotonic()
+        if self._stopped is None and left <= 0:
+            self._stopped = (
+                f"the notebook ran past its time budget of {self.budget:.0f} s, before cell {cell_index + 1}"
+            )
+            self.record.trouble.append(
+                f"{self._stopped}; the checks that finished keep their points, the rest scored 0"
+            )
+            session = self.config.SandboxedKernelManager.get("session_for_kernels")
+            if session is not None:
+                session.close()
         if self._stopped is not None:
             cell.outputs = [_error("NotRun", f"this cell did not run: {self._stopped}")]
             return cell
+        # A cell may take its timeout, or what is left of the notebook's budget if that is less.
+        self.timeout = max(1, int(min(self._configured_timeout or left, left)))
         start = time.perf_counter()
         try:
             cell = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
@@ -190,37 +214,93 @@ class SandboxedExecute(Execute):
             test = utils.is_grade(cell) and not utils.is_solution(cell)
             self.record.cells.append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
         if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
-            self.record.trouble.append(
-                f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
-                "what it did not finish scored 0"
-            )
+            if self._deadline - time.monotonic() <= 1:  # it was the notebook's budget that ran out
+                self._stopped = (
+                    f"the notebook ran past its time budget of {self.budget:.0f} s, in cell {cell_index + 1}"
+                )
+                self.record.trouble.append(
+                    f"{self._stopped}; the checks that finished keep their points, the rest scored 0"
+                )
+            else:
+                self.record.trouble.append(
+                    f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
+                    "what it did not finish scored 0"
+                )
         _note_limits(cell)
         return cell
 
+    # -- outputs: every way into the notebook is capped ---------------------------------------------
+    def _cell_limit(self) -> int:
+        return int(self.limits.get("output", 2 << 20)) + (64 << 10)
+
+    def _notebook_limit(self) -> int:
+        return int(self.limits.get("notebook_output", 8 << 20))
+
     def output(self, outs, msg, display_id, cell_index):
-        content = msg.get("content", {})
-        size = len(str(content.get("text", ""))) + len(str(content.get("data", "")))
-        # (The kernel cuts its own printed output at the limit; this is the backstop.)
-        key, limit = (cell_index, "output"), int(self.limits.get("output", 2 << 20)) + (64 << 10)
+        """A new output (stream, result, display, error): kept while its cell is under the output
+        limit, the notebook under its own, and the cell under MAX_OUTPUTS outputs."""
+        size = _size(msg.get("content", {}))
+        key, limit = (cell_index, "output"), self._cell_limit()
         used = self._output_bytes.get(key, 0)
+        total = self._output_bytes.get("notebook", 0)
+        count = self._output_bytes.get((cell_index, "count"), 0)
         self._output_bytes[key] = used + size
-        if used + size > limit:
-            if used <= limit:
-                outs.append(
-                    NotebookNode(
-                        output_type="stream",
-                        name="stdout",
-                        text=f"\n[output cut: this cell printed more than {limit / (1 << 20):g} MiB, "
-                        "the output limit of grading]\n",
-                    )
-                )
+        self._output_bytes[(cell_index, "count")] = count + 1
+        past = (
+            f"more than {limit / (1 << 20):g} MiB, the output limit of a cell"
+            if used + size > limit
+            else f"past the {self._notebook_limit() / (1 << 20):g} MiB output limit of a notebook"
+            if total + size > self._notebook_limit()
+            else f"more than {MAX_OUTPUTS} outputs, the limit of a cell"
+            if count >= MAX_OUTPUTS
+            else None
+        )
+        if past is not None:
+            if (cell_index, "cut") not in self._output_bytes:
+                self._output_bytes[(cell_index, "cut")] = 1
+                outs.append(_note(f"\n[output cut: this cell printed {past} in grading]\n"))
             return None
+        self._output_bytes["notebook"] = total + size
         return super().output(outs, msg, display_id, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        """A display update replaces every output that shares its display_id, in any cell: its
+        size counts once per output it replaces, against the notebook's limit."""
+        targets = sum(len(indices) for indices in self._display_id_map.get(display_id, {}).values())
+        size = _size(msg.get("content", {})) * max(targets, 1)
+        total = self._output_bytes.get("notebook", 0)
+        if size > self._cell_limit() or total + size > self._notebook_limit():
+            content = msg.setdefault("content", {})
+            content["data"] = {"text/plain": f"[a display update of {size} bytes: past the output limit of grading]"}
+            content["metadata"] = {}
+            size = 100 * max(targets, 1)
+        self._output_bytes["notebook"] = total + size
+        return super()._update_display_id(display_id, msg)
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """Widgets' messages (an output widget would route outputs around the limits): ignored."""
+        return None
 
     # nbclient binds the blocking names to its own coroutines: rebind them to ours.
     start_new_kernel = run_sync(async_start_new_kernel)
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
     execute_cell = run_sync(async_execute_cell)
+
+
+#: The most outputs one cell keeps (a loop of a million tiny prints is cut there).
+MAX_OUTPUTS = 1000
+
+
+def _size(content) -> int:
+    """How many characters an output message would add to the notebook."""
+    try:
+        return len(json.dumps(content, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return 1 << 30
+
+
+def _note(text: str) -> NotebookNode:
+    return NotebookNode(output_type="stream", name="stdout", text=text)
 
 
 def _note_limits(cell) -> None:
@@ -323,3 +403,45 @@ class RestoreMissingCells(OverwriteCells):
             earlier = [present[name] for name in order[: order.index(grade_cell.name)] if name in present]
             nb.cells.insert(max(earlier) + 1 if earlier else 0, restored)
         return nb, resources
+
+
+class ForPages(NbGraderPreprocessor):
+    """The autograded notebook as every page will show it, written so by nbgrader itself: no
+    hidden test in any cell's source, each cell's stream outputs joined (how the kernel flushed
+    them varies from run to run), nothing a browser would run (autograder/pages.py), and its size
+    bounded (`max_bytes`, counted as a page would escape it)."""
+
+    source_folder = Unicode("", help="The course's source folder of the assignment (its own markdown)").tag(config=True)
+    max_bytes = Integer(8 << 20, help="The most bytes an autograded notebook may hold, as a page escapes it").tag(
+        config=True
+    )
+
+    def preprocess(self, nb, resources):
+        strip_hidden_tests(nb)
+        coalesce_streams(nb)
+        own = frozenset()
+        source = Path(self.source_folder) / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
+        if self.source_folder and source.is_file():
+            own = assignment_markdown(nbformat.read(source, as_version=4))
+        sanitize_notebook(nb, own)
+        bound_size(nb, self.max_bytes)
+        return nb, resources
+
+
+def coalesce_streams(notebook) -> None:
+    """Join consecutive stdout (or stderr) outputs of each code cell."""
+    for cell in notebook.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        merged = []
+        for out in cell.get("outputs", []):
+            if (
+                merged
+                and out.get("output_type") == "stream"
+                and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == out.get("name")
+            ):
+                merged[-1]["text"] = merged[-1].get("text", "") + out.get("text", "")
+            else:
+                merged.append(out)
+        cell.outputs = merged

@@ -16,7 +16,7 @@ class Progress:
 
     def update(self, result) -> None:
         self.done += 1
-        self.broken += bool(result.broken)
+        self.broken += bool(result.broken or getattr(result, "failed", None))
         self.task_seconds += result.seconds
         elapsed = time.perf_counter() - self.started
         rate = self.done / elapsed if elapsed > 0 else 0.0
@@ -31,7 +31,7 @@ class Progress:
             if self.done == self.total:
                 self.stream.write("\n")
         else:
-            state = "BROKEN" if result.broken else "graded"
+            state = "FAILED" if getattr(result, "failed", None) else ("BROKEN" if result.broken else "graded")
             self.stream.write(
                 f"{state} {result.student_id} ({self.done}/{self.total}) in {result.seconds:.1f} s"
                 f"{f' on {result.worker}' if result.worker else ''}; ETA {eta:.0f} s\n"

@@ -12,6 +12,7 @@ learner's is (autograder/judge.py), in parallel on the workers. It gives the gra
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
@@ -154,7 +155,22 @@ def run_reference(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def into_template(template: dict[str, bytes], runs: list[ReferenceRun], say=lambda line: None) -> dict[str, bytes]:
+#: Where each notebook's time budget travels inside a grading task's template.
+BUDGETS = "time-budgets.json"
+
+
+def time_budgets(template: dict[str, bytes]) -> dict[str, float]:
+    """{notebook: seconds} the reference run set; {} when it set none."""
+    try:
+        budgets = json.loads(template.get(BUDGETS, b"{}"))
+        return {str(name): float(seconds) for name, seconds in budgets.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+def into_template(
+    template: dict[str, bytes], runs: list[ReferenceRun], say=lambda line: None, limits: Limits | None = None
+) -> dict[str, bytes]:
     """The template with the compile cache; ReferenceProblem when a run was not clean."""
     failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
     if failed:
@@ -166,8 +182,12 @@ def into_template(template: dict[str, bytes], runs: list[ReferenceRun], say=lamb
     if missing:
         raise ReferenceProblem(f"no reference run for {missing}")
     merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs])
+    limits = limits or Limits()
+    budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
+    merged[BUDGETS] = json.dumps(budgets, sort_keys=True).encode()
     say(
         f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
-        f"work; compile cache: {count} executables ({size / 1e6:.1f} MB)"
+        f"work; compile cache: {count} executables ({size / 1e6:.1f} MB); time budgets "
+        + ", ".join(f"{Path(name).stem[:2]} {seconds:.0f} s" for name, seconds in sorted(budgets.items()))
     )
     return merged

@@ -23,7 +23,9 @@ from .worker import StudentResult, grade_student, warm_up
 
 
 def broken_result(student_id: str, why: str) -> StudentResult:
-    return StudentResult(student_id, broken=[f"the whole submission: {why}; graded 0"])
+    """A student the grader could not grade (its task failed twice): 0 for now, and named as the
+    grader's failure, not the submission's (the run exits 4)."""
+    return StudentResult(student_id, failed=[f"{why}; scored 0 until graded again"])
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ WORKDIR = "/tmp/submission"
 ASSIGNMENT = "/assignment"
 CACHE = "/cache"
 CONNECTION = "/run/kernel"
+SHM = "/dev/shm"
 
 #: Files of /etc a Python kernel reads (each bound only when the host has it).
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types")
@@ -88,6 +89,10 @@ class Limits:
     cpu_seconds: int = 900  # CPU time per process (RLIMIT_CPU): the process is stopped beyond
     open_files: int = 1024  # (RLIMIT_NOFILE)
     output: int = 2 << 20  # bytes of output kept per cell: the rest is cut, with a note
+    notebook_output: int = 8 << 20  # bytes of output kept per notebook, display updates counted: the rest is cut
+    shm: int = 64 << 20  # bytes under /dev/shm (a tmpfs of its own, emptied before every notebook)
+    time_factor: int = 10  # a notebook's time budget: this many times the reference run's time of it ...
+    time_floor: int = 120  # ... plus this many seconds; past it the kernel is stopped
 
     @classmethod
     def from_config(cls, values: dict | None) -> Limits:
@@ -202,10 +207,70 @@ class Sandbox:
             bind(cache, CACHE, writable=cache_writable)
         if connection is not None:
             bind(connection, CONNECTION, writable=True)
-        argv += ["--proc", "/proc", "--dev", "/dev", "--clearenv"]
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        # /dev/shm: a tmpfs of its own, sized (bwrap's /dev is an unsized tmpfs a kernel could fill
+        # when the grader is not root), emptied before every notebook like /tmp. Then the rest of
+        # /dev and the sandbox's own root are made read-only: /tmp, /dev/shm and /run/kernel are
+        # the only places a kernel writes.
+        if self.sized_tmpfs:
+            argv += ["--size", str(self.limits.shm)]
+        argv += ["--perms", "01777", "--tmpfs", SHM, "--remount-ro", "/dev", "--remount-ro", "/", "--clearenv"]
+        if no_sysv_ipc_filter() is not None:
+            argv += ["--seccomp", SECCOMP_PLACEHOLDER]  # launch() gives it a file of its own
         for name, value in sorted(env.items()):
             argv += ["--setenv", name, value]
         return argv + ["--chdir", SCRATCH, "--", *command]
+
+
+#: In an argv, where launch() puts the descriptor of the seccomp program.
+SECCOMP_PLACEHOLDER = "{seccomp-fd}"
+#: Syscalls refused to a sandbox (System V shared memory, semaphores, message queues: memory a
+#: kernel could hold outside every limit), by architecture: (AUDIT_ARCH, [numbers]).
+_SYSV_IPC = {
+    "x86_64": (0xC000003E, [29, 64, 68]),  # shmget, semget, msgget
+    "aarch64": (0xC00000B7, [194, 190, 186]),  # shmget, semget, msgget
+}
+
+
+@functools.lru_cache(maxsize=1)
+def no_sysv_ipc_filter() -> bytes | None:
+    """A seccomp-BPF program that makes shmget, semget and msgget fail with EPERM (and lets every
+    other syscall through), for this machine's architecture; None where it is not known."""
+    import platform
+    import struct
+
+    known = _SYSV_IPC.get(platform.machine())
+    if known is None:
+        return None
+    arch, numbers = known
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+
+    def op(code, jt, jf, k):
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    count = len(numbers)
+    program = [op(ld_w_abs, 0, 0, 4), op(jeq_k, 0, count + 2, arch), op(ld_w_abs, 0, 0, 0)]
+    for index, number in enumerate(numbers):  # to the deny at the end: past the rest and the allow
+        program.append(op(jeq_k, count - index, 0, number))
+    program += [op(ret_k, 0, 0, allow), op(ret_k, 0, 0, deny)]
+    return b"".join(program)
+
+
+def launch(argv: list[str], *, run: bool = False, **popen_kwargs):
+    """subprocess.Popen (or, with run, subprocess.run) of a sandbox's argv, with its seccomp
+    program given on a descriptor of its own (bwrap reads it as it starts)."""
+    if SECCOMP_PLACEHOLDER not in argv:
+        return subprocess.run(argv, **popen_kwargs) if run else subprocess.Popen(argv, **popen_kwargs)
+    fd = os.memfd_create("sandbox-seccomp", 0)
+    try:
+        os.write(fd, no_sysv_ipc_filter())
+        os.lseek(fd, 0, os.SEEK_SET)
+        argv = [str(fd) if part == SECCOMP_PLACEHOLDER else part for part in argv]
+        popen_kwargs["pass_fds"] = (*popen_kwargs.get("pass_fds", ()), fd)
+        return subprocess.run(argv, **popen_kwargs) if run else subprocess.Popen(argv, **popen_kwargs)
+    finally:
+        os.close(fd)
 
 
 def interpreter_folders() -> list[str]:
@@ -307,7 +372,7 @@ def probe(bwrap: str, limits: Limits) -> Sandbox:
             [sys.executable, "-c", code], assignment=assignment, connection=connection, env=kernel_env({})
         )
         try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            run = launch(command, run=True, capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise SandboxUnavailable(f"{bwrap} could not run: {error}") from None
     if run.returncode != 0 or "sandboxed" not in run.stdout:

@@ -191,28 +191,35 @@ def _tree(source: str) -> ast.AST | None:
     except SyntaxError:
         pass
     try:  # IPython syntax (magics, !commands): what IPython would run
+        import warnings
+
         from IPython.core.inputtransformer2 import TransformerManager
 
-        return ast.parse(TransformerManager().transform_cell(source))
+        with warnings.catch_warnings():  # odd line endings: IPython warns, and copes
+            warnings.simplefilter("ignore")
+            return ast.parse(TransformerManager().transform_cell(source))
     except Exception:
         return None
 
 
 def _graded_by_source(cell) -> bool:
     """Locked and test cells are put back from the source before grading: nothing to scan."""
-    meta = cell.metadata.get("nbgrader", {})
-    return bool(meta.get("locked") or (meta.get("grade") and not meta.get("solution")))
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return isinstance(meta, dict) and bool(meta.get("locked") or (meta.get("grade") and not meta.get("solution")))
 
 
 def scan_source(source: str) -> list[tuple[int, str, str]]:
-    """(line, what it means, the code) for each suspicious construct of one cell's code."""
-    tree = _tree(source)
-    if tree is None:
-        return [
-            (1, "code that does not parse (not scanned)", source.strip().splitlines()[0][:60] if source.strip() else "")
-        ]
-    scanner = _Scanner()
-    scanner.visit(tree)
+    """(line, what it means, the code) for each suspicious construct of one cell's code. Code too
+    deeply nested to read (a sum of a thousand terms) is named as not scanned, never raises."""
+    try:
+        tree = _tree(source)
+        if tree is None:
+            first = source.strip().splitlines()[0][:60] if source.strip() else ""
+            return [(1, "code that does not parse (not scanned)", first)]
+        scanner = _Scanner()
+        scanner.visit(tree)
+    except (RecursionError, MemoryError, ValueError):
+        return [(1, "code nested too deeply to read (not scanned)", "")]
     return scanner.found
 
 
@@ -220,7 +227,7 @@ def scan_notebook(notebook: nbformat.NotebookNode) -> list[str]:
     """One line per suspicious construct found in the learner's code cells."""
     findings = []
     for index, cell in enumerate(notebook.cells):
-        if cell.get("cell_type") != "code" or _graded_by_source(cell):
+        if cell.get("cell_type") != "code" or _graded_by_source(cell) or not isinstance(cell.get("source"), str):
             continue
         for line, meaning, code in scan_source(cell.source):
             findings.append(f"cell {index + 1}, line {line}: {meaning} ({code})")

@@ -8,7 +8,6 @@ ever share a gradebook file. The parent merges the results into the class gradeb
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -19,15 +18,17 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
 from .compile_cache import reading_env, usable_cache
 from .course import use_the_venvs_tools
-from .hidden_tests import strip_hidden_tests
 from .kernels import NotebookRecord, SandboxSession
 from .paths import ASSIGNMENT, NOTEBOOKS
-from .reference import GRADING_ENV, shipped_files
+from .reference import GRADING_ENV, shipped_files, time_budgets
 from .sandbox import CACHE, Limits, sandbox_for_grading
+
+#: A notebook's time budget when the reference run gave none (seconds).
+DEFAULT_BUDGET = 600.0
+#: What the watchdog adds to a budget before it ends the sandbox (the kernel had its chance to stop).
+WATCHDOG_GRACE = 30.0
 
 
 @dataclass
@@ -49,7 +50,8 @@ class StudentResult:
     notebooks: dict = field(default_factory=dict)  # notebook name -> grades, comments, penalty
     autograded: dict[str, str] = field(default_factory=dict)  # file name -> notebook JSON
     feedback: dict[str, str] = field(default_factory=dict)  # file name -> HTML
-    broken: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # what of the submission could not be graded, and why
+    failed: list[str] = field(default_factory=list)  # what the grader itself failed to do
     timings: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     worker: str = ""
@@ -74,6 +76,10 @@ def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: i
     config.SandboxedKernelManager.session_for_kernels = session
     config.SandboxedExecute.limits = session.sandbox.limits.as_dict()
     config.SandboxedExecute.judge_source = str(course / "source" / ASSIGNMENT)
+    config.ForPages.source_folder = str(course / "source" / ASSIGNMENT)
+    # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
+    # must be able to replace them when it grades again.
+    config.Autograde.permissions = 644
     config.SandboxedExecute.judge_seed = judge_seed
     config.MetadataFromSource.source_folder = str(course / "source" / ASSIGNMENT)
     names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
@@ -115,25 +121,6 @@ def _why_it_broke(log: str) -> str:
         return "the notebook's kernel could not be started"
     errors = [line for line in log.splitlines() if "Error" in line or "Exception" in line]
     return "nbgrader could not grade it: " + (errors[-1].strip() if errors else "see the grading log")
-
-
-def coalesce_streams(notebook: nbformat.NotebookNode) -> None:
-    """Join consecutive stdout (or stderr) outputs of a cell: how the kernel happened to flush
-    them varies from run to run, and the feedback should not."""
-    for cell in notebook.cells:
-        merged = []
-        for out in cell.get("outputs", []):
-            if (
-                merged
-                and out.output_type == "stream"
-                and merged[-1].output_type == "stream"
-                and merged[-1].name == out.name
-            ):
-                merged[-1].text += out.text
-            else:
-                merged.append(out)
-        if cell.cell_type == "code":
-            cell.outputs = merged
 
 
 def quiet_gradebook_warnings() -> None:
@@ -208,13 +195,20 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         api = _api(course, task.cell_timeout, session, task.judge_seed)
         autograded = course / "autograded" / task.student_id / ASSIGNMENT
 
+        # Time is the course's to give, not the submission's to take: each notebook has the budget the
+        # reference run set for it, and the student the sum of them, whatever the notebooks hold.
+        budgets = time_budgets(template)
+        student_deadline = time.monotonic() + sum(
+            budgets.get(name, 0.0) for name in NOTEBOOKS if name in task.notebooks
+        )
         for name in NOTEBOOKS:
             if name not in task.notebooks:
                 continue
-            code_cells = sum(1 for c in json.loads(task.notebooks[name])["cells"] if c.get("cell_type") == "code")
+            budget = max(1.0, min(budgets.get(name, DEFAULT_BUDGET), student_deadline - time.monotonic()))
+            api.config.SandboxedExecute.budget = budget  # read when the preprocessors are made
             record = session.record = NotebookRecord()
             fired: list = []
-            timer = _watchdog(task.cell_timeout * (code_cells + 2) + 60, fired, session)
+            timer = _watchdog(budget + WATCHDOG_GRACE, fired, session)
             t0 = time.perf_counter()
             try:
                 outcome = _autograde_one(api, task.student_id, Path(name).stem)
@@ -258,12 +252,9 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         graded = {p.name for p in autograded.glob("*.ipynb")} if autograded.exists() else set()
         result.notebooks = {k: v for k, v in result.notebooks.items() if f"{k}.ipynb" in graded}
 
+        # nbgrader wrote them as pages will show them (preprocessors.ForPages), read-only: only read here.
         for path in sorted(autograded.glob("*.ipynb")) if autograded.exists() else []:
-            notebook = nbformat.read(path, as_version=4)
-            strip_hidden_tests(notebook)
-            coalesce_streams(notebook)
-            nbformat.write(notebook, path)
-            result.autograded[path.name] = nbformat.writes(notebook)
+            result.autograded[path.name] = path.read_text()
 
         t0 = time.perf_counter()
         if result.autograded:

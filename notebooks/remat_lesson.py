@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import io
 import itertools
 import json
@@ -83,7 +84,7 @@ def make_objective(weights, depth: int = DEPTH, rematerialize: bool = False):
             v = step(v)
         return jnp.sum(v * v)
 
-    return _recipe(objective, "make_objective", weights, depth, rematerialize)
+    return objective
 
 
 def fresh_network(rng: np.random.Generator, depths, widths, scale: float, saturation: float = 0.95):
@@ -102,6 +103,18 @@ def fresh_network(rng: np.random.Generator, depths, widths, scale: float, satura
             return weights, point, depth
 
 
+def _with_recipes(factory):
+    """factory, its results marked with how they were made (see _recipe); inspect.getsource of the
+    result shows factory's own source."""
+
+    @functools.wraps(factory)
+    def made(*args, **kwargs):
+        return _recipe(factory(*args, **kwargs), factory.__name__, *args, **kwargs)
+
+    return made
+
+
+make_objective = _with_recipes(make_objective)
 W = jnp.asarray(lesson_weights())
 x = jnp.asarray(lesson_input())
 plain = make_objective(W, DEPTH, rematerialize=False)

@@ -36,6 +36,7 @@ import pytest
 from autograder.grade import grade
 from autograder.paths import NOTEBOOKS, ROOT, SOLUTIONS
 from tests.fixtures import build as fixtures
+from tests.hidden import hidden_test_lines
 
 EXPECTED = fixtures.EXPECTED_SCORES
 CELL_TIMEOUT = 20
@@ -434,14 +435,7 @@ def test_a_kernel_that_prints_its_input_history_shows_no_hidden_test(graded):
     its kernel never ran a line of a hidden test, so neither its notebooks nor its feedback show one."""
     import html as html_module
 
-    hidden = [
-        line.strip()
-        for name in NOTEBOOKS
-        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells
-        for match in re.finditer(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
-        for line in match.group(1).splitlines()
-        if len(line.strip()) > 8 and any(ch.isalpha() for ch in line)
-    ]
+    hidden = hidden_test_lines()
     out = graded.out
     pages = list((out / "feedback" / "hostile-prints-input-history").glob("*.html"))
     assert len(pages) == 3

@@ -28,6 +28,7 @@ from nbgrader.api import Gradebook
 from autograder.grade import grade
 from autograder.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
 from autograder.runners import SchedulerSecurity
+from tests.hidden import hidden_test_lines
 
 PY = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -172,22 +173,10 @@ def test_feedback_shows_check_messages_but_never_hidden_tests(serial):
     assert "where to look" in blank and "[FAIL]" in blank
 
 
-def _hidden_lines() -> list[str]:
-    """Every line of every hidden test that says something (a name, a number, a word)."""
-    return [
-        line.strip()
-        for name in NOTEBOOKS
-        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells
-        for match in re.finditer(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S)
-        for line in match.group(1).splitlines()
-        if len(line.strip()) > 8 and any(ch.isalpha() for ch in line)
-    ]
-
-
 def test_no_message_to_a_kernel_holds_a_line_of_a_hidden_test(serial):
     """Every message this process sent to a kernel while grading (the reference run's and each
     learner's: cells, the judge's requests, everything) is searched for each hidden-test line."""
-    lines = _hidden_lines()
+    lines = hidden_test_lines()
     assert len(lines) > 40 and len(serial.sent) > 100
     sent = "\n".join(serial.sent)
     # a request is JSON inside a string: search its text with the escapes undone as well

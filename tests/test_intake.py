@@ -1,0 +1,147 @@
+"""A student's files taken in by the grader's own process: whatever they hold, nothing raises.
+
+The parent-side steps of grading (reading, normalizing, the tampering scan, the console lines,
+the pages' sanitizer, the hidden-test stripping, the judge's reading of answer cells) are thrown
+thousands of generated notebooks by Hypothesis: `null`, numbers, lists, huge and deeply nested
+values in every field, deep expressions, duplicate and missing ids, unknown cell types, binary
+junk in strings. None may raise out of the per-student guard, and what comes out is a notebook
+every later step can rely on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import nbformat
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autograder.hidden_tests import strip_hidden_tests
+from autograder.intake import NotANotebook, printable, read_notebook, take_in
+from autograder.judge import answer_cells
+from autograder.pages import sanitize_notebook
+from autograder.tampering import scan_notebook, scan_source
+
+#: Examples per property (the figure quoted in the closing note is this times the properties).
+EXAMPLES = int(os.environ.get("INTAKE_EXAMPLES", "1500"))
+
+junk_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+scalars = st.none() | st.booleans() | st.integers(-(10**30), 10**30) | st.floats(allow_nan=True) | junk_text
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(junk_text, inner, max_size=4), max_leaves=12
+)
+sources = (
+    values
+    | st.lists(junk_text, max_size=5)
+    | st.sampled_from(
+        [
+            "x = " + "+".join(["1"] * 900),
+            "f(" * 150 + ")" * 150,
+            "[" * 120 + "]" * 120,
+            "import os\nos.system('ls')",
+            "%%bash\nls",
+            "\x1b]0;owned\x07\x1b[2J",
+            "### BEGIN HIDDEN TESTS\nsecret = 1\n### END HIDDEN TESTS",
+            "<img src=x onerror=alert(1)>",
+        ]
+    )
+)
+nbgrader_metadata = values | st.fixed_dictionaries(
+    {},
+    optional={
+        "grade": values,
+        "solution": values,
+        "locked": values,
+        "grade_id": values,
+        "points": values,
+        "schema_version": values,
+    },
+)
+cells = st.fixed_dictionaries(
+    {},
+    optional={
+        "cell_type": st.sampled_from(["code", "markdown", "raw", "heading", "widget", ""]) | values,
+        "source": sources,
+        "metadata": values | st.fixed_dictionaries({}, optional={"nbgrader": nbgrader_metadata, "tags": values}),
+        "outputs": values,
+        "id": st.sampled_from(["a", "a", "same", "", "x" * 100, "bad id!"]) | values,
+        "execution_count": values,
+        "attachments": values,
+    },
+)
+notebooks = (
+    st.fixed_dictionaries(
+        {"cells": st.lists(cells | values, max_size=8)},
+        optional={"metadata": values, "nbformat": values, "nbformat_minor": values},
+    )
+    | values
+)
+
+
+def _every_step(notebook) -> None:
+    """The steps that meet a normalized notebook in the grader's own process."""
+    scan_notebook(notebook)
+    answer_cells(notebook)
+    copy = nbformat.reads(nbformat.writes(notebook), as_version=4)
+    strip_hidden_tests(copy)
+    sanitize_notebook(copy)
+    nbformat.validate(copy)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=notebooks)
+def test_a_generated_notebook_is_taken_in_or_named_and_never_raises(data, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("student")
+    path = folder / "02-build.ipynb"
+    path.write_text(json.dumps(data, allow_nan=True))
+    taken = take_in({"02-build.ipynb": path})
+    assert bool(taken.notebooks) != bool(taken.broken), (taken.notebooks, taken.broken)
+    for text in taken.notebooks.values():
+        notebook = nbformat.reads(text.decode(), as_version=4)
+        nbformat.validate(notebook)
+        assert all(isinstance(cell.source, str) for cell in notebook.cells)
+        assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
+        _every_step(notebook)
+    for line in taken.broken + [f for found in taken.findings.values() for f in found]:
+        assert not any(ord(ch) < 32 and ch != "\t" for ch in line), line
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+def test_bytes_that_are_not_a_notebook_are_named(data):
+    try:
+        notebook = read_notebook(data)
+    except NotANotebook as why:
+        assert str(why)
+    else:
+        _every_step(notebook)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(junk_text | st.text(max_size=200))
+def test_any_code_is_scanned_or_said_to_be_unscanned(source):
+    for line, meaning, code in scan_source(source):
+        assert isinstance(line, int) and meaning and isinstance(code, str)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"cells": [{"cell_type": "code", "source": "x = 1", "metadata": {"nbgrader": None}}]},
+        {"cells": [{"cell_type": "code", "source": None, "metadata": {}}]},
+        {"cells": [{"cell_type": "code", "source": "x = " + "+".join(["1"] * 900), "metadata": {}}]},
+    ],
+    ids=["nbgrader-null", "source-null", "deep-expression"],
+)
+def test_the_three_odd_notebooks_of_the_issue_are_taken_in(odd, tmp_path):
+    path = tmp_path / "02-build.ipynb"
+    path.write_text(json.dumps({**odd, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    taken = take_in({"02-build.ipynb": path})
+    assert list(taken.notebooks) == ["02-build.ipynb"] and taken.broken == []
+
+
+def test_console_lines_show_no_control_character():
+    assert printable("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"
+    assert len(printable("x" * 1000)) == 303
