@@ -41,9 +41,17 @@ from tests.hidden import hidden_test_lines
 EXPECTED = fixtures.EXPECTED_SCORES
 CELL_TIMEOUT = 20
 JOBS = 2
+#: Each notebook's time budget, here 3x its reference time + 40 s (hostile-slow-cells runs into it).
+TIME_BUDGET = {"time_factor": 3, "time_floor": 40}
 
 #: A malformed notebook must be reported by the grader, not silently skipped.
-MUST_BE_BROKEN = ("hostile-malformed-json", "hostile-kernel-sigkill", "hostile-fork-bomb", "hostile-memory-hog")
+MUST_BE_BROKEN = (
+    "hostile-malformed-json",
+    "hostile-kernel-sigkill",
+    "hostile-fork-bomb",
+    "hostile-memory-hog",
+    "hostile-slow-cells",
+)
 #: Mistakes whose failure report must tell the learner what was expected and where to look.
 ACTIONABLE = {
     "mistake-dropped-tanh-factor": ("01-understand", "test-layer-backward"),
@@ -201,6 +209,7 @@ class Graded:
     out: Path
     submissions: Path
     seconds: float
+    failed: dict
 
     def table(self) -> dict[tuple[str, str, str], tuple[float | None, float]]:
         return {(r["student_id"], r["notebook"], r["grade_id"]): (r["score"], r["max_score"]) for r in self.rows}
@@ -215,7 +224,7 @@ def graded(tmp_path_factory, canaries) -> Graded:
     # A copy: hostile submissions must not be able to touch the repository's fixtures.
     shutil.copytree(fixtures.SUBMISSIONS, submissions)
     start = time.perf_counter()
-    result = grade(submissions, out, jobs=JOBS, scheduler=None, cell_timeout=CELL_TIMEOUT)
+    result = grade(submissions, out, jobs=JOBS, scheduler=None, cell_timeout=CELL_TIMEOUT, limits=TIME_BUDGET)
     seconds = time.perf_counter() - start
     stored = read_scores(out / "cells.csv")
     returned = {
@@ -228,7 +237,7 @@ def graded(tmp_path_factory, canaries) -> Graded:
     print(
         f"\ngraded {len(list(submissions.iterdir()))} fixture submissions in {seconds:.0f} s; broken: {sorted(result.broken)}"
     )
-    return Graded(stored, dict(result.broken), dict(result.flagged), out, submissions, seconds)
+    return Graded(stored, dict(result.broken), dict(result.flagged), out, submissions, seconds, dict(result.failed))
 
 
 @pytest.fixture(scope="session")
@@ -444,3 +453,58 @@ def test_a_kernel_that_prints_its_input_history_shows_no_hidden_test(graded):
         assert "IN: [" in text  # the history was printed
         history = text[text.index("IN: [") :]
         assert [line for line in hidden if line in history] == [], page
+
+
+def test_the_grader_itself_failed_no_student(graded):
+    """Every failure of the fixtures is a submission's, none the grader's own (that would exit 4)."""
+    assert graded.failed == {}
+
+
+def test_a_stalling_notebook_stops_at_its_time_budget_and_keeps_its_finished_check(graded):
+    (reason,) = [r for r in graded.broken["hostile-slow-cells"] if "time budget" in r]
+    assert "01-understand.ipynb" in reason and "keep their points" in reason
+    page = (graded.out / "feedback" / "hostile-slow-cells" / "01-understand.html").read_text()
+    assert "time budget" in page  # the feedback says where it stopped
+
+
+def test_every_page_and_autograded_notebook_stays_small(graded):
+    """Whatever a submission displays (hostile-display-fan-out: 200 outputs updated to 3 MiB each,
+    hostile-huge-output), no autograded notebook or feedback page is over 10 MB."""
+    largest = {
+        kind: max(((p.stat().st_size, p) for p in graded.out.rglob(pattern)), key=lambda pair: pair[0])
+        for kind, pattern in (("autograded notebook", "autograded/*/*/*.ipynb"), ("feedback page", "feedback/*/*.html"))
+    }
+    print({kind: (size, str(path.relative_to(graded.out))) for kind, (size, path) in largest.items()})
+    for kind, (size, path) in largest.items():
+        assert size < 10_000_000, f"{kind} {path}: {size} bytes"
+    fan_out = graded.out / "feedback" / "hostile-display-fan-out" / "02-build.html"
+    assert fan_out.stat().st_size < 3 << 20 and "past the output limit of grading" in fan_out.read_text()
+
+
+def test_review_lines_carry_no_terminal_control_character(graded):
+    findings = graded.flagged["hostile-console-escape"] + graded.flagged["hostile-deep-expression"]
+    assert any("\\x1b" in f for f in findings) and any("not scanned" in f for f in findings)
+    for line in [f for found in graded.flagged.values() for f in found]:
+        assert not any(ord(ch) < 32 and ch != "\t" for ch in line), line
+    text = (graded.out / "flags.csv").read_text()
+    assert "\x1b" not in text
+
+
+def test_a_marker_in_an_output_changes_nothing_even_after_a_manual_grade(graded, tmp_path):
+    """hostile-marker-in-output prints the hidden-test markers: its pages are made when graded, and
+    again from the gradebook after a manual grade (make feedback), for the whole class."""
+    from nbgrader.api import Gradebook
+
+    from autograder.feedback import regenerate_feedback
+
+    out = tmp_path / "out"
+    shutil.copytree(graded.out, out)
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}") as gb:
+        grade = gb.find_grade("answer-why-hvp", "04-exercise", "performance-05", "hostile-marker-in-output")
+        grade.manual_score = 1.5
+        gb.db.commit()
+    done = regenerate_feedback(out, ["hostile-marker-in-output", "solutions"])  # the classmate after it too
+    assert done.failed == {} and done.written["solutions"]
+    page = (out / "feedback" / "hostile-marker-in-output" / "04-exercise.html").read_text()
+    assert "Score: 7.5" in page or "7.5" in page
+    assert "nothing hidden here" in page

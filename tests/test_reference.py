@@ -12,7 +12,15 @@ import nbformat
 import pytest
 
 from autograder.paths import NOTEBOOKS
-from autograder.reference import ReferenceProblem, ReferenceRun, into_template, problems_of, solution_shortfalls
+from autograder.reference import (
+    ReferenceProblem,
+    ReferenceRun,
+    into_template,
+    problems_of,
+    solution_shortfalls,
+    time_budgets,
+)
+from autograder.sandbox import Limits
 
 
 def _cell(*outputs) -> nbformat.NotebookNode:
@@ -52,9 +60,15 @@ def test_a_missing_notebook_stops_grading():
         into_template({}, _runs()[:-1])
 
 
-def test_a_clean_reference_run_travels_in_the_template():
-    template = into_template({"kept": b"1"}, _runs())
-    assert template == {"kept": b"1"}
+def test_a_clean_reference_run_travels_in_the_template_with_each_notebooks_time_budget():
+    runs = _runs()
+    for index, run in enumerate(runs):
+        run.seconds = 10.0 * index
+    template = into_template({"kept": b"1"}, runs, limits=Limits(time_factor=3, time_floor=60))
+    assert template["kept"] == b"1"
+    budgets = time_budgets(template)
+    assert budgets == {run.notebook: 3 * run.seconds + 60 for run in runs}
+    assert time_budgets({}) == {} and time_budgets({"time-budgets.json": b"junk"}) == {}
 
 
 def test_a_test_cell_the_solutions_do_not_pass_in_full_is_named():

@@ -13,12 +13,16 @@ at the start of the next run), together with the server's log and the browser co
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.server
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from labdriver import BUNDLE, RELEASE, SHOTS, UI_TIMEOUT_MS, VENV
+from labdriver import BUNDLE, RELEASE, ROOT, SHOTS, UI_TIMEOUT_MS, VENV
 
 CHROMIUM = os.environ.get("BROWSER_TEST_CHROMIUM", "/usr/bin/chromium")
 # As root, without a sandbox; the background-networking flags keep Chromium from dialling out
@@ -383,3 +387,84 @@ def make_page(chromium_path, browser, shots_dir, request):
     closed (with its FAILED screenshot when the test failed) at teardown."""
     with contextlib.ExitStack() as pages:
         yield lambda: pages.enter_context(browser_page(browser, shots_dir, request))
+
+
+def formgrader_command(out: Path) -> list[str]:
+    """The command `make formgrader OUT=<out>` runs (make -n), without its `cd`."""
+    dry = subprocess.run(["make", "-n", "formgrader", f"OUT={out}"], cwd=ROOT, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    line = [line for line in dry.stdout.splitlines() if "jupyter lab" in line][-1]
+    cd, command = line.split("&&", 1)
+    assert Path(shlex.split(cd)[1]) == out / "course", f"make formgrader does not run in OUT/course: {line}"
+    return shlex.split(command)
+
+
+@pytest.fixture(scope="session")
+def serve_formgrader(chromium_path, shots_dir, tmp_path_factory):
+    """`with serve_formgrader(out, name) as server:` formgrader on OUT/course, started as
+    `make formgrader OUT=<out>` starts it (JupyterLab from the venv, in the course folder), with
+    a private environment; its log is runs/browser/<name>-server.log."""
+
+    @contextlib.contextmanager
+    def serve(out: Path, name: str = "formgrader"):
+        command = formgrader_command(out)
+        assert command[0] == str(VENV / "bin" / "jupyter"), command
+        env = private_jupyter_env(tmp_path_factory.mktemp(f"{name}-private"))
+        course = out / "course"
+        with run_jupyter(command, course, env, shots_dir / f"{name}-server.log", bundle=out, root_dir=course) as server:
+            yield server
+
+    return serve
+
+
+@dataclass
+class StaticServer:
+    """A folder served over http, as a learner's browser would fetch a page: its address, and
+    every request it answered ("METHOD path", with the X-Pwned header when one was sent)."""
+
+    url: str
+    requests: list[str]
+
+
+@contextlib.contextmanager
+def serve_folder(folder: Path):
+    """`folder` over http on 127.0.0.1 (Python's static file server, in a thread) for the block."""
+    seen: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def _note(self):
+            marker = self.headers.get("X-Pwned")
+            seen.append(f"{self.command} {self.path}" + (f" (X-Pwned: {marker})" if marker else ""))
+
+        def do_GET(self):
+            self._note()
+            super().do_GET()
+
+        def do_HEAD(self):
+            self._note()
+            super().do_HEAD()
+
+        def do_POST(self):
+            self._note()
+            self.send_error(405)
+
+        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_POST
+
+        def log_message(self, format, *args):  # the requests are kept in `seen`, not printed
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield StaticServer(url=f"http://127.0.0.1:{httpd.server_address[1]}", requests=seen)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def static_server():
+    """serve_folder: `with static_server(folder) as site:` the folder at site.url."""
+    return serve_folder

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,3 +257,73 @@ def replace_cell_text(page, index: int, text: str) -> None:
     page.keyboard.press("Delete")
     # One input event with the whole text, like a paste: no auto-indent or auto-closed brackets.
     page.keyboard.insert_text(text)
+
+
+# --------------------------------------------------------------------------------------
+# formgrader (nbgrader's manual grading pages)
+# --------------------------------------------------------------------------------------
+# formgrader has fetched the submission's grades and comments and bound its score and comment boxes.
+FORMGRADER_LOADED = (
+    "() => window.formgrader && formgrader.grades && formgrader.grades.loaded && formgrader.comments.loaded"
+    " && formgrader.grade_uis.length > 0 && formgrader.comment_uis.length > 0"
+)
+
+
+def open_formgrader_submission(page, server, assignment: str, notebook: str, student: str, shot=None) -> dict:
+    """As the instructor: formgrader's address -> Manual Grading (gradebook) -> the assignment ->
+    the notebook -> Show All Names -> the student's submission, loaded. `shot(step)` is called at
+    each page. Returns what the list of submissions showed: how many rows (`listed`) and the
+    student's row (`row`, its HTML)."""
+    shot = shot or (lambda step: None)
+    # formgrader's own address, as `make formgrader` opens it: the course's assignment is listed.
+    page.goto(f"{server.url}/formgrader?token={server.token}", wait_until="domcontentloaded")
+    page.wait_for_url(re.compile(r"/formgrader/manage_assignments"))
+    page.locator("#main-table", has_text=assignment).wait_for()
+    shot("manage-assignments")
+    page.locator('a[href$="/formgrader/gradebook"]').first.click()
+    page.locator("#main-table a", has_text=assignment).wait_for()
+    shot("gradebook-assignments")
+    page.locator("#main-table a", has_text=assignment).click()
+    page.locator("#main-table a", has_text=notebook).wait_for()
+    shot("gradebook-notebooks")
+    page.locator("#main-table a", has_text=notebook).click()
+    page.locator("#main-table tr", has_text="Submission #").first.wait_for()
+    listed = page.locator("#main-table tr", has_text="Submission #").count()
+    # The submission list hides names: show them, open the student's submission.
+    page.locator("#toggle_names").click()
+    link = page.locator("#main-table a.name-shown", has_text=student)
+    link.wait_for(state="visible")
+    row = page.locator("#main-table tr", has=page.locator("a.name-shown", has_text=student)).inner_html()
+    shot("submissions-names-shown")
+    link.click()
+    page.wait_for_function(FORMGRADER_LOADED)
+    return {"listed": listed, "row": row}
+
+
+def save_manual_grade(page, grade_id: str, score: float, comment: str) -> tuple[dict, dict]:
+    """Type a score and a comment into the boxes of the cell `grade_id` in formgrader's page, each
+    saved when the box loses focus (as when the instructor tabs on). Returns the grade and the
+    comment as the server answered their PUTs."""
+    score_box = page.locator(f"input.score#{grade_id}")
+    comment_box = page.locator(f"textarea#{grade_id}-comment")
+    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
+        score_box.fill(str(score))
+        score_box.press("Tab")
+    assert saved.value.ok, saved.value.text()
+    with page.expect_response(lambda r: "/formgrader/api/comment/" in r.url and r.request.method == "PUT") as said:
+        comment_box.fill(comment)
+        comment_box.press("Tab")
+    assert said.value.ok, said.value.text()
+    page.wait_for_function(
+        "(id) => !document.querySelector(`input.score#${id}`).classList.contains('needs_manual_grade')", arg=grade_id
+    )
+    return saved.value.json(), said.value.json()
+
+
+def wait_until(predicate, what: str, timeout_s: float = 30.0) -> None:
+    """Poll `predicate` (outside the page: the server, the gradebook) until it holds."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:g} s")
+        time.sleep(0.25)

@@ -20,7 +20,6 @@ import csv
 import io
 import os
 import re
-import shlex
 import subprocess
 import sys
 import uuid
@@ -36,11 +35,7 @@ pytestmark = pytest.mark.browser
 ASSIGNMENT = "performance-05"
 STUDENT, NOTEBOOK, CELL = "sample-complete", "04-exercise", "answer-why-hvp"
 SCORE = 1.5
-# formgrader has fetched the submission's grades and comments and bound its score and comment boxes.
-LOADED = (
-    "() => window.formgrader && formgrader.grades && formgrader.grades.loaded && formgrader.comments.loaded"
-    " && formgrader.grade_uis.length > 0 && formgrader.comment_uis.length > 0"
-)
+LOADED = lab.FORMGRADER_LOADED
 
 
 def _grades_csv(path: Path) -> dict[str, dict]:
@@ -68,25 +63,9 @@ def graded_class(chromium_path, tmp_path_factory) -> Path:
     return out
 
 
-def formgrader_command(out: Path) -> list[str]:
-    """The command `make formgrader OUT=<out>` runs (make -n), without its `cd`."""
-    dry = subprocess.run(["make", "-n", "formgrader", f"OUT={out}"], cwd=ROOT, capture_output=True, text=True)
-    assert dry.returncode == 0, dry.stdout + dry.stderr
-    line = [line for line in dry.stdout.splitlines() if "jupyter lab" in line][-1]
-    cd, command = line.split("&&", 1)
-    assert Path(shlex.split(cd)[1]) == out / "course", f"make formgrader does not run in OUT/course: {line}"
-    return shlex.split(command)
-
-
 @pytest.fixture(scope="module")
-def formgrader(graded_class, shots_dir, start_jupyter, jupyter_env, tmp_path_factory):
-    course = graded_class / "course"
-    command = formgrader_command(graded_class)
-    assert command[0] == str(VENV / "bin" / "jupyter"), command
-    env = jupyter_env(tmp_path_factory.mktemp("formgrader-private"))
-    with start_jupyter(
-        command, course, env, shots_dir / "formgrader-server.log", bundle=graded_class, root_dir=course
-    ) as server:
+def formgrader(graded_class, serve_formgrader):
+    with serve_formgrader(graded_class, "formgrader") as server:
         yield server
 
 
@@ -102,37 +81,15 @@ def test_formgrader_manual_grade_to_export(formgrader, graded_class, make_page):
 
     page = make_page()
     shot = page.shots
-    # 1. formgrader's own address, as `make formgrader` opens it: the course's assignment is listed.
-    page.goto(f"{formgrader.url}/formgrader?token={formgrader.token}", wait_until="domcontentloaded")
-    page.wait_for_url(re.compile(r"/formgrader/manage_assignments"))
-    page.locator("#main-table", has_text=ASSIGNMENT).wait_for()
-    shot("manage-assignments")
-
-    # 2. Gradebook (manual grading) -> the assignment -> the notebook.
-    page.locator('a[href$="/formgrader/gradebook"]').first.click()
-    page.locator("#main-table a", has_text=ASSIGNMENT).wait_for()
-    shot("gradebook-assignments")
-    page.locator("#main-table a", has_text=ASSIGNMENT).click()
-    page.locator("#main-table a", has_text=NOTEBOOK).wait_for()
-    shot("gradebook-notebooks")
-    page.locator("#main-table a", has_text=NOTEBOOK).click()
-    page.locator("#main-table tr", has_text="Submission #").first.wait_for()
+    # 1-3. formgrader's address -> Manual Grading -> the assignment -> the notebook -> the submission.
+    listing = lab.open_formgrader_submission(page, formgrader, ASSIGNMENT, NOTEBOOK, STUDENT, shot)
     # One row per student whose notebook was autograded (formgrader lists what it can show).
     shown = sorted(p.parent.parent.name for p in (course / "autograded").glob(f"*/{ASSIGNMENT}/{NOTEBOOK}.ipynb"))
     assert STUDENT in shown
-    assert page.locator("#main-table tr", has_text="Submission #").count() == len(shown)
-
-    # 3. The submission list hides names: show them, open the student's submission.
-    page.locator("#toggle_names").click()
-    link = page.locator("#main-table a.name-shown", has_text=STUDENT)
-    link.wait_for(state="visible")
-    row = page.locator("#main-table tr", has=page.locator("a.name-shown", has_text=STUDENT))
-    assert "needs manual grade" in row.inner_html().lower(), row.inner_text()
-    shot("submissions-names-shown")
-    link.click()
+    assert listing["listed"] == len(shown)
+    assert "needs manual grade" in listing["row"].lower(), listing["row"]
 
     # 4. The submission: the written answer's score box and comment box, once formgrader has loaded.
-    page.wait_for_function(LOADED)
     score = page.locator(f"input.score#{CELL}")
     box = page.locator(f"textarea#{CELL}-comment")
     assert score.input_value() == "", "the answer already has a manual score"
@@ -141,20 +98,10 @@ def test_formgrader_manual_grade_to_export(formgrader, graded_class, make_page):
     shot("answer-before-grading")
 
     # Saved when the box loses focus, as when the instructor tabs on to the comment.
-    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
-        score.fill(str(SCORE))
-        score.press("Tab")
-    assert saved.value.ok, saved.value.text()
-    grade_id = saved.value.json()["id"]
-    assert saved.value.json()["manual_score"] == SCORE and saved.value.json()["needs_manual_grade"] is False
-    with page.expect_response(lambda r: "/formgrader/api/comment/" in r.url and r.request.method == "PUT") as said:
-        box.fill(comment)
-        box.press("Tab")
-    assert said.value.ok, said.value.text()
-    assert said.value.json()["manual_comment"] == comment
-    page.wait_for_function(
-        f"() => !document.querySelector('input.score#{CELL}').classList.contains('needs_manual_grade')"
-    )
+    saved, said = lab.save_manual_grade(page, CELL, SCORE, comment)
+    grade_id = saved["id"]
+    assert saved["manual_score"] == SCORE and saved["needs_manual_grade"] is False
+    assert said["manual_comment"] == comment
     lab.show(page, box)
     shot("answer-graded")
 
