@@ -31,6 +31,8 @@ SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
 _UNSAFE_TARGET = re.compile(r"\]\(\s*<?\s*(?:javascript|data|vbscript|file)\s*:[^)]*\)", re.IGNORECASE)
 _UNSAFE_REFERENCE = re.compile(r"^(\s*\[[^\]]+\]:\s*)(?:javascript|data|vbscript|file)\s*:\S*", re.IGNORECASE | re.M)
 NOT_SHOWN = "[{kind} output: not shown in grading pages]"
+_INLINE_IMAGE = re.compile(r"^\s*data:image/(png|jpeg|gif);base64,", re.IGNORECASE)
+_FOREIGN_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*(?!attachment:|data:image/(?:png|jpeg|gif);base64,)[^)]*\)", re.IGNORECASE)
 
 
 def _is_the_assignments(cell) -> bool:
@@ -42,16 +44,27 @@ def _is_the_assignments(cell) -> bool:
 
 
 def markdown_without_html(text: str) -> str:
-    """Learner markdown with its raw HTML shown as text and its unsafe link targets dropped."""
+    """Learner markdown with its raw HTML shown as text, its unsafe link targets dropped, and its
+    images limited to the notebook's own (attachments and inline PNG, JPEG, GIF)."""
     text = text.replace("<", "&lt;")
+    text = _FOREIGN_IMAGE.sub(lambda m: f"![{m.group(1)}](#image-removed)", text)
     text = _UNSAFE_TARGET.sub("](#target-removed)", text)
     return _UNSAFE_REFERENCE.sub(r"\1#target-removed", text)
+
+
+def _own_image(tag: str, attribute: str, value: str) -> str | None:
+    """An image shows only what the notebook holds: a page opened makes no request of a learner's choosing."""
+    if tag == "img" and attribute in ("src", "srcset"):
+        return value if _INLINE_IMAGE.match(value) else None
+    if attribute in ("href", "src", "action", "formaction") and value.strip().lower().startswith("data:"):
+        return None
+    return value
 
 
 def clean_html(html: str) -> str:
     import nh3
 
-    return nh3.clean(html, url_schemes={"http", "https", "mailto"})
+    return nh3.clean(html, url_schemes={"http", "https", "mailto", "data"}, attribute_filter=_own_image)
 
 
 def _clean_output(output) -> NotebookNode:

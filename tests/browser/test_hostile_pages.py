@@ -253,6 +253,22 @@ def assert_answer_readable(text: str, where: str) -> None:
     assert f"<script>(function(){{window.{MARK}" in text, f"{where}: the answer's script is not shown as text"
 
 
+def unsanitized(out: Path) -> nbformat.NotebookNode:
+    """The hostile student's autograded notebook as it would be without autograder/pages.py: the
+    answer's markup as written and the outputs its appended cells display (run here, in a kernel
+    of this venv)."""
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(autograded(out), as_version=4)
+    notebook.cells[lab.cell_index(notebook, CELL)].source = HOSTILE_ANSWER
+    indices = [i for i, cell in enumerate(notebook.cells) if lab.source(cell) in HOSTILE_CELLS]
+    shown = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(notebook.cells[i].source) for i in indices])
+    NotebookClient(shown, kernel_name="python3", timeout=60).execute()
+    for index, cell in zip(indices, shown.cells, strict=True):
+        notebook.cells[index].outputs = cell.outputs
+    return notebook
+
+
 def _manual_score(course: Path, student: str) -> float | None:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         return gb.find_grade(CELL, NOTEBOOK, ASSIGNMENT, student).manual_score
@@ -325,6 +341,9 @@ def test_hostile_submission_runs_nothing_in_pages(hostile_class, formgrader, sta
         page.get_by_text(PROSE).first.scroll_into_view_if_needed()
         page.mouse.wheel(0, -200)
         shot("feedback-hostile-answer")
+        page.get_by_text("an HTML output").first.scroll_into_view_if_needed()
+        page.mouse.wheel(0, -200)
+        shot("feedback-hostile-outputs")
 
         # Control: the same script, run by hand in the page, is seen by these checks.
         page.evaluate(payload("control"))
@@ -332,20 +351,25 @@ def test_hostile_submission_runs_nothing_in_pages(hostile_class, formgrader, sta
         lab.wait_until(lambda: any("X-Pwned: control" in r for r in site.requests), "the control's requests")
     assert formgrader.api("GET", "terminals") == [], "a terminal was created"
 
-    # 4. Control in formgrader: the payload, run by hand in the classmate's page, creates a terminal
-    # and gives full marks through the grade API: what the checks above would have seen.
+    # 4. Control in formgrader: the classmate's autograded notebook swapped for the hostile one as it
+    # would be without pages.py (formgrader renders the file at each request). Its scripts run in
+    # formgrader's page with the instructor's session, create a terminal and give full marks through
+    # the grade API: what the checks above would have seen.
+    target = autograded(out, CLASSMATE)
+    target.chmod(0o644)
+    nbformat.write(unsanitized(out), target)
     start = len(seen)
     lab.open_formgrader_submission(page, formgrader, ASSIGNMENT, NOTEBOOK, CLASSMATE)
     settle(page)
-    assert_ran_nothing(page, seen[start:], "formgrader, the classmate")
-    start = len(seen)
-    page.evaluate(payload("control"))
-    lab.wait_until(lambda: formgrader.api("GET", "terminals") != [], "a terminal made by the control")
-    lab.wait_until(lambda: _manual_score(course, CLASSMATE) == 2.0, "the control's grade in the gradebook")
-    assert page.evaluate(RAN)["marked"] == ["control"]
-    control = {(r["method"], r["path"].split("?")[0]) for r in seen[start:] if r["pwned"] == "control"}
+    lab.wait_until(lambda: formgrader.api("GET", "terminals") != [], "a terminal made by the unsanitized page")
+    lab.wait_until(lambda: _manual_score(course, CLASSMATE) == 2.0, "full marks given by the unsanitized page")
+    ran = page.evaluate(RAN)["marked"]
+    print(f"the unsanitized notebook, in formgrader, ran the scripts of: {sorted(set(ran))}")
+    assert {"markdown-img", "markdown-script", "html-img", "html-script", "javascript"} <= set(ran), ran
+    control = {(r["method"], r["path"].split("?")[0]) for r in seen[start:] if r["pwned"] == "markdown-img"}
     assert {("POST", "/api/terminals"), ("PUT", f"/formgrader/api/grade/{_grade_id(course, CLASSMATE)}")} <= control
-    assert {r["pwned"] for r in seen[start:] if r["pwned"]} == {"control"}
+    lab.show(page, page.locator(".nbgrader_cell", has=page.locator(f"input.score#{CELL}")))
+    shot("control-unsanitized-classmate")
     for terminal in formgrader.api("GET", "terminals"):
         formgrader.api("DELETE", f"terminals/{terminal['name']}")
 
