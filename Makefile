@@ -37,6 +37,9 @@ $(VENV)/.installed: requirements-cpu.txt
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-cpu.txt
+	# The grader as an installed package, editable: Dask workers and schedulers started from this
+	# venv import it from here, no PYTHONPATH (the dependencies are already pinned above).
+	$(PY) -m pip install --quiet --no-deps --editable .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (performance-05)" >/dev/null
 	touch $@
 
@@ -67,13 +70,13 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-## lock: requirements-cpu.txt (the lesson, the grader, the tests) and requirements-dev.txt (+ dev tools)
+## lock: requirements-cpu.txt (the grader, the lesson, the tests) and requirements-dev.txt (+ dev tools)
 ##       from pyproject.toml, with uv; run after changing a dependency there
 LOCK = $(VENV)/bin/uv pip compile pyproject.toml --python-version 3.11 --quiet
 lock: venv
 	test -x $(VENV)/bin/uv || $(PY) -m pip install --quiet uv==0.13.9
-	$(LOCK) --group lesson --group grader --group test -o requirements-cpu.txt
-	$(LOCK) --group lesson --group grader --group test --group dev -o requirements-dev.txt
+	$(LOCK) --group lesson --group test -o requirements-cpu.txt
+	$(LOCK) --group lesson --group test --group dev -o requirements-dev.txt
 
 ## sync: solutions/*.py (the source) -> solutions/*.ipynb and solutions/main.py
 sync: venv

@@ -29,51 +29,15 @@ c.IgnorePattern.pattern = r"(?s).*"
 c.OverwriteCells.add_missing_cells = True
 c.CheckCellMetadata.enabled = True
 
-# The bundle's grader (python -m autograder.grade) adds its defenses to the stock pipeline:
-# each kernel runs in the student's sandbox (autograder/sandbox.py, autograder/kernels.py);
-# every test cell is checked by the grader's judge, outside the learner's process, reaching
-# the learner's work only through data (autograder/judge.py); a submission's cell metadata is
-# the source's; duplicated or deleted graded cells no longer stop a notebook from being graded.
-# Plain `nbgrader autograde` in a course folder, where the bundle is not importable, keeps
-# nbgrader's own pipeline, and the checks decide in the kernel (see the README).
+# The grader (the autograder package: python -m autograder.grade, or nbgrader's own
+# `nbgrader autograde` through autograder/plugin.py) adds its defenses to the stock pipeline: each
+# kernel in a sandbox, every test cell checked by the judge outside the learner's process
+# (autograder/judge.py), cell metadata from the source, deleted or duplicated graded cells
+# restored, pages that run no learner's script. Where the package is not importable, plain
+# nbgrader's pipeline runs and the checks decide in the kernel (see the README).
 try:
-    from autograder.preprocessors import (
-        DeduplicateIdsCleanly,
-        ForPages,
-        MetadataFromSource,
-        RestoreMissingCells,
-        SandboxedExecute,
-    )
+    from autograder.plugin import configure
 except ImportError:
     pass
 else:
-    from nbconvert.preprocessors import ClearMetadataPreprocessor
-    from nbgrader.preprocessors import (
-        AssignLatePenalties,
-        CheckCellMetadata,
-        ClearOutput,
-        IgnorePattern,
-        LimitOutput,
-        OverwriteKernelspec,
-        SaveAutoGrades,
-    )
-
-    c.Autograde.sanitize_preprocessors = [
-        ClearOutput,
-        MetadataFromSource,
-        DeduplicateIdsCleanly,
-        OverwriteKernelspec,
-        RestoreMissingCells,
-        CheckCellMetadata,
-    ]
-
-    c.Autograde.autograde_preprocessors = [
-        SandboxedExecute,
-        IgnorePattern,
-        ClearMetadataPreprocessor,
-        LimitOutput,
-        SaveAutoGrades,
-        AssignLatePenalties,
-        CheckCellMetadata,
-        ForPages,
-    ]
+    configure(c, checks_module="remat_checks")

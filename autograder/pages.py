@@ -32,7 +32,9 @@ _UNSAFE_TARGET = re.compile(r"\]\(\s*<?\s*(?:javascript|data|vbscript|file)\s*:[
 _UNSAFE_REFERENCE = re.compile(r"^(\s*\[[^\]]+\]:\s*)(?:javascript|data|vbscript|file)\s*:\S*", re.IGNORECASE | re.M)
 NOT_SHOWN = "[{kind} output: not shown in grading pages]"
 _INLINE_IMAGE = re.compile(r"^\s*data:image/(png|jpeg|gif);base64,", re.IGNORECASE)
-_FOREIGN_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*(?!attachment:|data:image/(?:png|jpeg|gif);base64,)[^)]*\)", re.IGNORECASE)
+_FOREIGN_IMAGE = re.compile(
+    r"!\[([^\]]*)\]\(\s*(?!attachment:|data:image/(?:png|jpeg|gif);base64,)[^)]*\)", re.IGNORECASE
+)
 
 
 def _is_the_assignments(cell) -> bool:

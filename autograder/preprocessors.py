@@ -18,6 +18,9 @@ import asyncio
 import copy
 import json
 import secrets
+import shutil
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +30,7 @@ from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import DeduplicateIds, Execute, NbGraderPreprocessor, OverwriteCells
-from traitlets import Dict, Float, Integer, Unicode
+from traitlets import Bool, Dict, Float, Integer, Unicode
 
 from .hidden_tests import strip_hidden_tests
 from .judge import Judge, KernelChannel, TrustedModules, answer_cells, is_test_cell, kernel_part, write_verdict
@@ -63,8 +66,17 @@ class SandboxedExecute(Execute):
     judge_source = Unicode(
         "",
         help="The course's source folder of the assignment: with it, every test cell is checked by the grader's "
-        "judge (autograder/judge.py) with the shipped modules found there; without it, in the kernel.",
+        "judge (autograder/judge.py) with the shipped modules found there; without it, in the kernel. Under "
+        "`nbgrader autograde` (the plugin) it is found from the course folder when `judge_checks_module` is set.",
     ).tag(config=True)
+    judge_checks_module = Unicode(
+        "",
+        help="The assignment's checks module (speaking the judge's protocol, e.g. remat_checks): under `nbgrader "
+        "autograde`, its test cells are then judged in the grader; empty: they run in the (sandboxed) kernel.",
+    ).tag(config=True)
+    unsafe = Bool(False, help="Under `nbgrader autograde`: run kernels without the sandbox (trusted work only)").tag(
+        config=True
+    )
     judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
     budget = Float(
         0.0,
@@ -95,11 +107,46 @@ class SandboxedExecute(Execute):
         self._configured_timeout = self.timeout
         self._deadline = time.monotonic() + self.budget if self.budget else float("inf")
         self._answers, self._judge = answer_cells(nb), None
-        nb, resources = super().preprocess(nb, resources, km)
-        session = self.config.SandboxedKernelManager.get("session_for_kernels")
+        own = None
+        if self.config.SandboxedKernelManager.get("session_for_kernels") is None:
+            own = self._session_of_our_own(resources or {})  # under `nbgrader autograde`: one per notebook
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        finally:
+            if own is not None:
+                own.remove()
+                self.config.SandboxedKernelManager.session_for_kernels = None
+        session = own or self.config.SandboxedKernelManager.get("session_for_kernels")
         if session is not None and session.sandbox.unsafe:
             _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed
         return nb, resources
+
+    def _session_of_our_own(self, resources):
+        """Under nbgrader's own `nbgrader autograde` (autograder/plugin.py), nobody hands this
+        preprocessor a student's sandbox: it makes one for this notebook, from the course folder,
+        with the shipped files of the assignment's source; and finds the judge's source there."""
+        from .kernels import SandboxSession
+        from .plugin import assignment_source
+        from .reference import GRADING_ENV
+        from .sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+
+        source = assignment_source(self.config, resources)
+        try:
+            sandbox = sandbox_for_grading(Limits.from_config(self.limits), self.unsafe)
+        except SandboxUnavailable as error:  # never a silent fallback: nobody is graded here
+            print(f"error: nobody can be graded safely on this machine: {error}", file=sys.stderr, flush=True)
+            raise SystemExit(3) from None
+        scratch = Path(tempfile.mkdtemp(prefix="autograder-notebook-"))
+        shipped = scratch / "assignment"
+        shipped.mkdir()
+        for path in sorted(source.iterdir()) if source.is_dir() else []:
+            if path.is_file() and path.suffix != ".ipynb":
+                shutil.copy2(path, shipped / path.name)
+        session = SandboxSession(sandbox, scratch / "session", shipped, fork=False, env=dict(GRADING_ENV))
+        self.config.SandboxedKernelManager.session_for_kernels = session
+        if not self.judge_source and self.judge_checks_module and (source / f"{self.judge_checks_module}.py").is_file():
+            self.judge_source = str(source)
+        return session
 
     async def async_start_new_kernel(self, **kwargs):
         start = time.perf_counter()
@@ -343,7 +390,10 @@ class MetadataFromSource(NbGraderPreprocessor):
     source_folder = Unicode("", help="The course's source folder of the assignment").tag(config=True)
 
     def preprocess(self, nb, resources):
-        path = Path(self.source_folder) / f"{resources['nbgrader']['notebook']}.ipynb"
+        from .plugin import assignment_source
+
+        folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
+        path = folder / f"{resources['nbgrader']['notebook']}.ipynb"
         source = nbformat.read(path, as_version=4)
         by_id = {
             c.metadata["nbgrader"]["grade_id"]: c for c in source.cells if "grade_id" in c.metadata.get("nbgrader", {})
@@ -419,9 +469,12 @@ class ForPages(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         strip_hidden_tests(nb)
         coalesce_streams(nb)
+        from .plugin import assignment_source
+
         own = frozenset()
-        source = Path(self.source_folder) / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
-        if self.source_folder and source.is_file():
+        folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
+        source = folder / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
+        if source.is_file():
             own = assignment_markdown(nbformat.read(source, as_version=4))
         sanitize_notebook(nb, own)
         bound_size(nb, self.max_bytes)
@@ -445,3 +498,24 @@ def coalesce_streams(notebook) -> None:
             else:
                 merged.append(out)
         cell.outputs = merged
+
+
+class RequireSandbox(NbGraderPreprocessor):
+    """First of all, under `nbgrader autograde`: a sandbox that works here, or nobody is graded.
+
+    Probed once per process, before nbgrader writes anything of the first notebook: where it
+    cannot start, the command stops with exit status 3 and the fix. (The grader's own runs probe
+    before any student and hand every notebook its sandbox; this one then does nothing.)"""
+
+    def preprocess(self, nb, resources):
+        from .sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+
+        if self.config.SandboxedKernelManager.get("session_for_kernels") is not None:
+            return nb, resources
+        execute = self.config.SandboxedExecute
+        try:
+            sandbox_for_grading(Limits.from_config(execute.get("limits", {})), bool(execute.get("unsafe", False)))
+        except SandboxUnavailable as error:  # never a silent fallback
+            print(f"error: nobody can be graded safely on this machine: {error}", file=sys.stderr, flush=True)
+            raise SystemExit(3) from None
+        return nb, resources

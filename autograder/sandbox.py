@@ -316,9 +316,16 @@ def kernel_env(
 # ---------------------------------------------------------------------------------------
 # Finding bubblewrap, and proving it works here before anyone is graded.
 # ---------------------------------------------------------------------------------------
+#: A bubblewrap to use, and no other (the instructor's choice; the tests name one that fails).
+BWRAP_ENV = "AUTOGRADER_BWRAP"
+
+
 def bwrap_candidates() -> list[str]:
     """The system's bwrap first (it may be setuid where user namespaces are off), then the wheel's;
-    find_sandbox takes the first that works and can size /tmp (bubblewrap >= 0.10)."""
+    find_sandbox takes the first that works and can size /tmp (bubblewrap >= 0.10). With
+    AUTOGRADER_BWRAP set, that one only."""
+    if os.environ.get(BWRAP_ENV):
+        return [os.environ[BWRAP_ENV]]
     found = []
     system = shutil.which("bwrap")
     if system:

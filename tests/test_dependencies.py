@@ -15,8 +15,8 @@ import pytest
 from autograder.paths import ROOT
 
 LOCKS = {
-    "requirements-cpu.txt": ("lesson", "grader", "test"),
-    "requirements-dev.txt": ("lesson", "grader", "test", "dev"),
+    "requirements-cpu.txt": ("lesson", "test"),
+    "requirements-dev.txt": ("lesson", "test", "dev"),
 }
 
 
@@ -34,16 +34,18 @@ def pins(lock_text: str) -> dict[str, str]:
 
 
 def stale(pyproject: dict, lock_text: str, groups) -> list[str]:
-    """What the lock lacks or pins otherwise than pyproject.toml asks, for these groups."""
+    """What the lock lacks or pins otherwise than pyproject.toml asks: the grader's dependencies
+    (the project's) and these groups'."""
     locked, problems = pins(lock_text), []
-    for group in groups:
-        for requirement in pyproject["dependency-groups"][group]:
-            name = _name(requirement)
-            asked = requirement.partition("==")[2].split(";")[0].strip()
-            if name not in locked:
-                problems.append(f"{name} ({group}) is not in the lock")
-            elif asked and locked[name] != asked:
-                problems.append(f"{name} ({group}) is pinned at {locked[name]}, pyproject.toml asks for {asked}")
+    asked_for = [("the grader", r) for r in pyproject["project"]["dependencies"]]
+    asked_for += [(group, r) for group in groups for r in pyproject["dependency-groups"][group]]
+    for group, requirement in asked_for:
+        name = _name(requirement)
+        asked = requirement.partition("==")[2].split(";")[0].strip()
+        if name not in locked:
+            problems.append(f"{name} ({group}) is not in the lock")
+        elif asked and locked[name] != asked:
+            problems.append(f"{name} ({group}) is pinned at {locked[name]}, pyproject.toml asks for {asked}")
     command = f"--group {' --group '.join(groups)}"
     if command not in lock_text.split("\n", 3)[1]:
         problems.append(f"the lock was not made from the groups {groups}")
@@ -63,17 +65,22 @@ def test_the_lock_files_are_up_to_date_with_pyproject(pyproject, lock):
 
 def test_a_dependency_added_without_relocking_is_caught(pyproject):
     text = (ROOT / "requirements-cpu.txt").read_text()
-    changed = {**pyproject, "dependency-groups": {**pyproject["dependency-groups"]}}
-    changed["dependency-groups"]["grader"] = [*pyproject["dependency-groups"]["grader"], "tqdm==4.67.1"]
-    assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == ["tqdm (grader) is not in the lock"]
-    changed["dependency-groups"]["grader"] = [
-        r.replace("psutil==7.2.2", "psutil==7.0.0") for r in pyproject["dependency-groups"]["grader"]
+    changed = {**pyproject, "project": {**pyproject["project"]}}
+    changed["project"]["dependencies"] = [*pyproject["project"]["dependencies"], "tqdm==4.67.1"]
+    assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == ["tqdm (the grader) is not in the lock"]
+    changed["project"]["dependencies"] = [
+        r.replace("psutil==7.2.2", "psutil==7.0.0") for r in pyproject["project"]["dependencies"]
     ]
     assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == [
-        "psutil (grader) is pinned at 7.2.2, pyproject.toml asks for 7.0.0"
+        "psutil (the grader) is pinned at 7.2.2, pyproject.toml asks for 7.0.0"
     ]
+    grouped = {**pyproject, "dependency-groups": {**pyproject["dependency-groups"]}}
+    grouped["dependency-groups"]["test"] = [*pyproject["dependency-groups"]["test"], "tqdm==4.67.1"]
+    assert stale(grouped, text, LOCKS["requirements-cpu.txt"]) == ["tqdm (test) is not in the lock"]
 
 
 def test_every_direct_dependency_is_pinned_exactly(pyproject):
-    loose = [r for group in pyproject["dependency-groups"].values() for r in group if "==" not in r]
+    declared = [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]
+    declared += [r for extra in pyproject["project"]["optional-dependencies"].values() for r in extra]
+    loose = [r for group in pyproject["dependency-groups"].values() for r in [*group, *declared] if "==" not in r]
     assert loose == []

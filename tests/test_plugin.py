@@ -1,0 +1,152 @@
+"""nbgrader's own commands grade safely with the grader installed (autograder/plugin.py).
+
+An instructor's course folder, with the lines `autograder configure` writes in its
+nbgrader_config.py, is graded with `nbgrader generate_assignment`, `nbgrader autograde`,
+`nbgrader generate_feedback` and `nbgrader export`, as nbgrader's documentation runs them:
+
+- this lesson: the fixtures' perfect, wrong and forged submissions score exactly what
+  expected-scores.csv says they score with `make autograde` (the forged one what its unanswered
+  stage 2 deserves), and a canary in the instructor's home is read by no kernel;
+- a second assignment, not this lesson's (tests/fixtures/second_assignment.py): honest students
+  score what stock nbgrader gives them, the hostile one is contained;
+- where the sandbox cannot start, `nbgrader autograde` stops with exit 3 and grades nobody.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder.course import build_course, nbgrader_env
+from autograder.paths import ASSIGNMENT
+from tests.fixtures import build as fixtures
+from tests.fixtures import second_assignment
+
+PY = sys.executable
+STUDENTS = (
+    "solutions",
+    "mistake-oracle-weights-not-transposed",
+    "hostile-forged-stdout-report",
+    "hostile-searches-host",
+)
+
+
+def _nbgrader(course: Path, *args, env: dict, timeout: int = 1200) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PY, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _env(home: Path) -> dict:
+    """nbgrader's environment for an instructor whose home is `home`: no PYTHONPATH, the grader
+    found because it is installed (`make venv` installs it)."""
+    env = {k: v for k, v in nbgrader_env().items() if k != "PYTHONPATH"}
+    return {**env, "HOME": str(home), "INSTRUCTOR_HOME": str(home)}
+
+
+def _scores(course: Path, assignment: str) -> dict[tuple[str, str, str], float | None]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {
+            (submission.student.id, nb.name, grade.name): (None if grade.needs_manual_grade else float(grade.score))
+            for submission in gb.find_assignment(assignment).submissions
+            for nb in submission.notebooks
+            for grade in nb.grades
+        }
+
+
+@pytest.fixture(scope="module")
+def instructor_home(tmp_path_factory) -> tuple[Path, str]:
+    home = tmp_path_factory.mktemp("instructor-home")
+    secret = f"instructor-canary-{uuid.uuid4().hex}"
+    (home / "performance05-canary.txt").write_text(secret)
+    return home, secret
+
+
+def test_nbgrader_autograde_with_the_plugin_scores_the_lesson_as_make_autograde(tmp_path, instructor_home):
+    home, secret = instructor_home
+    course = build_course(tmp_path / "course")
+    assert "autograder.plugin import configure" in (course / "nbgrader_config.py").read_text()
+    env = _env(home)
+    assert _nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", env=env).returncode == 0
+    for student in STUDENTS:
+        shutil.copytree(fixtures.SUBMISSIONS / student, course / "submitted" / student / ASSIGNMENT)
+    graded = _nbgrader(course, "autograde", ASSIGNMENT, "--force", env=env)
+    assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
+    found = _scores(course, ASSIGNMENT)
+    expected = {
+        (row["student_id"], row["notebook"], row["grade_id"]): (float(row["score"]) if row["score"] else None)
+        for row in csv.DictReader(open(fixtures.EXPECTED_SCORES))
+        if row["student_id"] in STUDENTS
+    }
+    assert expected and {k: found.get(k) for k in expected} == expected
+    # The forged reports earned nothing: its stage 2 is unanswered.
+    assert (
+        sum(v or 0 for (s, nb, _), v in found.items() if (s, nb) == ("hostile-forged-stdout-report", "02-build")) == 0
+    )
+    feedback = _nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", env=env)
+    assert feedback.returncode == 0, feedback.stderr[-3000:]
+    pages = list((course / "feedback").rglob("*.html"))
+    assert len(pages) >= len(STUDENTS)
+    assert _nbgrader(course, "export", env=env).returncode == 0
+    everything = [p for p in course.rglob("*") if p.is_file() and p.suffix in (".ipynb", ".html", ".csv", ".db")]
+    assert [str(p) for p in everything if secret.encode() in p.read_bytes()] == []
+
+
+def _second_course(folder: Path, plugin: bool, env: dict, students=None) -> dict:
+    course = second_assignment.make_course(folder, plugin=plugin)
+    for student in set(second_assignment.SUBMISSIONS) - set(students or second_assignment.SUBMISSIONS):
+        shutil.rmtree(course / "submitted" / student)
+    assert _nbgrader(course, "generate_assignment", second_assignment.ASSIGNMENT, "--force", env=env).returncode == 0
+    graded = _nbgrader(course, "autograde", second_assignment.ASSIGNMENT, "--force", env=env, timeout=600)
+    assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
+    scores = _scores(course, second_assignment.ASSIGNMENT)
+    return {(student, nb): score for (student, nb, grade_id), score in scores.items() if grade_id.startswith("test-")}
+
+
+def test_a_second_assignment_is_graded_as_stock_nbgrader_grades_it_and_its_hostile_student_contained(
+    tmp_path, instructor_home
+):
+    home, secret = instructor_home
+    env = _env(home)
+    honest = ("right", "partly-wrong")
+    stock = _second_course(tmp_path / "stock", False, env, students=honest)
+    Path(second_assignment.ESCAPE).unlink(missing_ok=True)
+    safe = _second_course(tmp_path / "safe", True, env)
+    assert safe == second_assignment.EXPECTED
+    assert {key: value for key, value in safe.items() if key[0] in honest} == stock
+    autograded = (
+        tmp_path / "safe" / "autograded" / "hostile" / second_assignment.ASSIGNMENT / "arithmetic.ipynb"
+    ).read_text()
+    assert secret not in autograded and "cannot write outside" in autograded
+    assert not Path(second_assignment.ESCAPE).exists()
+    leftover = subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True, text=True).stdout.split()
+    assert leftover == [], "a process of the hostile student's outlived its notebook"
+
+
+def test_without_a_sandbox_nbgrader_autograde_grades_nobody_and_exits_3(tmp_path, instructor_home):
+    home, _ = instructor_home
+    env = {**_env(home), "AUTOGRADER_BWRAP": "/bin/false"}  # a bubblewrap that cannot work here
+    course = second_assignment.make_course(tmp_path / "course", plugin=True)
+    assert _nbgrader(course, "generate_assignment", second_assignment.ASSIGNMENT, "--force", env=env).returncode == 0
+    graded = _nbgrader(course, "autograde", second_assignment.ASSIGNMENT, "--force", env=env, timeout=300)
+    assert graded.returncode == 3, graded.stdout[-2000:] + graded.stderr[-2000:]
+    assert "nobody can be graded safely" in graded.stderr
+    assert not (course / "autograded").exists() or not list((course / "autograded").rglob("*.ipynb"))
+
+
+def test_configure_writes_the_lines_once(tmp_path):
+    from autograder.plugin import main
+
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()  # noqa: F821\nc.Execute.timeout = 5\n")
+    assert main([str(tmp_path), "--checks-module", "remat_checks"]) == 0
+    text = (tmp_path / "nbgrader_config.py").read_text()
+    assert "configure(c, checks_module='remat_checks')" in text and "c.Execute.timeout = 5" in text
+    assert main([str(tmp_path)]) == 0 and (tmp_path / "nbgrader_config.py").read_text() == text
+    assert main([str(tmp_path / "missing")]) == 2
