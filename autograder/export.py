@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 from .gradebook import (
-    LMS_FILE,
     GradebookError,
+    lms_file,
     pending_lines,
     regenerate_class_files,
     require_gradebook,
@@ -69,14 +69,14 @@ def main(argv=None) -> int:
         print(line)
     if written is None:
         print(
-            f"{LMS_FILE} not written: {len(export.pending)} student(s) have cells awaiting manual grading. "
+            f"{lms_file(course)} not written: {len(export.pending)} student(s) have cells awaiting manual grading. "
             f"Grade them in formgrader (make formgrader), then run this again; or pass --allow-pending "
             f"to leave those students out.",
             file=sys.stderr,
         )
         return 1
     left_out = f", without {len(export.pending)} student(s) awaiting manual grading" if export.pending else ""
-    print(f"wrote {where}/{LMS_FILE}: {len(export.rows)} student(s){left_out}")
+    print(f"wrote {where}/{lms_file(course)}: {len(export.rows)} student(s){left_out}")
     return 0
 
 

@@ -29,11 +29,12 @@ from pathlib import Path
 
 import nbformat
 
+from .course import assignment_of
 from .gradebook import GradebookError, _api, class_students, flag_findings, require_gradebook
 from .hidden_tests import strip_hidden_tests
 from .intake import printable
 from .pages import assignment_markdown, sanitize_notebook
-from .paths import ASSIGNMENT, ROOT, RUNS, SHIPPED_MODULES
+from .paths import ROOT, RUNS
 
 DEFAULT_OUT = RUNS / "autograde"
 
@@ -67,20 +68,20 @@ def write_student_files(
     out: Path, course: Path, result, submission: dict[str, Path], findings: dict[str, list[str]]
 ) -> None:
     """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
-    student = result.student_id
-    submitted = course / "submitted" / student / ASSIGNMENT
-    autograded = course / "autograded" / student / ASSIGNMENT
-    feedback = course / "feedback" / student / ASSIGNMENT
+    student, assignment = result.student_id, assignment_of(course).id
+    submitted = course / "submitted" / student / assignment
+    autograded = course / "autograded" / student / assignment
+    feedback = course / "feedback" / student / assignment
     for folder in (submitted, autograded, feedback, out / "feedback" / student):
         folder.mkdir(parents=True, exist_ok=True)
     for name, path in submission.items():
         shutil.copyfile(path, submitted / name)
     for name, text in result.autograded.items():
         (autograded / name).write_text(text)
-    for name in SHIPPED_MODULES:
-        source = course / "source" / ASSIGNMENT / name
-        if result.autograded and source.exists():
-            shutil.copyfile(source, autograded / name)
+    # The assignment's other files beside the notebooks, as nbgrader's own autograde leaves them.
+    for source in sorted((course / "source" / assignment).iterdir()) if result.autograded else []:
+        if source.is_file() and source.suffix == ".py":
+            shutil.copyfile(source, autograded / source.name)
     for name, page in result.feedback.items():
         notes = findings.get(Path(name).stem + ".ipynb")
         if notes:
@@ -122,16 +123,17 @@ def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = No
 
 
 def _regenerate_one(api, out: Path, course: Path, student: str) -> list[Path]:
-    autograded = course / "autograded" / student / ASSIGNMENT
-    feedback = course / "feedback" / student / ASSIGNMENT
+    name = assignment_of(course).id
+    autograded = course / "autograded" / student / name
+    feedback = course / "feedback" / student / name
     public = out / "feedback" / student
     for folder in (feedback, public):
         for old in folder.glob("*.html") if folder.exists() else []:
             old.unlink()
     if not autograded.exists() or not any(autograded.glob("*.ipynb")):
         return []  # nothing was graded (the whole submission broke): no page to write
-    prepare_for_pages(autograded, course / "source" / ASSIGNMENT)
-    outcome = api.generate_feedback(ASSIGNMENT, student, force=True)
+    prepare_for_pages(autograded, course / "source" / name)
+    outcome = api.generate_feedback(name, student, force=True)
     if not outcome["success"]:
         raise RuntimeError(
             f"nbgrader generate_feedback failed: {(outcome.get('log', '') + (outcome.get('error') or ''))[-500:]}"

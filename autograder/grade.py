@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .course import use_the_venvs_tools
+from .course import BUNDLE, Assignment, CourseOrigin, assignment_of_origin, use_the_venvs_tools
 from .feedback import regenerate_feedback, write_student_files
 from .gradebook import (
     GradebookError,
@@ -44,7 +44,7 @@ from .gradebook import (
     write_class_files,
 )
 from .intake import printable, take_in
-from .paths import NOTEBOOKS, ROOT, RUNS
+from .paths import ROOT, RUNS
 from .progress import Progress
 from .reference import ReferenceProblem, into_template
 from .runners import DaskRunner, HereRunner, SchedulerSecurity
@@ -75,6 +75,7 @@ class GradingResult:
     #: students the grader itself failed (a crashed worker, a gradebook it could not write): not the
     #: submission's doing; the run exits 4 when there is any
     failed: dict[str, list[str]] = field(default_factory=dict)
+    assignment: Assignment = BUNDLE
 
 
 # ----------------------------------------------------------------------------------------
@@ -94,6 +95,7 @@ def grade(
     scheduler_security: SchedulerSecurity | None = None,
     fresh_gradebook: bool = False,
     judge_seed: int | None = None,
+    origin: CourseOrigin | None = None,
 ) -> GradingResult:
     """Grade every student in submissions; write OUT. UsageError on bad arguments,
     GradebookError when OUT's class gradebook holds another assignment, CannotGradeSafely when
@@ -105,6 +107,7 @@ def grade(
     An existing class gradebook in OUT/course is reused, manual grades kept (fresh_gradebook:
     start a new one, the old one backed up; autograder/gradebook.py). judge_seed: the seed of
     the judge's fresh inputs (default: a new one for this run, which only the grader holds).
+    origin: an instructor's course folder and assignment to grade (default: the bundle's).
     """
     started = time.perf_counter()
     if jobs < 1:
@@ -124,7 +127,13 @@ def grade(
     except ValueError as error:
         raise UsageError(str(error)) from None
     submissions = Path(submissions).resolve()
-    found = find_submissions(submissions)
+    assignment = BUNDLE
+    if origin is not None:
+        try:
+            assignment = assignment_of_origin(origin)
+        except (OSError, ValueError) as error:
+            raise UsageError(str(error)) from None
+    found = find_submissions(submissions, assignment)
     out = Path(out).resolve()
     if out == submissions or submissions.is_relative_to(out):
         raise UsageError(f"--out {out} would overwrite the submissions in {submissions}")
@@ -147,7 +156,7 @@ def grade(
         else DaskRunner(jobs, scheduler, scheduler_security, **options)
     )
     with runner:
-        build_course(course, fresh=fresh_gradebook)
+        build_course(course, fresh=fresh_gradebook, origin=origin)
         source = source_files(course)
         runner.start_reference(source, fill_cache=compile_cache)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
@@ -221,6 +230,7 @@ def grade(
         rejected=dict(found.rejected),
         notes=dict(found.notes),
         failed={k: failed[k] for k in sorted(failed)},
+        assignment=assignment,
     )
 
 
@@ -232,7 +242,7 @@ def score_table(result: GradingResult) -> str:
         entry[0] += row["score"] if row["score"] != "" else 0.0
         entry[1] += row["max_score"]
         entry[2] |= row["score"] == ""
-    stems = [Path(n).stem for n in NOTEBOOKS]
+    stems = result.assignment.stems
     width = max([len("student")] + [len(s) for s in result.students])
     header = f"{'student':<{width}}  " + "  ".join(f"{s[:13]:>13}" for s in stems) + f"  {'total':>11}"
     lines = [header, "-" * len(header)]
@@ -300,6 +310,13 @@ def main(argv=None) -> int:
         "manual grades are then lost; by default they are kept",
     )
     parser.add_argument(
+        "--course",
+        type=Path,
+        help="grade an assignment of this nbgrader course folder (it holds source/<assignment>/); "
+        "default: this bundle's performance-05",
+    )
+    parser.add_argument("--assignment", help="with --course: the assignment's id (its folder in source/)")
+    parser.add_argument(
         "--judge-seed",
         type=int,
         help="the seed of the fresh inputs the grader's checks draw (default: a new one for every run); "
@@ -312,6 +329,10 @@ def main(argv=None) -> int:
         help="grade WITHOUT any sandbox: only for submissions you trust",
     )
     args = parser.parse_args(argv)
+    if bool(args.course) != bool(args.assignment):
+        print("error: --course and --assignment go together", file=sys.stderr)
+        return 2
+    origin = CourseOrigin(args.course.resolve(), args.assignment) if args.course else None
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
     security = SchedulerSecurity(*tls) if all(tls) else None
     if any(tls) and not all(tls):
@@ -333,6 +354,7 @@ def main(argv=None) -> int:
             scheduler_security=security,
             fresh_gradebook=args.fresh_gradebook,
             judge_seed=args.judge_seed,
+            origin=origin,
         )
     except (UsageError, GradebookError) as error:
         print(f"error: {error}", file=sys.stderr)

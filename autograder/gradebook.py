@@ -32,14 +32,20 @@ from pathlib import Path
 import nbformat
 
 from . import course as _course
-from .paths import ASSIGNMENT, NOTEBOOKS
+from .course import assignment_of
 
 CELL_COLUMNS = ("student_id", "notebook", "grade_id", "score", "max_score")
 FLAG_COLUMNS = ("student_id", "finding")
 #: Canvas's gradebook import layout: these columns, then one column per assignment.
 LMS_ID_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 LMS_POINTS_ROW = "    Points Possible"  # as Canvas writes it in its own export
-LMS_FILE = f"lms-{ASSIGNMENT}.csv"
+LMS_FILE = "lms-{assignment}.csv"  # the LMS import file, named for the assignment
+
+
+def lms_file(course: Path) -> str:
+    return LMS_FILE.format(assignment=assignment_of(course).id)
+
+
 BACKUPS = "gradebook-backups"
 _PREVIOUS = ".previous-course"  # OUT/.previous-course: the source replaced by build_course, until checked
 
@@ -90,7 +96,7 @@ def backup_gradebook(course: Path) -> Path | None:
     return target
 
 
-def build_course(course: Path, fresh: bool = False) -> Path:
+def build_course(course: Path, fresh: bool = False, origin=None) -> Path:
     """Put the assignment's current source into the class course at `course`; return `course`.
 
     Without a class gradebook there (or with fresh=True, after backing the gradebook up) the
@@ -107,8 +113,8 @@ def build_course(course: Path, fresh: bool = False) -> Path:
         if saved is not None:
             print(f"the previous class gradebook is kept as {saved}")
     if fresh or not (course / "gradebook.db").exists():
-        return _course.build_course(course)
-    staged = _course.build_course(previous / "next")
+        return _course.build_course(course, origin)
+    staged = _course.build_course(previous / "next", origin)
     for name in ("source", "nbgrader_config.py"):
         if (course / name).exists():
             shutil.move(str(course / name), str(previous / name))
@@ -142,7 +148,7 @@ def assignment_structure(course: Path) -> dict[str, dict[str, dict]]:
 
     with Gradebook(_db_url(course)) as gb:
         try:
-            assignment = gb.find_assignment(ASSIGNMENT)
+            assignment = gb.find_assignment(assignment_of(course).id)
         except MissingEntry:
             return {}
         return {
@@ -183,12 +189,13 @@ def _refresh_cell_text(course: Path, scratch: Path) -> None:
     class gradebook; ids stay, so no grade or comment is touched."""
     from nbgrader.api import Gradebook
 
+    name = assignment_of(course).id
     with Gradebook(_db_url(scratch)) as new, Gradebook(_db_url(course)) as gb:
-        for nb in new.find_assignment(ASSIGNMENT).notebooks:
-            stored = gb.find_notebook(nb.name, ASSIGNMENT)
+        for nb in new.find_assignment(name).notebooks:
+            stored = gb.find_notebook(nb.name, name)
             stored.kernelspec = nb.kernelspec
             for cell in nb.source_cells:
-                target = gb.find_source_cell(cell.name, nb.name, ASSIGNMENT)
+                target = gb.find_source_cell(cell.name, nb.name, name)
                 target.source, target.checksum = cell.source, cell.checksum
         gb.db.commit()
 
@@ -203,14 +210,15 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
     course's previous source is put back.
     """
     course = Path(course)
-    scratch = Path(tempfile.mkdtemp(prefix=f"{ASSIGNMENT}-assignment-"))
+    name = assignment_of(course).id
+    scratch = Path(tempfile.mkdtemp(prefix=f"{name}-assignment-"))
     try:
         shutil.copy2(course / "nbgrader_config.py", scratch / "nbgrader_config.py")
         for relative, data in source.items():
             (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
             (scratch / relative).write_bytes(data)
         api, config = _api(scratch)
-        outcome = api.generate_assignment(ASSIGNMENT, force=True, create=True)
+        outcome = api.generate_assignment(name, force=True, create=True)
         if not outcome["success"]:
             _put_back_previous_source(course)
             raise RuntimeError(
@@ -222,7 +230,7 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
                 _put_back_previous_source(course)
                 out = course.parent
                 raise GradebookError(
-                    f"the class gradebook {course / 'gradebook.db'} holds another version of {ASSIGNMENT}:\n  "
+                    f"the class gradebook {course / 'gradebook.db'} holds another version of {name}:\n  "
                     + "\n  ".join(changes)
                     + "\nNothing was changed. Either put the assignment back as it was, or start a new class "
                     f"gradebook with --fresh-gradebook (make autograde FRESH=1): the old one is copied to "
@@ -252,8 +260,9 @@ def clear_outputs(out: Path, fresh: bool = False) -> None:
     out = Path(out)
     if (out / "course" / "gradebook.db").exists() and not fresh:
         return
-    for stale in ("feedback", "grades.csv", "cells.csv", "flags.csv", LMS_FILE):
-        target = out / stale
+    stale = ["feedback", "grades.csv", "cells.csv", "flags.csv", *(p.name for p in out.glob("lms-*.csv"))]
+    for name in stale:
+        target = out / name
         shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
 
 
@@ -261,7 +270,8 @@ def clear_outputs(out: Path, fresh: bool = False) -> None:
 # Merging a run's results, keeping what was graded by hand
 # ----------------------------------------------------------------------------------------
 def _student_folders(course: Path, student: str) -> list[Path]:
-    return [course / kind / student / ASSIGNMENT for kind in ("submitted", "autograded", "feedback")]
+    name = assignment_of(course).id
+    return [course / kind / student / name for kind in ("submitted", "autograded", "feedback")]
 
 
 def _answers(text: str | None) -> dict[str, str] | None:
@@ -328,8 +338,9 @@ def _merge_one(gb, course: Path, result, flagged) -> list[str]:
     student = result.student_id
     gb.update_or_create_student(student)
     extra = {"timestamp": result.timestamp} if result.timestamp else {}
-    submission = gb.update_or_create_submission(ASSIGNMENT, student, **extra)
-    before_folder = course / "autograded" / student / ASSIGNMENT
+    name = assignment_of(course).id
+    submission = gb.update_or_create_submission(name, student, **extra)
+    before_folder = course / "autograded" / student / name
     for notebook in submission.notebooks:
         graded = result.notebooks.get(notebook.name)
         old_file = before_folder / f"{notebook.name}.ipynb"
@@ -389,7 +400,7 @@ def class_students(course: Path) -> list[str]:
 
     with Gradebook(_db_url(course)) as gb:
         try:
-            return sorted(s.student.id for s in gb.find_assignment(ASSIGNMENT).submissions)
+            return sorted(s.student.id for s in gb.find_assignment(assignment_of(course).id).submissions)
         except MissingEntry:
             return []
 
@@ -402,7 +413,7 @@ def graded_by_hand(course: Path, students: list[str]) -> list[str]:
     with Gradebook(_db_url(course)) as gb:
         for student in sorted(students):
             try:
-                submission = gb.find_submission(ASSIGNMENT, student)
+                submission = gb.find_submission(assignment_of(course).id, student)
             except MissingEntry:
                 continue
             grades = [g for nb in submission.notebooks for g in nb.grades]
@@ -418,8 +429,9 @@ def source_cell_order(course: Path) -> dict[str, list[str]]:
     """Graded cells' grade_ids per notebook, in the order they appear in the course's source
     (the one the class gradebook was built from)."""
     order = {}
-    for name in NOTEBOOKS:
-        notebook = nbformat.read(course / "source" / ASSIGNMENT / name, as_version=4)
+    assignment = assignment_of(course)
+    for name in assignment.notebooks:
+        notebook = nbformat.read(course / "source" / assignment.id / name, as_version=4)
         order[Path(name).stem] = [
             c.metadata["nbgrader"]["grade_id"] for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")
         ]
@@ -433,10 +445,11 @@ def read_cells(course: Path, students: list[str] | None = None) -> list[dict]:
 
     rows = []
     order = source_cell_order(course)
+    assignment = assignment_of(course)
     with Gradebook(_db_url(course)) as gb:
         for student in sorted(class_students(course) if students is None else students):
-            for name in NOTEBOOKS:
-                notebook = gb.find_submission_notebook(Path(name).stem, ASSIGNMENT, student)
+            for name in assignment.notebooks:
+                notebook = gb.find_submission_notebook(Path(name).stem, assignment.id, student)
                 grades = {g.name: g for g in notebook.grades}
                 for grade_id in order[Path(name).stem]:
                     grade = grades[grade_id]
@@ -488,18 +501,19 @@ def lms_export(course: Path, total_only: bool = False) -> LmsExport:
     """
     from nbgrader.api import Gradebook, MissingEntry
 
-    stems = [Path(n).stem for n in NOTEBOOKS]
-    header = [*LMS_ID_COLUMNS, ASSIGNMENT] + ([] if total_only else [f"{ASSIGNMENT} {s}" for s in stems])
+    assignment = assignment_of(course)
+    stems, name = assignment.stems, assignment.id
+    header = [*LMS_ID_COLUMNS, name] + ([] if total_only else [f"{name} {s}" for s in stems])
     with Gradebook(_db_url(course)) as gb:
-        assignment = gb.find_assignment(ASSIGNMENT)
-        maxima = {nb.name: nb.max_score for nb in assignment.notebooks}
-        points = [LMS_POINTS_ROW, "", "", "", "", _number(assignment.max_score)]
+        stored = gb.find_assignment(name)
+        maxima = {nb.name: nb.max_score for nb in stored.notebooks}
+        points = [LMS_POINTS_ROW, "", "", "", "", _number(stored.max_score)]
         points += [] if total_only else [_number(maxima[s]) for s in stems]
         rows, pending = [], {}
         for student in sorted(gb.students, key=lambda s: s.id):
             scores = dict.fromkeys(stems, 0.0)
             try:
-                submission = gb.find_submission(ASSIGNMENT, student.id)
+                submission = gb.find_submission(name, student.id)
             except MissingEntry:
                 submission = None
             if submission is not None:
@@ -530,7 +544,7 @@ def write_lms_file(
     grading the file is not written (a stale one is removed), unless allow_pending: then it is
     written without the students whose grading is not finished."""
     export = lms_export(course, total_only)
-    target = Path(out) / LMS_FILE
+    target = Path(out) / lms_file(course)
     if export.pending and not allow_pending:
         target.unlink(missing_ok=True)
         return None, export
@@ -576,7 +590,7 @@ def write_class_files(out: Path, course: Path, flagged: dict[str, list[str]], gr
     written, export = write_lms_file(out, course)
     if written is None:
         print(
-            f"{LMS_FILE} not written: {len(export.pending)} student(s) have cells awaiting manual grading "
+            f"{lms_file(course)} not written: {len(export.pending)} student(s) have cells awaiting manual grading "
             f"(formgrader on {course}); then run `python -m autograder.export --out {out}` (make export)"
         )
     return cells

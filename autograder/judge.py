@@ -48,8 +48,6 @@ from .helpers import HelperError, JudgeHelpers, sent_text
 from .hidden_tests import strip_source
 from .wire import WireError, decode, encode, loads
 
-#: The assignment's shipped modules a test cell may import (the judge's own copies are used).
-SHIPPED = ("remat_checks", "remat_lesson", "remat_sweep", "remat_evidence")
 #: The biggest answer taken from a kernel, in characters.
 MAX_ANSWER = 128 << 20
 #: What the kernel runs for every request: the agent (wire.py's text, then agent.py's).
@@ -127,43 +125,46 @@ def _defines(source: str, name: str) -> bool:
 # The shipped modules, as the course's source has them.
 # ---------------------------------------------------------------------------------------
 class TrustedModules:
-    """The assignment's shipped modules loaded from the course's source folder into this process,
-    put in place of any other copy while the judge runs a cell."""
+    """The assignment's shipped modules (every .py file of the course's source folder of the
+    assignment) loaded from there into this process, put in place of any other copy while the
+    judge runs a cell. `checks`: the module that speaks the judge's protocol (remat_checks here)."""
 
     _loaded: dict[str, dict] = {}  # by the source files' digest: loaded once per process
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, checks: str = "remat_checks"):
         folder = Path(folder)
-        files = {name: folder / f"{name}.py" for name in SHIPPED if (folder / f"{name}.py").is_file()}
+        files = {path.stem: path for path in sorted(folder.glob("*.py"))}
+        if checks not in files:
+            raise FileNotFoundError(f"{folder} holds no checks module {checks}.py")
         digest = hashlib.sha256(b"".join(path.read_bytes() for path in files.values())).hexdigest()
         if digest not in self._loaded:
-            self._loaded[digest] = self._load(files)
-        self.modules = self._loaded[digest]
+            self._loaded[digest] = self._load(folder, [checks, *(name for name in files if name != checks)])
+        self.modules, self.checks_name = self._loaded[digest], checks
 
     @staticmethod
-    def _load(files: dict[str, Path]) -> dict:
-        modules, saved = {}, {name: sys.modules.pop(name, None) for name in files}
+    def _load(folder: Path, names: list[str]) -> dict:
+        """Import each module from folder (each finds the others it imports there), then take them
+        all out of sys.modules again: this process's own imports stay as they were."""
+        saved = {name: sys.modules.pop(name, None) for name in names}
+        sys.path.insert(0, str(folder))
+        modules = {}
         try:
-            for name, path in files.items():  # in SHIPPED order: each finds the ones it imports
-                spec = importlib.util.spec_from_file_location(name, path)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
+            for name in names:
                 try:
-                    spec.loader.exec_module(module)
+                    modules[name] = importlib.import_module(name)
                 except Exception:  # a module this process cannot import (matplotlib, say): not offered
-                    del sys.modules[name]
-                    continue
-                modules[name] = module
+                    sys.modules.pop(name, None)
         finally:
-            for name, module in saved.items():
+            sys.path.remove(str(folder))
+            for name in names:
                 sys.modules.pop(name, None)
-                if module is not None:
-                    sys.modules[name] = module
+                if saved[name] is not None:
+                    sys.modules[name] = saved[name]
         return modules
 
     @property
     def checks(self):
-        return self.modules["remat_checks"]
+        return self.modules[self.checks_name]
 
     def installed(self):
         """A context in which `import remat_lesson` (and the others) give these copies."""

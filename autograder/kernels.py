@@ -48,6 +48,8 @@ from .sandbox import (
 
 #: The largest message the grader accepts from a kernel (a bigger one drops the connection).
 MAX_MESSAGE = 64 << 20
+#: The mode every graded kernel runs in: nbgrader's (the lesson does less ungraded work in it).
+GRADING_ENV = {"NBGRADER_EXECUTION": "autograde"}
 #: Seconds between two looks at a kernel's processes.
 WATCH_INTERVAL = 0.1
 

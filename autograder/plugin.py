@@ -92,15 +92,6 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
         c.SandboxedKernelManager.limits = dict(limits)
 
 
-def assignment_source(config, resources) -> Path:
-    """The course's source folder of the notebook's assignment, as nbgrader's config names it."""
-    from nbgrader.coursedir import CourseDirectory
-
-    coursedir = CourseDirectory(config=config)
-    assignment = resources.get("nbgrader", {}).get("assignment") or coursedir.assignment_id
-    return Path(coursedir.format_path(coursedir.source_directory, ".", assignment))
-
-
 def main(argv=None) -> int:
     """`autograder configure COURSE [--checks-module NAME]`: add the lines to COURSE/nbgrader_config.py."""
     parser = argparse.ArgumentParser(prog="autograder configure", description=main.__doc__.split(":", 1)[1].strip())

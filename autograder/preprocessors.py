@@ -125,9 +125,8 @@ class SandboxedExecute(Execute):
         """Under nbgrader's own `nbgrader autograde` (autograder/plugin.py), nobody hands this
         preprocessor a student's sandbox: it makes one for this notebook, from the course folder,
         with the shipped files of the assignment's source; and finds the judge's source there."""
-        from .kernels import SandboxSession
-        from .plugin import assignment_source
-        from .reference import GRADING_ENV
+        from .course import assignment_source
+        from .kernels import GRADING_ENV, SandboxSession
         from .sandbox import Limits, SandboxUnavailable, sandbox_for_grading
 
         source = assignment_source(self.config, resources)
@@ -170,7 +169,7 @@ class SandboxedExecute(Execute):
             self._judge = Judge(
                 channel,
                 session.judge_helpers(),
-                TrustedModules(self.judge_source),
+                TrustedModules(self.judge_source, self.judge_checks_module or "remat_checks"),
                 self.judge_seed or secrets.randbits(62),
                 self._answers,
                 timeout=self._configured_timeout or 120,
@@ -390,7 +389,7 @@ class MetadataFromSource(NbGraderPreprocessor):
     source_folder = Unicode("", help="The course's source folder of the assignment").tag(config=True)
 
     def preprocess(self, nb, resources):
-        from .plugin import assignment_source
+        from .course import assignment_source
 
         folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
         path = folder / f"{resources['nbgrader']['notebook']}.ipynb"
@@ -469,7 +468,7 @@ class ForPages(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         strip_hidden_tests(nb)
         coalesce_streams(nb)
-        from .plugin import assignment_source
+        from .course import assignment_source
 
         own = frozenset()
         folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)

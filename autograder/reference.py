@@ -22,13 +22,11 @@ from pathlib import Path
 import nbformat
 
 from .compile_cache import add_entries, host_signature, writing_env
+from .course import assignment_in
 from .judge import is_test_cell
-from .kernels import SandboxSession
-from .paths import ASSIGNMENT, KERNEL_NAME, NOTEBOOKS
+from .kernels import GRADING_ENV, SandboxSession
+from .paths import KERNEL_NAME
 from .sandbox import CACHE, Limits, sandbox_for_grading
-
-#: The mode every graded kernel runs in: nbgrader's (the lesson does less ungraded work in it).
-GRADING_ENV = {"NBGRADER_EXECUTION": "autograde"}
 
 
 class ReferenceProblem(RuntimeError):
@@ -55,7 +53,7 @@ def unpack(template: dict[str, bytes], folder: Path, prefix: str) -> None:
 
 def shipped_files(template: dict[str, bytes], folder: Path) -> Path:
     """The assignment's files a kernel may see (never a notebook), in folder."""
-    prefix = f"source/{ASSIGNMENT}/"
+    prefix = f"source/{assignment_in(template).id}/"
     folder.mkdir(parents=True, exist_ok=True)
     for relative, data in template.items():
         if relative.startswith(prefix) and not relative.endswith(".ipynb") and "/" not in relative[len(prefix) :]:
@@ -74,6 +72,19 @@ def problems_of(notebook) -> list[str]:
     return found
 
 
+def judge_checks_module(template: dict[str, bytes]) -> str:
+    """The checks module the course's nbgrader_config.py names for the judge ("" for none)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "nbgrader_config.py").write_bytes(template.get("nbgrader_config.py", b""))
+        try:
+            config = PyFileConfigLoader("nbgrader_config.py", path=folder).load_config()
+        except Exception:  # an unreadable config names none
+            return ""
+    return str(config.SandboxedExecute.get("judge_checks_module", "") or "")
+
+
 def solution_shortfalls(notebook) -> list[str]:
     """Each test cell of an executed, judged source notebook that earned less than its points."""
     found = []
@@ -81,12 +92,12 @@ def solution_shortfalls(notebook) -> list[str]:
         if not is_test_cell(cell):
             continue
         points = float(cell.metadata["nbgrader"].get("points", 0))
-        results = [o for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
-        earned = results[-1].get("data", {}).get("text/plain") if results else None
-        try:
-            earned = float(earned)
-        except (TypeError, ValueError):
-            earned = None
+        outputs = cell.get("outputs", [])
+        results = [o for o in outputs if o.get("output_type") == "execute_result"]
+        try:  # a judged cell (or one that returns its points) says what it earned ...
+            earned = float(results[-1].get("data", {}).get("text/plain"))
+        except (IndexError, TypeError, ValueError):  # ... a plain one earns all or nothing, as nbgrader scores it
+            earned = 0.0 if any(o.get("output_type") == "error" for o in outputs) else points
         if earned is None or abs(earned - points) > 1e-9:
             report = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
             grade_id = cell.metadata["nbgrader"].get("grade_id", f"cell {index + 1}")
@@ -114,7 +125,7 @@ def run_reference(
     scratch = Path(tempfile.mkdtemp(prefix="performance-05-reference-"))
     try:
         source = scratch / "source"
-        unpack(template, source, f"source/{ASSIGNMENT}/")
+        unpack(template, source, f"source/{assignment_in(template).id}/")
         cache = scratch / "cache"
         cache.mkdir()
         inside = str(cache) if sandbox.unsafe else CACHE
@@ -129,6 +140,7 @@ def run_reference(
             env=env,
         )
         executed = nbformat.read(source / notebook, as_version=4)
+        checks = judge_checks_module(template)
         config = Config()
         config.SandboxedKernelManager.session_for_kernels = session
         executor = SandboxedExecute(
@@ -136,7 +148,8 @@ def run_reference(
             timeout=timeout,
             kernel_name=KERNEL_NAME,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
-            judge_source=str(source),
+            judge_source=str(source) if checks and (source / f"{checks}.py").is_file() else "",
+            judge_checks_module=checks,
             judge_seed=judge_seed,
         )
         run = ReferenceRun(notebook, host_signature())
@@ -178,7 +191,7 @@ def into_template(
             "the reference run of the instructor's notebooks was not clean; no one is "
             "graded against it:\n  " + "\n  ".join(failed)
         )
-    missing = sorted(set(NOTEBOOKS) - {run.notebook for run in runs})
+    missing = sorted(set(assignment_in(template).notebooks) - {run.notebook for run in runs})
     if missing:
         raise ReferenceProblem(f"no reference run for {missing}")
     merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from .paths import ASSIGNMENT, NOTEBOOKS
+from .course import assignment_in
 from .reference import ReferenceRun, run_reference
 from .submissions import UsageError
 from .worker import StudentResult, grade_student, warm_up
@@ -69,7 +69,7 @@ class HereRunner:
                 fill_cache=self._fill,
                 judge_seed=self.judge_seed,
             )
-            for name in NOTEBOOKS
+            for name in assignment_in(self._source).notebooks
         ]
 
     def run(self, tasks, template, progress) -> list[StudentResult]:
@@ -162,7 +162,8 @@ class DaskRunner:
 
     def start_reference(self, source: dict[str, bytes], fill_cache: bool) -> None:
         # Largest notebook first (the most to compile), so the workers finish at about the same time.
-        order = sorted(NOTEBOOKS, key=lambda name: -len(source.get(f"source/{ASSIGNMENT}/{name}", b"")))
+        assignment = assignment_in(source)
+        order = sorted(assignment.notebooks, key=lambda name: -len(source.get(f"source/{assignment.id}/{name}", b"")))
         self._references = [
             self.client.submit(
                 run_reference,

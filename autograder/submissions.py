@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
-from .paths import ASSIGNMENT, NOTEBOOKS
+from .course import BUNDLE, Assignment
 
 #: Files a collected submission may carry besides notebooks (nbgrader collect writes timestamp.txt).
 EXTRA_FILES = ("timestamp.txt",)
@@ -50,23 +47,23 @@ def student_id_problem(name: str) -> str | None:
     return None
 
 
-def find_submissions(folder: Path) -> Submissions:
+def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissions:
     """The students to grade, the folders rejected and why; UsageError when the layout is wrong."""
     folder = Path(folder)
     if not folder.exists():
         raise UsageError(f"the submissions folder {folder} does not exist")
     if not folder.is_dir():
         raise UsageError(f"{folder} is a file: give the folder that holds <student_id>/<notebook>.ipynb")
-    layout = f"expected {folder}/<student_id>/<notebook>.ipynb, notebooks among: {', '.join(NOTEBOOKS)}"
+    layout = f"expected {folder}/<student_id>/<notebook>.ipynb, notebooks among: {', '.join(assignment.notebooks)}"
     found = Submissions()
     for entry in sorted(folder.iterdir()):
         if entry.is_file():
             if entry.suffix == ".ipynb":
                 raise UsageError(f"{entry} sits at the top of the submissions folder; {layout}")
             continue
-        if (entry / ASSIGNMENT).is_dir():
+        if (entry / assignment.id).is_dir():
             raise UsageError(
-                f"{entry / ASSIGNMENT} is a folder (that is nbgrader's submitted/ layout: give the "
+                f"{entry / assignment.id} is a folder (that is nbgrader's submitted/ layout: give the "
                 f"notebooks directly); {layout}"
             )
         why = student_id_problem(entry.name)
@@ -75,14 +72,14 @@ def find_submissions(folder: Path) -> Submissions:
             continue
         files, notes = {}, []
         for item in sorted(entry.iterdir()):
-            if (item.name in NOTEBOOKS or item.name in EXTRA_FILES) and item.is_file():
+            if (item.name in assignment.notebooks or item.name in EXTRA_FILES) and item.is_file():
                 files[item.name] = item
                 continue
             if item.name.startswith(".") or item.name == "__pycache__":
                 continue
-            notes.append(f"{item.name} left out: not a notebook of {ASSIGNMENT}")
+            notes.append(f"{item.name} left out: not a notebook of {assignment.id}")
         if not any(name.endswith(".ipynb") for name in files):
-            found.rejected[entry.name] = f"it holds no notebook of {ASSIGNMENT} ({', '.join(NOTEBOOKS)})"
+            found.rejected[entry.name] = f"it holds no notebook of {assignment.id} ({', '.join(assignment.notebooks)})"
             continue
         found.students[entry.name] = files
         if notes:
@@ -91,20 +88,3 @@ def find_submissions(folder: Path) -> Submissions:
         reasons = "".join(f"\n  {name!r}: {why}" for name, why in found.rejected.items())
         raise UsageError(f"{folder} holds no student folder that can be graded; {layout}{reasons}")
     return found
-
-
-def read_notebook(path: Path) -> tuple[bytes | None, nbformat.NotebookNode | None, str | None]:
-    """(bytes, notebook, None) for a readable notebook, (None, None, why) otherwise."""
-    data = path.read_bytes()
-    try:
-        with warnings.catch_warnings():  # nbformat's warnings about cell ids: nbgrader copes
-            warnings.simplefilter("ignore")
-            notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
-    except UnicodeDecodeError:
-        return None, None, "not a notebook (the file is not UTF-8 text)"
-    except Exception as error:  # nbformat raises several kinds for a damaged file
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return None, None, f"not a readable notebook ({first})"
-    if not isinstance(notebook.get("cells"), list):
-        return None, None, "not a readable notebook (it has no cell list)"
-    return data, notebook, None

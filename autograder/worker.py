@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .compile_cache import reading_env, usable_cache
-from .course import use_the_venvs_tools
-from .kernels import NotebookRecord, SandboxSession
-from .paths import ASSIGNMENT, NOTEBOOKS
-from .reference import GRADING_ENV, shipped_files, time_budgets
+from .course import assignment_in, assignment_of, use_the_venvs_tools
+from .kernels import GRADING_ENV, NotebookRecord, SandboxSession
+from .plugin import configure
+from .reference import shipped_files, time_budgets
 from .sandbox import CACHE, Limits, sandbox_for_grading
 
 #: A notebook's time budget when the reference run gave none (seconds).
@@ -64,6 +64,9 @@ def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: i
     from traitlets.config.loader import PyFileConfigLoader
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
+    if "SandboxedExecute" not in names:  # a course folder without the grader's lines: they are added
+        configure(config)
     # The config names the gradebook relative to the course; this process runs elsewhere.
     config.CourseDirectory.root = str(course)
     config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
@@ -75,16 +78,16 @@ def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: i
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
     config.SandboxedKernelManager.session_for_kernels = session
     config.SandboxedExecute.limits = session.sandbox.limits.as_dict()
-    config.SandboxedExecute.judge_source = str(course / "source" / ASSIGNMENT)
-    config.ForPages.source_folder = str(course / "source" / ASSIGNMENT)
+    source = course / "source" / assignment_of(course).id
+    checks = config.SandboxedExecute.get("judge_checks_module", "")
+    # The judge checks the test cells where the assignment's checks speak its protocol.
+    config.SandboxedExecute.judge_source = str(source) if checks and (source / f"{checks}.py").is_file() else ""
+    config.ForPages.source_folder = str(source)
     # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
     # must be able to replace them when it grades again.
     config.Autograde.permissions = 644
     config.SandboxedExecute.judge_seed = judge_seed
-    config.MetadataFromSource.source_folder = str(course / "source" / ASSIGNMENT)
-    names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
-    if "SandboxedExecute" not in names:
-        raise RuntimeError("nbgrader_config.py did not install the grader's preprocessors")
+    config.MetadataFromSource.source_folder = str(source)
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
@@ -105,7 +108,8 @@ def _autograde_one(api, student_id: str, notebook: str):
     from nbgrader.converters import Autograde
     from nbgrader.utils import capture_log, temp_attrs
 
-    with temp_attrs(api.coursedir, assignment_id=ASSIGNMENT, student_id=student_id, notebook_id=notebook):
+    assignment = assignment_of(Path(api.coursedir.root)).id
+    with temp_attrs(api.coursedir, assignment_id=assignment, student_id=student_id, notebook_id=notebook):
         app = Autograde(coursedir=api.coursedir, parent=api)
         app.force = True
         app.create_student = True
@@ -138,7 +142,7 @@ def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         try:
-            submission = gb.find_submission(ASSIGNMENT, student_id)
+            submission = gb.find_submission(assignment_of(course).id, student_id)
         except MissingEntry:
             return None, {}
         timestamp = submission.timestamp.isoformat() if submission.timestamp else None
@@ -187,21 +191,22 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         for relative, data in template.items():
             (course / relative).parent.mkdir(parents=True, exist_ok=True)
             (course / relative).write_bytes(data)
-        submitted = course / "submitted" / task.student_id / ASSIGNMENT
+        assignment = assignment_in(template)
+        submitted = course / "submitted" / task.student_id / assignment.id
         submitted.mkdir(parents=True)
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
         session = student_session(task, course, template, scratch / "sandbox")
         api = _api(course, task.cell_timeout, session, task.judge_seed)
-        autograded = course / "autograded" / task.student_id / ASSIGNMENT
+        autograded = course / "autograded" / task.student_id / assignment.id
 
         # Time is the course's to give, not the submission's to take: each notebook has the budget the
         # reference run set for it, and the student the sum of them, whatever the notebooks hold.
         budgets = time_budgets(template)
         student_deadline = time.monotonic() + sum(
-            budgets.get(name, 0.0) for name in NOTEBOOKS if name in task.notebooks
+            budgets.get(name, 0.0) for name in assignment.notebooks if name in task.notebooks
         )
-        for name in NOTEBOOKS:
+        for name in assignment.notebooks:
             if name not in task.notebooks:
                 continue
             budget = max(1.0, min(budgets.get(name, DEFAULT_BUDGET), student_deadline - time.monotonic()))
@@ -258,10 +263,10 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
 
         t0 = time.perf_counter()
         if result.autograded:
-            outcome = api.generate_feedback(ASSIGNMENT, task.student_id)
+            outcome = api.generate_feedback(assignment.id, task.student_id)
             if not outcome["success"]:
                 result.broken.append("feedback could not be generated: " + _why_it_broke(outcome.get("log", "")))
-        feedback_dir = course / "feedback" / task.student_id / ASSIGNMENT
+        feedback_dir = course / "feedback" / task.student_id / assignment.id
         for path in sorted(feedback_dir.glob("*.html")) if feedback_dir.exists() else []:
             result.feedback[path.name] = path.read_text()
         result.timings.append({"notebook": "(feedback)", "total": time.perf_counter() - t0})

@@ -27,6 +27,7 @@ SLOW_MODULES = {
     "test_figures",
     "test_prose",
     "test_remat_sweep",
+    "test_plugin",
 }
 
 

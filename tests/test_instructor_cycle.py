@@ -26,10 +26,11 @@ import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.grade import grade
-from autograder.gradebook import LMS_FILE, GradebookError
+from autograder.gradebook import GradebookError
 from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SOLUTIONS
 
 SAMPLES = AUTOGRADER / "samples"
+LMS_FILE = f"lms-{ASSIGNMENT}.csv"
 PY = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 STEMS = [Path(n).stem for n in NOTEBOOKS]

@@ -29,6 +29,10 @@ def _cell(*outputs) -> nbformat.NotebookNode:
     return cell
 
 
+#: A course's files as a grading task carries them: the assignment's notebooks, by relative path.
+TEMPLATE = {f"source/performance-05/{name}": b"{}" for name in NOTEBOOKS}
+
+
 def _runs() -> list[ReferenceRun]:
     return [ReferenceRun(notebook=name, host="host") for name in NOTEBOOKS]
 
@@ -52,19 +56,19 @@ def test_an_unclean_reference_run_stops_grading_and_names_what_failed():
     runs = _runs()
     runs[2].problems = ["cell 40: KeyError: 'checkpoint_dots'"]
     with pytest.raises(ReferenceProblem, match=rf"{NOTEBOOKS[2]}: cell 40: KeyError: 'checkpoint_dots'"):
-        into_template({}, runs)
+        into_template(TEMPLATE, runs)
 
 
 def test_a_missing_notebook_stops_grading():
     with pytest.raises(ReferenceProblem, match=NOTEBOOKS[-1]):
-        into_template({}, _runs()[:-1])
+        into_template(TEMPLATE, _runs()[:-1])
 
 
 def test_a_clean_reference_run_travels_in_the_template_with_each_notebooks_time_budget():
     runs = _runs()
     for index, run in enumerate(runs):
         run.seconds = 10.0 * index
-    template = into_template({"kept": b"1"}, runs, limits=Limits(time_factor=3, time_floor=60))
+    template = into_template({**TEMPLATE, "kept": b"1"}, runs, limits=Limits(time_factor=3, time_floor=60))
     assert template["kept"] == b"1"
     budgets = time_budgets(template)
     assert budgets == {run.notebook: 3 * run.seconds + 60 for run in runs}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.submissions import UsageError, find_submissions, read_notebook, student_id_problem
+from autograder.intake import NotANotebook, read_notebook
+from autograder.submissions import UsageError, find_submissions, student_id_problem
 
 
 def _student(folder, name, *files):
@@ -80,6 +81,6 @@ def test_unreadable_notebooks_are_named(tmp_path):
     (tmp_path / "half.ipynb").write_text('{"cells": [')
     (tmp_path / "binary.ipynb").write_bytes(b"\xff\xfe\x00")
     (tmp_path / "no-cells.ipynb").write_text('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}}')
-    assert "not a readable notebook" in read_notebook(tmp_path / "half.ipynb")[2]
-    assert "not UTF-8" in read_notebook(tmp_path / "binary.ipynb")[2]
-    assert read_notebook(tmp_path / "no-cells.ipynb")[2] is not None
+    for name, why in (("half", "not a readable notebook"), ("binary", "not UTF-8"), ("no-cells", "no cell list")):
+        with pytest.raises(NotANotebook, match=why):
+            read_notebook((tmp_path / f"{name}.ipynb").read_bytes())
