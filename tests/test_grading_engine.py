@@ -26,7 +26,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.grade import grade
-from autograder.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
+from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
 from autograder.runners import SchedulerSecurity
 from tests.hidden import hidden_test_lines
 
@@ -252,86 +252,85 @@ def _free_port() -> int:
 
 
 def _tls_files(folder: Path) -> SchedulerSecurity:
-    """A self-signed certificate for a test cluster, as an instructor's would be: CA, cert, key."""
-    import datetime
+    """The course's TLS files (`autograder tls`), as the grader's client uses them."""
+    from autograder.tls import make_tls_files
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "performance05-test-cluster")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "key.pem").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return SchedulerSecurity(str(folder / "cert.pem"), str(folder / "cert.pem"), str(folder / "key.pem"))
+    files = make_tls_files(folder / "tls", ["localhost", "127.0.0.1"], days=1)
+    return SchedulerSecurity(str(files["ca.pem"]), str(files["client.pem"]), str(files["client-key.pem"]))
 
 
-def test_grading_on_a_running_tls_scheduler_matches_serial(klass, serial, tmp_path):
-    security = _tls_files(tmp_path)
-    tls = ["--tls-ca-file", security.ca_file, "--tls-cert", security.cert, "--tls-key", security.key]
+def readme_cluster_commands() -> list[str]:
+    """The command lines of autograder/README.md's cluster section, as an instructor copies them."""
+    text = (AUTOGRADER / "README.md").read_text()
+    section = text[text.index("## A scheduler on a cluster") :]
+    block = section[section.index("```bash\n") + len("```bash\n") :]
+    block = block[: block.index("```")]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, tmp_path):
+    """autograder/README.md's cluster lines, word for word but for the host, the port and the
+    folder: `autograder tls`, a `dask scheduler`, two `dask worker`s (a worker line run twice) over
+    TLS on this machine, then `autograder grade --scheduler`: the same files as a local run. The
+    grader comes installed (`make venv` installs it); nothing is on PYTHONPATH."""
+    commands = readme_cluster_commands()
+    assert [c.split()[:2] for c in commands] == [
+        ["pip", "install"],
+        ["autograder", "tls"],
+        ["dask", "scheduler"],
+        ["dask", "worker"],
+        ["autograder", "grade"],
+    ]
     port = _free_port()
-    address = f"tls://127.0.0.1:{port}"
-    dask = str(Path(PY).parent / "dask")
+    bin_dir = Path(PY).parent
+
+    def line(command: str) -> list[str]:
+        command = command.replace("scheduler.example.org", "127.0.0.1").replace("8786", str(port))
+        words = command.replace("collected/", str(klass)).split()
+        if words[0] == "autograder" and words[1] == "grade":
+            words += ["--out", str(tmp_path / "remote")]
+        return [str(bin_dir / words[0]), *words[1:]]
+
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    made = subprocess.run(line(commands[1]), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
     logs = open(tmp_path / "dask.log", "w")
-    scheduler = subprocess.Popen(
-        [dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", "--protocol", "tls", *tls],
-        cwd=ROOT,
-        env=ENV,
-        stdout=logs,
-        stderr=subprocess.STDOUT,
-    )
-    worker = subprocess.Popen(
-        [dask, "worker", address, "--nthreads", "1", "--nworkers", "2", "--no-dashboard", *tls],
-        cwd=ROOT,
-        env=ENV,
-        stdout=logs,
-        stderr=subprocess.STDOUT,
-    )
+    started = [
+        subprocess.Popen(line(command), cwd=tmp_path, env=env, stdout=logs, stderr=subprocess.STDOUT)
+        for command in (commands[2], commands[3], commands[3])
+    ]
     try:
         from dask.distributed import Client
+        from distributed.security import Security
 
-        deadline = time.monotonic() + 60
+        tls = tmp_path / "tls"
+        security = Security(
+            tls_ca_file=str(tls / "ca.pem"),
+            tls_client_cert=str(tls / "client.pem"),
+            tls_client_key=str(tls / "client-key.pem"),
+            require_encryption=True,
+        )
+        address = f"tls://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
         while True:
             try:
-                with Client(address, security=security.security(), timeout="5s") as client:
+                with Client(address, security=security, timeout="5s") as client:
                     if len(client.scheduler_info()["workers"]) >= 2:
                         break
             except OSError:
                 pass
             assert time.monotonic() < deadline, (tmp_path / "dask.log").read_text()
             time.sleep(1)
-        # Without the instructor's certificate nobody gets in, a learner's kernel included.
+        # Without the course's certificate nobody gets in, a learner's kernel included.
         with pytest.raises((OSError, TypeError)):
             Client(address, timeout="3s")
-        remote = grade(
-            klass, tmp_path / "remote", scheduler=address, scheduler_security=security, progress_stream=io.StringIO()
-        )
-        _assert_same(_normalised(serial.out), _normalised(remote.out))
+        graded = subprocess.run(line(commands[4]), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
+        _assert_same(_normalised(serial.out), _normalised(tmp_path / "remote"))
     finally:
-        for process in (worker, scheduler):
+        for process in started:
             process.terminate()
-        for process in (worker, scheduler):
+        for process in started:
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:

@@ -150,3 +150,28 @@ def test_configure_writes_the_lines_once(tmp_path):
     assert "configure(c, checks_module='remat_checks')" in text and "c.Execute.timeout = 5" in text
     assert main([str(tmp_path)]) == 0 and (tmp_path / "nbgrader_config.py").read_text() == text
     assert main([str(tmp_path / "missing")]) == 2
+
+
+def test_the_wheel_builds_and_holds_the_grader_alone(tmp_path):
+    """`python -m build` makes a wheel of the autograder package and its command: no lesson, no
+    fixtures, no sample submissions."""
+    import zipfile
+
+    from autograder.paths import ROOT
+
+    built = subprocess.run(
+        [PY, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    packages = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert packages == {"autograder"}, packages
+    assert not [name for name in names if "samples" in name or name.endswith(".ipynb")]
+    for module in ("judge.py", "sandbox.py", "plugin.py", "wire.py", "agent.py", "nbgrader_config.py"):
+        assert f"autograder/{module}" in names
+    entry_points = next(name for name in names if name.endswith("entry_points.txt"))
+    assert "autograder = autograder.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

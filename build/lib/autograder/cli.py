@@ -1,0 +1,39 @@
+"""`autograder COMMAND ...`: the grader's commands, as an instructor installs them.
+
+    autograder grade SUBMISSIONS [...]     grade a class (python -m autograder.grade)
+    autograder export [...]                cells.csv, grades.csv, the LMS file again (make export)
+    autograder feedback [...]              feedback pages again, manual grades included (make feedback)
+    autograder configure COURSE [...]      make nbgrader's own `nbgrader autograde` grade safely there
+    autograder tls FOLDER [...]            the TLS files of a Dask cluster of graders
+
+`autograder COMMAND --help` says more of each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "grade": "autograder.grade",
+    "export": "autograder.export",
+    "feedback": "autograder.feedback",
+    "configure": "autograder.plugin",
+    "tls": "autograder.tls",
+}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    command = argv[0]
+    if command not in COMMANDS:
+        print(f"error: no command {command!r}; the commands: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    return importlib.import_module(COMMANDS[command]).main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

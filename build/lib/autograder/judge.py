@@ -1,0 +1,562 @@
+"""The judge: every graded cell's checks run in the grader, and reach the learner's work only through data.
+
+While grading, a test cell does not check anything in the learner's kernel. The kernel runs
+only the cell's set-up (`kernel_part`: its imports and definitions; no item, no hidden test),
+so that the learner's later cells find the names they expect. Then the judge runs the whole
+cell, hidden checks included, from the course's source, in the grader's process:
+
+- the shipped modules the cell imports are the grader's own copies, loaded from the course
+  source (`TrustedModules`), never the kernel's;
+- each name the cell uses that the learner defined is, here, a handle on the kernel
+  (`Judge.bind`): calling it sends the kernel the function's name and the arguments as data
+  (autograder/wire.py; fresh inputs are drawn from the run's seed, which only the grader holds);
+  values the learner defined (EPSILON, HVP_DIRECTION) come over as data;
+- what a check asks of a learner's JAX program (remat_lesson.gradient, vjp_residuals,
+  planned_memory, value_and_gradient) is answered from an artifact: the kernel exports the
+  program at the shapes asked for, and the judge runs or compiles it on its own inputs in a
+  helper process of its own (autograder/helpers.py);
+- `numpy_only(fn)` runs fn's answer cell alone in a helper where JAX cannot be imported;
+- a `TimedExecutable` handed to the learner's timing code asks the judge, over the kernel's
+  stdin channel, at every call and every wait: the judge chooses the delays and notes the times.
+
+Every answer is decoded into plain data and checked by the same judgments a learner's
+JupyterLab runs (remat_checks.py); nothing the kernel says is taken as a verdict, and no line
+of a hidden test is ever sent to it (`kernel_part` and the agent's requests carry none).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import base64
+import builtins
+import contextlib
+import hashlib
+import importlib.util
+import io
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Empty
+
+import numpy as np
+from nbformat.notebooknode import NotebookNode
+
+from .agent import RESPONSE_MIME
+from .helpers import HelperError, JudgeHelpers, sent_text
+from .hidden_tests import strip_source
+from .wire import WireError, decode, encode, loads
+
+#: The biggest answer taken from a kernel, in characters.
+MAX_ANSWER = 128 << 20
+#: What the kernel runs for every request: the agent (wire.py's text, then agent.py's).
+AGENT = sent_text("wire.py", "agent.py")
+
+
+class JudgeUnavailable(RuntimeError):
+    """The kernel can no longer answer the judge (it died, or stopped answering)."""
+
+
+class LearnerRaised(Exception):
+    """The learner's code raised in their process; the class names it reported are `learner_mro`."""
+
+    def __init__(self, mro, message: str):
+        super().__init__(str(message)[:2000])
+        self.learner_mro = [str(name)[:200] for name in mro][:32] or ["Exception"]
+
+
+# ---------------------------------------------------------------------------------------
+# What the kernel runs of a test cell, and which of its names are the learner's.
+# ---------------------------------------------------------------------------------------
+def kernel_part(source: str) -> str:
+    """A test cell as the learner's kernel runs it while grading: its imports only (later cells
+    may use them). No check, no hidden test, no definition of the cell's reaches the kernel."""
+    tree = ast.parse(strip_source(source))
+    kept = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return ast.unparse(ast.Module(body=kept, type_ignores=[]))
+
+
+def learner_names(source: str) -> list[str]:
+    """The names a test cell uses that neither it nor Python defines: the learner's."""
+    tree = ast.parse(source)
+    bound, used = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return sorted(used - bound - set(dir(builtins)))
+
+
+def answer_cells(notebook) -> list[str]:
+    """The sources of a notebook's answer cells (nbgrader solution cells with code), in order."""
+    return [
+        cell.get("source", "")
+        for cell in notebook.get("cells", [])
+        if cell.get("cell_type") == "code"
+        and isinstance(cell.get("metadata", {}).get("nbgrader"), dict)
+        and cell["metadata"]["nbgrader"].get("solution")
+        and isinstance(cell.get("source"), str)
+    ]
+
+
+def _defines(source: str, name: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------
+# The shipped modules, as the course's source has them.
+# ---------------------------------------------------------------------------------------
+class TrustedModules:
+    """The assignment's shipped modules (every .py file of the course's source folder of the
+    assignment) loaded from there into this process, put in place of any other copy while the
+    judge runs a cell. `checks`: the module that speaks the judge's protocol (remat_checks here)."""
+
+    _loaded: dict[str, dict] = {}  # by the source files' digest: loaded once per process
+
+    def __init__(self, folder: Path, checks: str = "remat_checks"):
+        folder = Path(folder)
+        files = {path.stem: path for path in sorted(folder.glob("*.py"))}
+        if checks not in files:
+            raise FileNotFoundError(f"{folder} holds no checks module {checks}.py")
+        digest = hashlib.sha256(b"".join(path.read_bytes() for path in files.values())).hexdigest()
+        if digest not in self._loaded:
+            self._loaded[digest] = self._load(folder, [checks, *(name for name in files if name != checks)])
+        self.modules, self.checks_name = self._loaded[digest], checks
+
+    @staticmethod
+    def _load(folder: Path, names: list[str]) -> dict:
+        """Import each module from folder (each finds the others it imports there), then take them
+        all out of sys.modules again: this process's own imports stay as they were."""
+        saved = {name: sys.modules.pop(name, None) for name in names}
+        sys.path.insert(0, str(folder))
+        modules = {}
+        try:
+            for name in names:
+                try:
+                    modules[name] = importlib.import_module(name)
+                except Exception:  # a module this process cannot import (matplotlib, say): not offered
+                    sys.modules.pop(name, None)
+        finally:
+            sys.path.remove(str(folder))
+            for name in names:
+                sys.modules.pop(name, None)
+                if saved[name] is not None:
+                    sys.modules[name] = saved[name]
+        return modules
+
+    @property
+    def checks(self):
+        return self.modules[self.checks_name]
+
+    def installed(self):
+        """A context in which `import remat_lesson` (and the others) give these copies."""
+        modules = self.modules
+
+        class Installed:
+            def __enter__(self):
+                self.saved = {name: sys.modules.get(name) for name in modules}
+                sys.modules.update(modules)
+
+            def __exit__(self, *exc):
+                for name, module in self.saved.items():
+                    if module is None:
+                        sys.modules.pop(name, None)
+                    else:
+                        sys.modules[name] = module
+                return False
+
+        return Installed()
+
+
+# ---------------------------------------------------------------------------------------
+# Talking to the kernel.
+# ---------------------------------------------------------------------------------------
+@dataclass
+class KernelChannel:
+    """Requests to the learner's kernel over nbclient's own client, from the judge's thread.
+
+    Each request is an execute request of its own (not kept in the kernel's history) that runs
+    the agent; the answer is the one display output of type RESPONSE_MIME it publishes. A
+    timed executable's questions arrive on the stdin channel and are answered here, after the
+    delay the judge chose; the times they were asked and answered are noted on it.
+    """
+
+    client: object  # jupyter_client's AsyncKernelClient (nbclient's)
+    loop: asyncio.AbstractEventLoop
+    interrupt: object  # coroutine function: interrupt the kernel
+    alive: object  # coroutine function: is the kernel alive?
+    timed: dict = field(default_factory=dict)  # id -> TimedExecutable (the judge's copy)
+    dead: str | None = None
+
+    def request(self, message: dict, deadline: float) -> dict:
+        if self.dead:
+            raise JudgeUnavailable(self.dead)
+        future = asyncio.run_coroutine_threadsafe(self._request(message, deadline), self.loop)
+        return future.result()
+
+    async def _request(self, message: dict, deadline: float) -> dict:
+        import json
+
+        code = (
+            f"_performance05_g = {{'__name__': 'performance05_agent'}}\n"
+            f"exec(compile({AGENT!r}, '<grader>', 'exec'), _performance05_g)\n"
+            f"_performance05_g['answer']({json.dumps(message)!r})\n"
+            "del _performance05_g\n"
+        )
+        msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=True, stop_on_error=False)
+        answer, replied, idle, interrupted = None, False, False, False
+        while not (replied and idle):
+            if time.monotonic() > deadline:
+                if interrupted or not await self.alive():
+                    self.dead = "the kernel stopped answering the grader's checks"
+                    raise JudgeUnavailable(self.dead)
+                await self.interrupt()
+                interrupted = True
+                deadline = time.monotonic() + 10
+            got = False
+            for channel in (self.client.stdin_channel, self.client.iopub_channel, self.client.shell_channel):
+                try:
+                    msg = await channel.get_msg(timeout=0)
+                except Empty:
+                    continue
+                got = True
+                if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                kind = msg["msg_type"]
+                if kind == "input_request":
+                    await self._timed_event(msg)
+                elif kind == "execute_reply":
+                    replied = True
+                elif kind == "status" and msg["content"].get("execution_state") == "idle":
+                    idle = True
+                elif kind in ("display_data", "execute_result"):
+                    data = msg["content"].get("data", {}).get(RESPONSE_MIME)
+                    if isinstance(data, str) and answer is None and len(data) <= MAX_ANSWER:
+                        answer = data
+            if not got:
+                if not await self.alive():
+                    self.dead = "the kernel died"
+                    raise JudgeUnavailable(self.dead)
+                await asyncio.sleep(0.001)
+        if interrupted:
+            raise TimeoutError("it ran past its time limit and was interrupted")
+        for timed in self.timed.values():
+            timed.note("end", 0, time.perf_counter())
+        if answer is None:
+            return {"refused": "the kernel gave no answer"}
+        try:
+            response = loads(answer)
+        except WireError as error:
+            return {"refused": str(error)}
+        return response if isinstance(response, dict) else {"refused": "the kernel's answer is not a message"}
+
+    async def _timed_event(self, msg) -> None:
+        """A timed executable's call or wait: answer after the delay the judge chose for it."""
+        received = time.perf_counter()
+        try:
+            event = loads(str(msg["content"].get("prompt", "")))
+            timed = self.timed[int(event["timed"])]
+            kind, call = str(event["event"]), int(event["call"])
+            if kind not in ("call", "wait") or not 1 <= call <= 10_000:
+                raise ValueError(kind)
+        except (WireError, KeyError, ValueError, TypeError):
+            self.client.input("")  # not a question the judge asked for: answered at once, noted nowhere
+            return
+        if kind == "call":
+            timed.note("call", call, received)
+        await asyncio.sleep(timed.delay(kind, call))
+        if kind == "wait":
+            timed.note("waited", call, time.perf_counter())
+        self.client.input("")
+
+
+# ---------------------------------------------------------------------------------------
+# The learner's work, as the judge sees it.
+# ---------------------------------------------------------------------------------------
+TRANSFORMS = {"grad": "grad", "value_and_grad": "value_and_grad", "residuals": "residuals", "plan": "grad"}
+
+
+class LearnerObject:
+    """A handle on an object that lives in the learner's kernel (it never comes over)."""
+
+    def __init__(self, judge: Judge, handle: int, name: str, kind: str):
+        self._judge, self._handle, self._name, self._kind = judge, handle, name, kind
+
+    def __repr__(self):
+        return f"<the learner's {self._kind} {self._name}>"
+
+
+class LearnerFunction(LearnerObject):
+    """A handle on a function of the learner's: calling it asks the kernel to call it."""
+
+    def __call__(self, *args, **kwargs):
+        return self._judge.call(self, args, kwargs)
+
+    def __performance05_remote__(self, operation: str, args, bind=None, argnums=0):
+        if operation == "numpy_only":
+            return self._judge.numpy_only(self._name)
+        return self._judge.artifact(self, operation, args, bind, argnums)
+
+
+class NumpyOnlyFunction:
+    """The learner's function as its answer cell defines it, run in the NumPy-only helper."""
+
+    def __init__(self, judge: Judge, cell: int | None, name: str):
+        self._judge, self._cell, self._name = judge, cell, name
+
+    def __call__(self, *args):
+        return self._judge.call_numpy_only(self._cell, self._name, args)
+
+
+class Judge:
+    """Runs one notebook's test cells for one submission (see the module docstring).
+
+    kernel: the KernelChannel of the notebook's kernel; helpers: the student's JudgeHelpers;
+    modules: the TrustedModules of the course; seed: the run's seed; answers: the submission's
+    answer cells; timeout: seconds one request may take; deadline: when the notebook's time is up.
+    """
+
+    def __init__(
+        self,
+        kernel: KernelChannel,
+        helpers: JudgeHelpers,
+        modules: TrustedModules,
+        seed: int,
+        answers: list[str],
+        timeout: float,
+        deadline: float = float("inf"),
+    ):
+        self.kernel, self.helpers, self.modules, self.seed = kernel, helpers, modules, int(seed)
+        self.answers, self.timeout, self.deadline = answers, float(timeout), deadline
+        self._numpy_cells: dict[str, int | None] = {}
+        self._timed_ids = 0
+
+    # -- one test cell ------------------------------------------------------------------------------
+    def run_cell(self, source: str, declared: float) -> tuple[float, str]:
+        """(points earned, the report) of one test cell, from its full source (hidden tests too)."""
+        checks_module = self.modules.checks
+        checks_module.JUDGE = self.seed
+        checks_module.Checks.latest = None
+        namespace = {"__name__": "__judge__", "__builtins__": builtins}
+        error, printed = None, io.StringIO()
+        try:
+            namespace.update(self.bind(learner_names(source)))
+            with self.modules.installed(), contextlib.redirect_stdout(printed):
+                exec(compile(source, "<test cell>", "exec"), namespace)
+        except JudgeUnavailable as stopped:
+            error = f"the checks could not reach your kernel: {stopped}"
+        except Exception as raised:  # outside any item: the cell could not be checked at all
+            error = f"the checks could not run: {type(raised).__name__}: {raised}"
+        checks = checks_module.Checks.latest
+        items = list(checks.items) if checks is not None else []
+        where = checks.where if checks is not None else "this cell"
+        lines, earned, _ = checks_module.report_lines(items, where)
+        lines += [line[:2000] for line in printed.getvalue().splitlines()[:20]]
+        if error is not None:
+            lines.append(error[:2000])
+        earned = min(earned, declared)
+        return earned, "\n".join([*lines, checks_module.points_line(earned, declared, declared)])
+
+    # -- the learner's names -----------------------------------------------------------------------------
+    def bind(self, names: list[str]) -> dict:
+        """Each of the learner's names the cell uses, as the kernel has it now: a value (as data),
+        a handle on a function or object, or left out (the cell then meets a NameError)."""
+        if not names:
+            return {}
+        response = self.kernel_request({"op": "describe", "names": names})
+        values = response.get("values")
+        if not isinstance(values, dict):
+            raise JudgeUnavailable(f"the kernel did not describe the learner's names ({response})")
+        bound = {}
+        for name in names:
+            if name not in values or (isinstance(values[name], dict) and "$missing" in values[name]):
+                continue
+            data = values[name]
+            try:
+                bound[name] = self.inbound(data, name)
+            except WireError:
+                continue
+        return bound
+
+    def inbound(self, data, name: str = "a value"):
+        """The kernel's wire data as a value: handles become LearnerFunction / LearnerObject."""
+
+        def resolve(form, body, nested):
+            if form != "$handle" or not isinstance(body.get("$handle"), int):
+                raise WireError(f"{form} is not accepted from a kernel")
+            kind = str(body.get("type", "object"))[:100]
+            cls = LearnerFunction if body.get("callable") is True else LearnerObject
+            return cls(self, body["$handle"], name, kind)
+
+        return decode(data, resolve=resolve)
+
+    def outbound(self, value, *, to_kernel: bool = True, arguments: list | None = None):
+        """A value as wire data for the kernel (or a helper): handles, recipes of the shipped
+        modules' objects, timed executables, ARG placeholders, and plain data."""
+        recurse = lambda item: self.outbound(item, to_kernel=to_kernel, arguments=arguments)  # noqa: E731
+        lesson = self.modules.modules.get("remat_lesson")
+        if lesson is not None and value is getattr(lesson, "ARG", None) and arguments is not None:
+            arguments.append(len(arguments))
+            return {"$arg": arguments[-1]}
+        if isinstance(value, LearnerObject):
+            if not to_kernel:
+                raise WireError("a handle on the kernel cannot go to a helper process")
+            return {"$handle": value._handle}
+        if isinstance(value, self.modules.checks.TimedExecutable):
+            self._timed_ids += 1
+            self.kernel.timed[self._timed_ids] = value
+            executable = None if value.executable is None else recurse(value.executable)
+            return {"$timed": self._timed_ids, "executable": executable}
+        recipe = getattr(value, "__recipe__", None)
+        if isinstance(recipe, tuple) and len(recipe) == 4:
+            module, name, args, kwargs = recipe
+            if args is None:
+                return {"$shipped": [module, name]}
+            return {
+                "$shipped": [module, name],
+                "args": [recurse(a) for a in args],
+                "kwargs": [[k, recurse(v)] for k, v in (kwargs or {}).items()],
+            }
+        if isinstance(value, tuple):
+            return {"$tuple": [recurse(item) for item in value]}
+        if isinstance(value, list):
+            return {"$list": [recurse(item) for item in value]}
+        if isinstance(value, dict):
+            return {"$dict": [[recurse(k), recurse(v)] for k, v in value.items()]}
+        return encode(value)
+
+    # -- requests ------------------------------------------------------------------------------------
+    def _deadline(self) -> float:
+        return min(time.monotonic() + self.timeout, self.deadline)
+
+    def kernel_request(self, message: dict) -> dict:
+        return self.kernel.request(message, self._deadline())
+
+    def _result(self, response: dict, inbound):
+        if "result" in response:
+            try:
+                return inbound(response["result"])
+            except WireError as error:
+                raise LearnerRaised(["ValueError"], f"what came back is not a value the checks take: {error}") from None
+        if isinstance(response.get("raised"), dict):
+            raised = response["raised"]
+            mro = raised.get("mro") if isinstance(raised.get("mro"), list) else ["Exception"]
+            raise LearnerRaised(mro, raised.get("message", ""))
+        if "failed" in response:
+            raise LearnerRaised(["RuntimeError"], f"the program could not be run: {response['failed']}")
+        raise LearnerRaised(["RuntimeError"], f"the answer was refused: {response.get('refused', response)}")
+
+    def call(self, function: LearnerFunction, args, kwargs):
+        message = {
+            "op": "call",
+            "target": {"$handle": function._handle},
+            "args": [self.outbound(a) for a in args],
+            "kwargs": [[k, self.outbound(v)] for k, v in kwargs.items()],
+        }
+        return self._result(self.kernel_request(message), self.inbound)
+
+    def artifact(self, function: LearnerFunction, operation: str, args, bind, argnums):
+        """Ask the kernel for the program (function, bound, transformed) at args' shapes, then
+        run it on args, or compile it for its plan, in the artifact helper."""
+        import jax.numpy as jnp
+
+        if operation not in TRANSFORMS:
+            raise ValueError(f"no such evidence: {operation}")
+        arrays = [jnp.asarray(a) for a in args]
+        avals = [[list(a.shape), a.dtype.name] for a in arrays]
+        positions: list = []
+        template = None if bind is None else [self.outbound(item, arguments=positions) for item in bind]
+        message = {
+            "op": "export",
+            "target": {"$handle": function._handle},
+            "bind": template,
+            "transform": TRANSFORMS[operation],
+            "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
+            "avals": avals,
+        }
+        response = self.kernel_request(message)
+        if "exported" not in response:
+            return self._result(response, self.inbound)  # raises: the kernel could not export it
+        exported = response["exported"]
+        if not isinstance(exported, str):
+            raise LearnerRaised(["RuntimeError"], "the kernel handed over no program")
+        try:
+            base64.b64decode(exported, validate=True)
+        except ValueError:
+            raise LearnerRaised(["RuntimeError"], "the kernel handed over something that is not a program") from None
+        request = {"op": "plan" if operation == "plan" else "run", "exported": exported, "avals": avals}
+        if operation != "plan":
+            request["inputs"] = [encode(np.asarray(a)) for a in arrays]
+        try:
+            answer = self.helpers.artifacts.request(request, max(1.0, self._deadline() - time.monotonic()))
+        except HelperError as error:
+            raise LearnerRaised(["RuntimeError"], f"your program could not be run by the grader: {error}") from None
+        return self._result(answer, decode)
+
+    def numpy_only(self, name: str) -> NumpyOnlyFunction:
+        if name not in self._numpy_cells:
+            cells = [source for source in self.answers if _defines(source, name)]
+            if not cells:
+                self._numpy_cells[name] = None
+            else:
+                ident = len(self._numpy_cells) + 1
+                self._numpy_cells[name] = ident
+                answer = self._numpy_request({"op": "load", "cell": ident, "source": cells[-1]})
+                if "loaded" not in answer:
+                    self._numpy_cells[name] = None
+                    self._result(answer, decode)  # raises what the cell raised
+        return NumpyOnlyFunction(self, self._numpy_cells[name], name)
+
+    def call_numpy_only(self, cell: int | None, name: str, args):
+        if cell is None:
+            raise LearnerRaised(["NameError"], f"no answer cell of this notebook defines {name!r}")
+        message = {"op": "call", "cell": cell, "name": name, "args": [self.outbound(a, to_kernel=False) for a in args]}
+        return self._result(self._numpy_request(message), decode)
+
+    def _numpy_request(self, message: dict) -> dict:
+        try:
+            return self.helpers.numpy_only.request(message, max(1.0, self._deadline() - time.monotonic()))
+        except HelperError as error:
+            self._numpy_cells.clear()  # a new process: cells are loaded again
+            raise LearnerRaised(["RuntimeError"], f"the answer cell's process: {error}") from None
+
+
+def write_verdict(cell, earned: float, report: str) -> None:
+    """Replace the cell's outputs by the judge's report and score (nbgrader reads the score)."""
+    cell.outputs = [
+        NotebookNode(output_type="stream", name="stdout", text=report + "\n"),
+        NotebookNode(
+            output_type="execute_result",
+            execution_count=cell.get("execution_count"),
+            data={"text/plain": repr(float(earned))},
+            metadata={},
+        ),
+    ]
+
+
+def is_test_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return (
+        cell.get("cell_type") == "code"
+        and isinstance(meta, dict)
+        and bool(meta.get("grade"))
+        and not meta.get("solution")
+    )

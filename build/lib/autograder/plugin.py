@@ -1,0 +1,112 @@
+"""nbgrader's own `nbgrader autograde`, with this grader's defenses: the lines a course needs.
+
+With this package installed, a course's `nbgrader_config.py` that holds
+
+    from autograder.plugin import configure
+    configure(c)                                  # any assignment
+    configure(c, checks_module="remat_checks")    # an assignment whose checks speak the judge's protocol
+
+(or that `autograder configure COURSE` wrote) makes `nbgrader autograde` grade each notebook in a
+sandbox of its own (autograder/sandbox.py), with the submission's nbgrader metadata taken from
+the source, deleted or duplicated graded cells restored or merged, output capped, and the
+autograded notebook written so that no page made of it runs a learner's script
+(autograder/pages.py). With `checks_module`, every test cell of the assignment is checked by the
+judge, outside the learner's process (autograder/judge.py). `nbgrader generate_feedback`,
+`nbgrader export` and formgrader work on the result as they always do.
+
+Where the sandbox cannot start on this machine, `nbgrader autograde` stops with exit status 3
+and the fix, before any notebook runs: nothing falls back to grading without it (`unsafe=True`
+does, for trusted work only).
+
+What `nbgrader autograde` does not do, `autograder grade` does: the reference run that proves
+the instructor's notebooks earn every point, the compile cache, the time budgets derived from
+it, many students at once on Dask, one class gradebook merged per student.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+#: What a course's nbgrader_config.py needs (autograder configure writes it).
+CONFIG_LINES = """
+# The safe grader (the autograder package): nbgrader autograde runs every notebook in a sandbox,
+# takes nbgrader metadata from the source, and writes pages that run no learner's script.
+from autograder.plugin import configure
+
+configure(c{arguments})
+"""
+
+
+def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe: bool = False) -> None:
+    """Put the grader's preprocessors into nbgrader's autograde pipeline of config `c`."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        ClearOutput,
+        IgnorePattern,
+        LimitOutput,
+        OverwriteKernelspec,
+        SaveAutoGrades,
+    )
+
+    from .preprocessors import (
+        DeduplicateIdsCleanly,
+        ForPages,
+        MetadataFromSource,
+        RequireSandbox,
+        RestoreMissingCells,
+        SandboxedExecute,
+    )
+
+    c.Autograde.sanitize_preprocessors = [
+        RequireSandbox,
+        ClearOutput,
+        MetadataFromSource,
+        DeduplicateIdsCleanly,
+        OverwriteKernelspec,
+        RestoreMissingCells,
+        CheckCellMetadata,
+    ]
+    c.Autograde.autograde_preprocessors = [
+        SandboxedExecute,
+        IgnorePattern,
+        ClearMetadataPreprocessor,
+        LimitOutput,
+        SaveAutoGrades,
+        AssignLatePenalties,
+        CheckCellMetadata,
+        ForPages,
+    ]
+    # Deleted graded and locked cells come back from the source.
+    c.OverwriteCells.add_missing_cells = True
+    # nbgrader writes autograded files read-only; the grader may run as an ordinary user and must
+    # replace them when it grades again.
+    c.Autograde.permissions = 644
+    c.SandboxedExecute.judge_checks_module = checks_module
+    c.SandboxedExecute.unsafe = unsafe
+    if limits:
+        c.SandboxedExecute.limits = dict(limits)
+        c.SandboxedKernelManager.limits = dict(limits)
+
+
+def main(argv=None) -> int:
+    """`autograder configure COURSE [--checks-module NAME]`: add the lines to COURSE/nbgrader_config.py."""
+    parser = argparse.ArgumentParser(prog="autograder configure", description=main.__doc__.split(":", 1)[1].strip())
+    parser.add_argument("course", type=Path, help="an nbgrader course folder (it holds source/)")
+    parser.add_argument("--checks-module", default="", help="the assignment's checks module for the judge")
+    args = parser.parse_args(argv)
+    if not args.course.is_dir():
+        print(f"error: {args.course} is not a folder", file=sys.stderr)
+        return 2
+    config = args.course / "nbgrader_config.py"
+    text = config.read_text() if config.exists() else "c = get_config()  # noqa: F821\n"
+    if "autograder.plugin" in text:
+        print(f"{config} already configures the grader")
+        return 0
+    arguments = f", checks_module={args.checks_module!r}" if args.checks_module else ""
+    config.write_text(text.rstrip("\n") + "\n" + CONFIG_LINES.format(arguments=arguments))
+    print(f"wrote the grader's lines into {config}: `nbgrader autograde` there now grades in a sandbox")
+    return 0

