@@ -26,8 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from .course import build_course, nbgrader_env, use_the_venvs_tools
+from .course import nbgrader_env, new_course, use_the_venvs_tools
 from .grade import grade
+from .options import GradingOptions
 from .paths import ASSIGNMENT, AUTOGRADER, KERNEL_NAME, NOTEBOOKS, RUNS, SOLUTIONS
 
 BENCH = RUNS / "bench"
@@ -63,7 +64,7 @@ def make_class(copies: int, destination: Path, source: str = "samples") -> list[
 
 def stock_serial(submissions: Path, course: Path) -> dict:
     """nbgrader the way its docs run it: one course folder, one command at a time."""
-    build_course(course)
+    new_course(course)
     env = nbgrader_env()
     env.pop("PYTHONPATH", None)  # the stock pipeline: the bundle's grader is not importable here
     steps = {}
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
         )
     shutil.rmtree(BENCH / "parallel", ignore_errors=True)  # a fresh class gradebook, like stock nbgrader's
     start = time.perf_counter()
-    result = grade(submissions, BENCH / "parallel", jobs=args.jobs, progress_stream=io.StringIO())
+    result = grade(submissions, BENCH / "parallel", GradingOptions(jobs=args.jobs), io.StringIO())
     parallel_wall = time.perf_counter() - start
     print(f"parallel grader, {args.jobs} jobs: {parallel_wall:.1f} s", flush=True)
 

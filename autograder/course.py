@@ -85,8 +85,8 @@ def assignment_of_origin(origin: CourseOrigin) -> Assignment:
     return Assignment(origin.assignment, notebooks)
 
 
-def build_course(root: Path, origin: CourseOrigin | None = None) -> Path:
-    """(Re)create a course folder at root with the assignment's source (the bundle's, or the
+def new_course(root: Path, origin: CourseOrigin | None = None) -> Path:
+    """A new course folder at root (whatever was there is deleted first) with the assignment's source (the bundle's, or the
     origin's); return root."""
     if root.exists():
         shutil.rmtree(root)

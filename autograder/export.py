@@ -22,15 +22,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from .gradebook import (
-    GradebookError,
+from .class_gradebook import GradebookError, require_gradebook
+from .paths import ROOT, RUNS
+from .reports import (
     lms_file,
     pending_lines,
     regenerate_class_files,
-    require_gradebook,
     write_lms_file,
 )
-from .paths import ROOT, RUNS
 
 DEFAULT_OUT = RUNS / "autograde"
 

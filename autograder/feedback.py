@@ -19,8 +19,6 @@ not be made, 2 on bad arguments.
 from __future__ import annotations
 
 import argparse
-import html
-import re
 import shutil
 import stat
 import sys
@@ -29,12 +27,14 @@ from pathlib import Path
 
 import nbformat
 
+from .class_gradebook import GradebookError, class_students, open_api, require_gradebook
 from .course import assignment_of
-from .gradebook import GradebookError, _api, class_students, flag_findings, require_gradebook
 from .hidden_tests import strip_hidden_tests
 from .intake import printable
 from .pages import assignment_markdown, sanitize_notebook
 from .paths import ROOT, RUNS
+from .reports import flag_findings
+from .student_files import flag_note
 
 DEFAULT_OUT = RUNS / "autograde"
 
@@ -52,42 +52,6 @@ def prepare_for_pages(folder: Path, source_folder: Path | None = None) -> None:
         sanitize_notebook(notebook, own)
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
         nbformat.write(notebook, path)
-
-
-def flag_note(page: str, findings: list[str]) -> str:
-    items = "".join(f"<li>{html.escape(f)}</li>" for f in findings)
-    note = (
-        '<div class="alert alert-warning" style="border:2px solid #c60;padding:1em;margin:1em">'
-        "<strong>Flagged for instructor review.</strong> The grader found code that can interfere "
-        f"with grading; an instructor will look at it. Your scores are unchanged.<ul>{items}</ul></div>"
-    )
-    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + note, page, count=1)
-
-
-def write_student_files(
-    out: Path, course: Path, result, submission: dict[str, Path], findings: dict[str, list[str]]
-) -> None:
-    """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
-    student, assignment = result.student_id, assignment_of(course).id
-    submitted = course / "submitted" / student / assignment
-    autograded = course / "autograded" / student / assignment
-    feedback = course / "feedback" / student / assignment
-    for folder in (submitted, autograded, feedback, out / "feedback" / student):
-        folder.mkdir(parents=True, exist_ok=True)
-    for name, path in submission.items():
-        shutil.copyfile(path, submitted / name)
-    for name, text in result.autograded.items():
-        (autograded / name).write_text(text)
-    # The assignment's other files beside the notebooks, as nbgrader's own autograde leaves them.
-    for source in sorted((course / "source" / assignment).iterdir()) if result.autograded else []:
-        if source.is_file() and source.suffix == ".py":
-            shutil.copyfile(source, autograded / source.name)
-    for name, page in result.feedback.items():
-        notes = findings.get(Path(name).stem + ".ipynb")
-        if notes:
-            page = flag_note(page, notes)
-        (feedback / name).write_text(page)
-        (out / "feedback" / student / name).write_text(page)
 
 
 @dataclass
@@ -112,7 +76,7 @@ def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = No
             f"no submission of {', '.join(map(repr, unknown))} in {course / 'gradebook.db'}; "
             f"the class: {', '.join(known) or '(nobody yet)'}"
         )
-    api, _ = _api(course)
+    api, _ = open_api(course)
     done = Regenerated()
     for student in wanted:
         try:

@@ -1,9 +1,12 @@
 """Autograde a class's submissions of performance-05: scores, feedback and grades.csv.
 
-    python -m autograder.grade SUBMISSIONS [--jobs N] [--scheduler tls://host:port --tls-ca-file F
-                               --tls-cert F --tls-key F] [--out DIR] [--cell-timeout S]
-                               [--limit NAME=VALUE ...] [--no-compile-cache] [--no-fork]
-                               [--unsafe-no-sandbox]
+    autograder grade SUBMISSIONS [--out DIR] [--jobs N] [--scheduler tls://host:port --tls-ca-file F
+                                 --tls-cert F --tls-key F] [--cell-timeout S] [--limit NAME=VALUE ...]
+                                 [--no-compile-cache] [--no-fork] [--fresh-gradebook]
+                                 [--course COURSE --assignment ID] [--judge-seed N] [--unsafe-no-sandbox]
+
+(`python -m autograder.grade` is the same command; every option is explained in
+autograder/options.py and by `autograder grade --help`.)
 
 SUBMISSIONS holds <student_id>/<notebook>.ipynb (any of the five notebooks). First the
 instructor's notebooks run once (the reference every check is judged against, and the compile
@@ -23,36 +26,34 @@ reason of the grader's own (a FAILED line names each; the others are graded).
 from __future__ import annotations
 
 import argparse
-import re
+import logging
 import secrets
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .class_course import clear_outputs, prepare_class_course, source_files, update_class_course
+from .class_gradebook import GradebookError, graded_by_hand
+from .console import show_log
 from .course import BUNDLE, Assignment, CourseOrigin, assignment_of_origin, use_the_venvs_tools
-from .feedback import regenerate_feedback, write_student_files
-from .gradebook import (
-    GradebookError,
-    build_course,
-    clear_outputs,
-    graded_by_hand,
-    merge_into_gradebook,
-    prepare_class_course,
-    read_cells,
-    source_files,
-    write_class_files,
-)
+from .feedback import regenerate_feedback
 from .intake import printable, take_in
+from .merge import merge_into_gradebook
+from .options import GradingOptions, limits_from
 from .paths import ROOT, RUNS
 from .progress import Progress
 from .reference import ReferenceProblem, into_template
-from .runners import DaskRunner, HereRunner, SchedulerSecurity
+from .reports import read_cells, write_class_files
+from .runners import DaskRunner, HereRunner
 from .sandbox import UNSAFE_FLAG, UNSAFE_WARNING, Limits, SandboxUnavailable, find_sandbox
+from .student_files import write_student_files
 from .submissions import UsageError, find_submissions
+from .tls import SchedulerSecurity
 from .worker import StudentTask
 
 DEFAULT_OUT = RUNS / "autograde"
+log = logging.getLogger(__name__)
 
 
 class CannotGradeSafely(RuntimeError):
@@ -84,48 +85,21 @@ class GradingResult:
 def grade(
     submissions: Path,
     out: Path = DEFAULT_OUT,
-    jobs: int = 1,
-    scheduler: str | None = None,
-    cell_timeout: int | None = None,
+    options: GradingOptions | None = None,
     progress_stream=None,
-    compile_cache: bool = True,
-    fork_kernels: bool = True,
-    unsafe_no_sandbox: bool = False,
-    limits: dict | None = None,
-    scheduler_security: SchedulerSecurity | None = None,
-    fresh_gradebook: bool = False,
-    judge_seed: int | None = None,
-    origin: CourseOrigin | None = None,
 ) -> GradingResult:
-    """Grade every student in submissions; write OUT. UsageError on bad arguments,
-    GradebookError when OUT's class gradebook holds another assignment, CannotGradeSafely when
-    no sandbox works here or the instructor's notebooks fail their checks.
+    """Grade every student in submissions, as `options` say (autograder/options.py); write OUT.
+    UsageError on bad arguments, GradebookError when OUT's class gradebook holds another
+    assignment, CannotGradeSafely when no sandbox works here or the instructor's notebooks fail
+    their checks.
 
-    compile_cache and fork_kernels only change how long grading takes, never a grade: the
-    first shares the reference run's compiled programs (autograder/compile_cache.py), the
-    second forks each notebook's kernel from one warm host per student (autograder/kernel_host.py).
-    An existing class gradebook in OUT/course is reused, manual grades kept (fresh_gradebook:
-    start a new one, the old one backed up; autograder/gradebook.py). judge_seed: the seed of
-    the judge's fresh inputs (default: a new one for this run, which only the grader holds).
-    origin: an instructor's course folder and assignment to grade (default: the bundle's).
+    An existing class gradebook in OUT/course is reused, manual grades kept (unless
+    options.fresh_gradebook; autograder/class_course.py). Without options.judge_seed the judge's
+    fresh inputs come from a new seed for this run, which only the grader holds.
     """
     started = time.perf_counter()
-    if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, not {jobs}")
-    if cell_timeout is not None and cell_timeout < 1:
-        raise UsageError(f"--cell-timeout must be at least 1 second, not {cell_timeout}")
-    if scheduler is not None:
-        if not re.match(r"^tls://\S+$", scheduler):
-            raise UsageError(
-                f"--scheduler wants a TLS address like tls://host:8786, not {scheduler!r}: an "
-                "unencrypted scheduler runs code for anyone who reaches it"
-            )
-        if scheduler_security is None:
-            raise UsageError("--scheduler needs the instructor's TLS files: --tls-ca-file, --tls-cert and --tls-key")
-    try:
-        sandbox_limits = Limits.from_config(limits)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    options = (options or GradingOptions()).validated()
+    origin = options.origin
     submissions = Path(submissions).resolve()
     assignment = BUNDLE
     if origin is not None:
@@ -139,28 +113,23 @@ def grade(
         raise UsageError(f"--out {out} would overwrite the submissions in {submissions}")
     # Before anyone is graded: a sandbox that works here, with the options grading uses.
     try:
-        find_sandbox(sandbox_limits, unsafe=unsafe_no_sandbox)
+        find_sandbox(options.limits, unsafe=options.unsafe)
     except SandboxUnavailable as error:
         raise CannotGradeSafely(str(error)) from None
     course = out / "course"
-    clear_outputs(out, fresh_gradebook)
+    clear_outputs(out, options.fresh_gradebook)
     out.mkdir(parents=True, exist_ok=True)
     phases: dict[str, float] = {}
     use_the_venvs_tools()
-    seed = judge_seed if judge_seed else secrets.randbits(62)
-    options = {"unsafe": unsafe_no_sandbox, "limits": dict(limits or {}), "judge_seed": seed}
+    options = options.replace(judge_seed=options.judge_seed or secrets.randbits(62))
 
-    runner = (
-        HereRunner(**options)
-        if jobs == 1 and scheduler is None
-        else DaskRunner(jobs, scheduler, scheduler_security, **options)
-    )
+    runner = HereRunner(options) if options.jobs == 1 and options.scheduler is None else DaskRunner(options)
     with runner:
-        build_course(course, fresh=fresh_gradebook, origin=origin)
+        update_class_course(course, fresh=options.fresh_gradebook, origin=origin)
         source = source_files(course)
-        runner.start_reference(source, fill_cache=compile_cache)  # on the workers, while the gradebook is built here
+        runner.start_reference(source)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
-        timeout = cell_timeout or configured_timeout
+        tasks_options = options.replace(cell_timeout=options.cell_timeout or configured_timeout)
 
         tasks, broken, flagged, findings_by_nb, failed = [], {}, {}, {}, {}
         for student, files in found.students.items():
@@ -170,17 +139,13 @@ def grade(
             if taken.findings:
                 findings_by_nb[student] = taken.findings
                 flagged[student] = [f"{name}: {f}" for name, found_here in taken.findings.items() for f in found_here]
-            tasks.append(
-                StudentTask(
-                    student, taken.notebooks, timeout, extra_files=taken.extra, fork_kernels=fork_kernels, **options
-                )
-            )
+            tasks.append(StudentTask(student, taken.notebooks, tasks_options, extra_files=taken.extra))
         phases["setup"] = time.perf_counter() - started
 
         progress = Progress(len(tasks), stream=progress_stream)
         mark = time.perf_counter()
         try:
-            template = into_template(template, runner.reference_runs(), progress.note, sandbox_limits)
+            template = into_template(template, runner.reference_runs(), progress.note, options.limits)
         except ReferenceProblem as error:
             raise CannotGradeSafely(str(error)) from None
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
@@ -213,7 +178,7 @@ def grade(
     if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
         for student, why in regenerate_feedback(out, by_hand).failed.items():
             failed.setdefault(student, []).append(f"their feedback could not be regenerated: {why}")
-        print(f"feedback of {', '.join(by_hand)} regenerated with the manual grades kept in the gradebook")
+        log.info("feedback of %s regenerated with the manual grades kept in the gradebook", ", ".join(by_hand))
     phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
     progress.finish(seconds)
@@ -269,20 +234,17 @@ def _limit(text: str) -> tuple[str, str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    about = GradingOptions.help
     parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
-    parser.add_argument(
-        "--jobs", type=int, default=1, help="students graded at once on a local Dask cluster (default 1: here)"
-    )
-    parser.add_argument(
-        "--scheduler", help="address of a running Dask scheduler that speaks TLS, e.g. tls://10.0.0.5:8786"
-    )
-    parser.add_argument("--tls-ca-file", help="with --scheduler: the certificate authority of the cluster's TLS")
-    parser.add_argument("--tls-cert", help="with --scheduler: this client's certificate")
-    parser.add_argument("--tls-key", help="with --scheduler: this client's private key")
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"where results go (default {DEFAULT_OUT.relative_to(ROOT)})"
     )
-    parser.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: nbgrader_config.py)")
+    parser.add_argument("--jobs", type=int, default=1, help=about("jobs"))
+    parser.add_argument("--scheduler", help=about("scheduler"))
+    parser.add_argument("--tls-ca-file", help="with --scheduler: the certificate authority of the cluster's TLS")
+    parser.add_argument("--tls-cert", help="with --scheduler: this client's certificate")
+    parser.add_argument("--tls-key", help="with --scheduler: this client's private key")
+    parser.add_argument("--cell-timeout", type=int, help=about("cell_timeout"))
     parser.add_argument(
         "--limit",
         type=_limit,
@@ -291,24 +253,9 @@ def main(argv=None) -> int:
         metavar="NAME=VALUE",
         help=f"a limit of every kernel, e.g. memory=8G (names: {', '.join(Limits().as_dict())}); repeatable",
     )
-    parser.add_argument(
-        "--no-compile-cache",
-        dest="compile_cache",
-        action="store_false",
-        help="every kernel compiles for itself (slower; grades are the same)",
-    )
-    parser.add_argument(
-        "--no-fork",
-        dest="fork_kernels",
-        action="store_false",
-        help="a fresh sandbox and kernel per notebook instead of forks of a warm one (slower; same grades)",
-    )
-    parser.add_argument(
-        "--fresh-gradebook",
-        action="store_true",
-        help="start a new class gradebook (the old one is copied to OUT/gradebook-backups/): "
-        "manual grades are then lost; by default they are kept",
-    )
+    parser.add_argument("--no-compile-cache", dest="compile_cache", action="store_false", help=about("compile_cache"))
+    parser.add_argument("--no-fork", dest="fork_kernels", action="store_false", help=about("fork_kernels"))
+    parser.add_argument("--fresh-gradebook", action="store_true", help=about("fresh_gradebook"))
     parser.add_argument(
         "--course",
         type=Path,
@@ -319,43 +266,35 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--judge-seed",
         type=int,
-        help="the seed of the fresh inputs the grader's checks draw (default: a new one for every run); "
-        "give the one a run printed to grade again with the same inputs",
+        help=about("judge_seed") + "; give the one a run printed to grade again with the same inputs",
     )
-    parser.add_argument(
-        UNSAFE_FLAG,
-        dest="unsafe",
-        action="store_true",
-        help="grade WITHOUT any sandbox: only for submissions you trust",
-    )
+    parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true", help=about("unsafe"))
     args = parser.parse_args(argv)
     if bool(args.course) != bool(args.assignment):
         print("error: --course and --assignment go together", file=sys.stderr)
         return 2
-    origin = CourseOrigin(args.course.resolve(), args.assignment) if args.course else None
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
-    security = SchedulerSecurity(*tls) if all(tls) else None
     if any(tls) and not all(tls):
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
     if args.unsafe:
         print(UNSAFE_WARNING, file=sys.stderr, flush=True)
+    show_log()
     try:
-        result = grade(
-            args.submissions,
-            args.out,
-            args.jobs,
-            args.scheduler,
-            args.cell_timeout,
+        options = GradingOptions(
+            jobs=args.jobs,
+            scheduler=args.scheduler,
+            scheduler_security=SchedulerSecurity(*tls) if all(tls) else None,
+            cell_timeout=args.cell_timeout,
+            limits=limits_from(dict(args.limit)),
             compile_cache=args.compile_cache,
             fork_kernels=args.fork_kernels,
-            unsafe_no_sandbox=args.unsafe,
-            limits=dict(args.limit),
-            scheduler_security=security,
+            unsafe=args.unsafe,
             fresh_gradebook=args.fresh_gradebook,
-            judge_seed=args.judge_seed,
-            origin=origin,
+            judge_seed=args.judge_seed or 0,
+            origin=CourseOrigin(args.course.resolve(), args.assignment) if args.course else None,
         )
+        result = grade(args.submissions, args.out, options)
     except (UsageError, GradebookError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

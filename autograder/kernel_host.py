@@ -1,23 +1,11 @@
-"""The one process a student's sandbox starts: it prepares each notebook's kernel and runs it.
+"""The grader's side of a kernel host: the one process a student's sandbox starts, asked for each notebook's kernel.
 
-Inside the sandbox (autograder/sandbox.py) the grader starts one *kernel host* per student. It
-drops to the kernel's unprivileged uid, imports what every kernel imports (ipykernel, NumPy,
-JAX, Matplotlib: about a second, paid once per student instead of once per notebook), then
-serves one request per notebook. For each request it:
-
-1. ends every other process in the sandbox (what the previous notebook left running);
-2. empties /tmp and /run/kernel, and makes a fresh working copy of the assignment's shipped
-   files in /tmp/submission, with an empty $HOME and IPYTHONDIR: nothing a notebook wrote
-   (an IPython startup file, a package that would shadow a shipped module) reaches the next;
-3. forks the kernel, which sets its limits (memory, file size, CPU time, tasks), makes itself
-   the first process the host's out-of-memory killer picks, and starts ipykernel.
-
-Forking is safe because the host itself starts no thread, JAX backend or ZeroMQ context; it
-is not dumpable, so a kernel can neither trace it nor write its memory. `--no-fork` runs the
-same code once per notebook in a fresh sandbox and `exec`s nothing: the host becomes the kernel.
-
-SOURCE runs as `python -c SOURCE CONFIG` and imports nothing of the bundle (the sandbox does
-not show it). KernelHost is the grader's side.
+Inside the sandbox (autograder/sandbox.py) the grader starts one *kernel host* per student
+(its program: autograder/kernel_host_program.py, sent as text, run after confine.py). Warm, it
+imports what every kernel imports once, then forks a kernel in a fresh workspace for each
+notebook; cold (one sandbox per notebook), it becomes the notebook's kernel. `KernelHost` starts
+it, asks it for kernels over its standard input and output, and stops it; `KernelProcess` is a
+kernel as the grader sees it (its pid outside the sandbox's PID namespace).
 """
 
 from __future__ import annotations
@@ -30,205 +18,15 @@ import subprocess
 import time
 from pathlib import Path
 
+from .helpers import sent_text
+from .kernel_host_program import READY
 from .sandbox import launch
 
-SOURCE = r'''
-import ctypes, errno, json, os, shutil, signal, sys
-
-CONFIG = json.loads(sys.argv[1])
-control_in = os.fdopen(os.dup(0), "r")
-control_out = os.fdopen(os.dup(1), "w")
-null = os.open(os.devnull, os.O_RDWR)
-for fd in (0, 1, 2):  # a kernel's own output travels over its sockets; raw writes go nowhere
-    os.dup2(null, fd)
-
-LIBC = ctypes.CDLL(None, use_errno=True)
-if CONFIG["uid"] is not None:
-    os.setgroups([])
-    os.setgid(CONFIG["uid"])
-    os.setuid(CONFIG["uid"])  # from here on no capability is left
-LIBC.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: kernels cannot trace or read this process
-
-SCRATCH, WORKDIR, ASSIGNMENT, CONNECTION = CONFIG["scratch"], CONFIG["workdir"], CONFIG["assignment"], CONFIG["connection"]
-if not CONFIG["own_pid_namespace"] and "performance-05-" not in SCRATCH:
-    raise SystemExit(f"refusing to empty {SCRATCH}: not a grading scratch folder")
-os.makedirs(os.path.join(SCRATCH, "matplotlib"), exist_ok=True)  # the imports below may write there
-
-
-def say(text):
-    control_out.write(text + "\n")
-    control_out.flush()
-
-
-KEEP = set(CONFIG["keep"])  # read-only folders mounted under the scratch space (a venv in /tmp)
-
-
-def empty(folder):
-    def retry(function, path, _):
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700) if not os.path.islink(path) else None
-            function(path)
-        except OSError as error:
-            if error.errno not in (errno.EROFS, errno.EBUSY):  # a kept mount, moved by the kernel
-                raise
-    for entry in os.scandir(folder):
-        if entry.path in KEEP:
-            continue
-        if entry.is_dir(follow_symlinks=False) and any(kept.startswith(entry.path + os.sep) for kept in KEEP):
-            try:
-                os.chmod(entry.path, 0o755)
-            except OSError:  # made by bwrap as root: the kernel could not write there either
-                pass
-            empty(entry.path)
-        elif entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, onerror=retry)
-        else:
-            os.unlink(entry.path)
-
-
-def end_the_others():
-    """SIGKILL every process of the sandbox but this one (and bwrap's init, which reaps them)."""
-    if not CONFIG["own_pid_namespace"]:
-        for group in KERNEL_GROUPS:
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except OSError:
-                pass
-        KERNEL_GROUPS.clear()
-        return
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:  # nobody else was left
-        return
-    import time
-
-    import psutil
-
-    for _ in range(500):
-        if not [pid for pid in psutil.pids() if pid not in (1, os.getpid())]:
-            return
-        time.sleep(0.01)
-
-
-def fresh_workspace():
-    empty(SCRATCH)
-    empty(CONNECTION)
-    if CONFIG["own_pid_namespace"]:  # in the sandbox: its own sized /dev/shm (unsandboxed: the host's, left alone)
-        empty("/dev/shm")
-    for name in ("home", "ipython", "matplotlib", "cache"):
-        os.mkdir(os.path.join(SCRATCH, name))
-    shutil.copytree(ASSIGNMENT, WORKDIR, symlinks=False)
-
-
-def become_kernel(request):
-    import resource
-    limits = CONFIG["limits"]
-    for name, value in (("RLIMIT_AS", limits["memory"]), ("RLIMIT_FSIZE", limits["file_size"]),
-                        ("RLIMIT_NOFILE", limits["open_files"]), ("RLIMIT_CORE", 0)):
-        resource.setrlimit(getattr(resource, name), (value, value))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 5))
-    if CONFIG["uid"] is not None:  # counted per uid: only meaningful for a uid of the kernel's own
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["tasks"], limits["tasks"]))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, it does not kill
-    try:
-        with open("/proc/self/oom_score_adj", "w") as handle:
-            handle.write("1000")  # short of memory, the host ends a kernel, not the grader
-    except OSError:
-        pass
-    connection_file = os.path.join(SCRATCH, ".kernel.json")
-    with open(connection_file, "w") as handle:
-        json.dump(request["connection"], handle)
-    os.chdir(WORKDIR)
-    os.environ.clear()
-    os.environ.update(request["env"])
-    sys.argv = ["ipykernel_launcher", "-f", connection_file, *request["args"]]
-    from ipykernel import iostream
-    cap, write = limits["output"], iostream.OutStream.write
-
-    def capped_write(stream, text):
-        # The output limit, per cell: what is printed past it is dropped here, in the kernel,
-        # so the grader never has to take it in (the grader cuts too, for kernels that change this).
-        cell = (stream.parent_header or {}).get("header", {}).get("msg_id")
-        if getattr(stream, "_grading_cell", ()) != cell:
-            stream._grading_cell, stream._grading_used = cell, 0
-        room = cap - stream._grading_used
-        stream._grading_used += len(text)
-        if len(text) <= room:
-            return write(stream, text)
-        if room > -len(text):  # the first write past the limit: what fits, and the note
-            write(stream, text[:max(room, 0)] + f"\n[output cut: this cell printed more than {cap / 2**20:g} MiB, "
-                  "the output limit of grading]\n")
-        return len(text)
-
-    iostream.OutStream.write = capped_write
-
-    # ipykernel listens on a loopback TCP port for what forked children print. A graded kernel
-    # listens on no port at all: nothing in its sandbox answers a scan, and no code of the
-    # learner's can feed its kernel's output from a socket. What a forked child prints is dropped
-    # (it would otherwise write to its parent's sockets, which a fork does not carry over).
-    def no_subprocess_pipe(thread):
-        thread._pipe_flag = False
-
-    really_send = iostream.IOPubThread._really_send
-
-    def send_from_the_kernel_only(thread, msg, *args, **kwargs):
-        if thread._is_master_process():
-            return really_send(thread, msg, *args, **kwargs)
-
-    iostream.IOPubThread._setup_pipe_in = no_subprocess_pipe
-    iostream.IOPubThread._really_send = send_from_the_kernel_only
-    import ipykernel.compiler
-    # Cell files are <tmp>/ipykernel_<pid>/<hash>.py and show in tracebacks, so in feedback:
-    # one name for every kernel keeps feedback the same from run to run.
-    cells = os.path.join(SCRATCH, "ipykernel_2")
-    ipykernel.compiler.get_tmp_directory = lambda: cells
-    from ipykernel import kernelapp
-    kernelapp.launch_new_instance()
-
-
-KERNEL_GROUPS = []
-if CONFIG["warm"]:
-    # What IPKernelApp.initialize imports (the debugger's modules too), and the lesson's stack.
-    from ipykernel import kernelapp
-    import ipykernel.ipkernel, ipykernel.zmqshell, IPython.core.oinspect, IPython.core.completerlib
-    import IPython.extensions.storemagic, tornado.platform.asyncio
-    try:
-        import ipykernel.debugger
-    except ImportError:
-        pass
-    import numpy, jax, jax.numpy, matplotlib, matplotlib.pyplot
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are not waited for
-    say("ready")
-    for line in control_in:
-        request = json.loads(line)
-        end_the_others()
-        fresh_workspace()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                control_in.close()
-                control_out.close()
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                os.setpgid(0, 0)
-                become_kernel(request)
-            finally:
-                os._exit(0)
-        try:
-            os.setpgid(pid, pid)
-        except OSError:
-            pass
-        KERNEL_GROUPS.append(pid)
-        say(str(pid))
-else:
-    say("ready")
-    request = json.loads(control_in.readline())
-    fresh_workspace()
-    say(str(os.getpid()))
-    control_in.close()
-    control_out.close()
-    become_kernel(request)
-'''
+#: What the host runs: confine.py, then kernel_host_program.py, then its main() on the configuration.
+PROGRAM = (
+    sent_text("confine.py", "kernel_host_program.py")
+    + "\nimport json as _json, sys as _sys\nmain(_json.loads(_sys.argv[1]))\n"
+)
 
 #: Seconds to wait for a host's imports.
 START_TIMEOUT = 120
@@ -331,7 +129,7 @@ class KernelHost:
             start_new_session=True,
         )
         line = self._read_line(START_TIMEOUT)
-        if line != "ready":
+        if line != READY:
             self.stop()
             raise KernelHostError(f"the kernel host did not start (it said {line!r})")
 

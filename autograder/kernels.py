@@ -1,8 +1,8 @@
 """Kernels for grading: each one in a student's sandbox, over Unix sockets, watched for its limits.
 
 `SandboxedKernelManager` is the kernel manager nbgrader's Execute uses while grading (see
-preprocessors.SandboxedExecute). It asks the student's `SandboxSession` for a kernel instead of
-starting a process itself:
+execute.SandboxedExecute). It asks the student's `SandboxSession`, named in its config by
+`session_name`, for a kernel instead of starting a process itself:
 
 - the kernel runs in the session's sandbox (autograder/sandbox.py), in a fresh workspace, with
   its limits set (autograder/kernel_host.py);
@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import secrets
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -31,11 +31,12 @@ import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Any, default
+from traitlets import Unicode, default
 
-from .kernel_host import SOURCE, KernelHost, KernelProcess, alive, descendants
+from .kernel_host import PROGRAM, KernelHost, KernelProcess, alive, descendants
+from .kernel_host_program import SCRATCH_MARK
 from .sandbox import (
-    ASSIGNMENT,
+    ASSIGNMENT_MOUNT,
     CACHE,
     CONNECTION,
     SCRATCH,
@@ -46,21 +47,22 @@ from .sandbox import (
     mounts_in_scratch,
 )
 
-#: The largest message the grader accepts from a kernel (a bigger one drops the connection).
-MAX_MESSAGE = 64 << 20
+#: The largest message, in bytes, the grader accepts from a kernel (a bigger one drops the connection).
+MAX_KERNEL_MESSAGE = 64 << 20
 #: The mode every graded kernel runs in: nbgrader's (the lesson does less ungraded work in it).
 GRADING_ENV = {"NBGRADER_EXECUTION": "autograde"}
 #: Seconds between two looks at a kernel's processes.
 WATCH_INTERVAL = 0.1
 
 
-@dataclasses.dataclass
-class NotebookRecord:
-    """What grading one notebook took, filled in while it runs (preprocessors.SandboxedExecute)."""
+#: The sessions open in this process, by name: configuration carries the name, never the object
+#: (traitlets copies what it carries, and a session is a handle on live processes).
+_OPEN_SESSIONS: dict[str, SandboxSession] = {}
 
-    kernel_start: float = 0.0
-    cells: list = dataclasses.field(default_factory=list)  # {"index", "seconds", "test"} per code cell
-    trouble: list = dataclasses.field(default_factory=list)  # why cells stopped or did not run
+
+def session_named(name: str) -> SandboxSession | None:
+    """The open session of this name; None for "" or one that was removed."""
+    return _OPEN_SESSIONS.get(name) if name else None
 
 
 class SandboxSession:
@@ -99,15 +101,10 @@ class SandboxSession:
         self.scratch = str(self.folder / "scratch") if sandbox.unsafe else SCRATCH
         self.host: KernelHost | None = None
         self.infrastructure: set[int] = set()
-        self.record = NotebookRecord()  # the notebook being graded now
+        self.record = None  # the notebook being graded now (execute.NotebookRecord), set by whoever grades it
         self._judge_helpers = None
-
-    # A handle on live processes: configuration (which copies its values) must pass this one.
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        return self
+        self.name = f"session-{secrets.token_hex(8)}"
+        _OPEN_SESSIONS[self.name] = self
 
     # Paths as the kernel sees them.
     def _inside(self, path: str) -> str:
@@ -123,13 +120,7 @@ class SandboxSession:
 
     def kernel_environment(self, inherited: dict[str, str]) -> dict[str, str]:
         cache = None if self.cache is None else (CACHE if not self.sandbox.unsafe else str(self.cache))
-        assignment = ASSIGNMENT if not self.sandbox.unsafe else str(self.assignment)
-        return kernel_env(
-            inherited,
-            scratch=self.scratch,
-            cache=cache,
-            extra={"PERFORMANCE05_ASSIGNMENT": assignment, **self.extra_env},
-        )
+        return kernel_env(inherited, scratch=self.scratch, cache=cache, extra=self.extra_env)
 
     def _host(self, interpreter: list[str], env: dict[str, str], warm: bool) -> KernelHost:
         config = {
@@ -139,16 +130,17 @@ class SandboxSession:
             "scratch": self.scratch,
             "keep": [] if self.sandbox.unsafe else mounts_in_scratch(),
             "workdir": self._inside(WORKDIR),
-            "assignment": ASSIGNMENT if not self.sandbox.unsafe else str(self.assignment),
+            "assignment": ASSIGNMENT_MOUNT if not self.sandbox.unsafe else str(self.assignment),
             "connection": CONNECTION if not self.sandbox.unsafe else str(self.connection),
             "limits": self.sandbox.limits.as_dict(),
         }
-        if self.sandbox.unsafe:
+        if self.sandbox.unsafe:  # a folder of ours, marked as one the host may empty
             Path(self.scratch).mkdir(parents=True, exist_ok=True)
+            (Path(self.scratch) / SCRATCH_MARK).touch()
 
         def command(config_json: str) -> list[str]:
             return self.sandbox.argv(
-                [*interpreter, "-c", SOURCE, config_json],
+                [*interpreter, "-c", PROGRAM, config_json],
                 assignment=self.assignment,
                 connection=self.connection,
                 cache=self.cache,
@@ -197,6 +189,7 @@ class SandboxSession:
         return self._judge_helpers
 
     def remove(self) -> None:
+        _OPEN_SESSIONS.pop(self.name, None)
         self.close()
         if self._judge_helpers is not None:
             self._judge_helpers.close()
@@ -286,7 +279,7 @@ class PromptKernelClient(AsyncKernelClient):
     def _create_connected_socket(self, channel: str, identity: bytes | None = None):
         sock = self.context.socket(channel_socket_types[channel])
         sock.linger = 1000
-        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)  # a kernel cannot make the grader hold a huge message
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE)  # a kernel cannot make the grader hold a huge message
         if identity:
             sock.identity = identity
         sock.connect(self._make_url(channel))
@@ -330,10 +323,16 @@ class PromptKernelClient(AsyncKernelClient):
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels come from a SandboxSession (see the module docstring)."""
 
-    session_for_kernels = Any(None, help="The SandboxSession kernels run in.").tag(config=True)
+    session_name = Unicode("", help="The name of the open SandboxSession kernels run in (SandboxSession.name).").tag(
+        config=True
+    )
 
     _watcher: Watcher | None = None
     limit_hit: str | None = None
+
+    @property
+    def sandbox_session(self) -> SandboxSession | None:  # (`session` is jupyter_client's message session)
+        return session_named(self.session_name)
 
     @default("client_factory")
     def _prompt_client(self):
@@ -344,9 +343,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         return "ipc"
 
     async def _async_pre_start_kernel(self, **kw):
-        session = self.session_for_kernels
+        session = self.sandbox_session
         if session is None:
-            raise RuntimeError("SandboxedKernelManager needs a SandboxSession (config: session_for_kernels)")
+            raise RuntimeError("SandboxedKernelManager needs an open SandboxSession (config: session_name)")
         self.transport = "ipc"
         self.ip = session.socket_prefix_outside
         if not self.connection_file:
@@ -356,7 +355,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
-        session: SandboxSession = self.session_for_kernels
+        session = self.sandbox_session
         split = kernel_cmd.index("-m")
         interpreter, args = kernel_cmd[:split], kernel_cmd[split + 2 :]  # around `-m ipykernel_launcher`
         # The sandbox binds the interpreter's folders by their real paths: reach them that way
@@ -408,12 +407,8 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.limit_hit = self.limit_hit or self._watcher.hit
         folder = os.path.dirname(self.connection_file) if self.connection_file else None
         await super()._async_cleanup_resources(restart=restart)
-        session = self.session_for_kernels
+        session = self.sandbox_session
         if session is not None and not session.fork:
             session.close()  # one sandbox per notebook: it ends with its kernel
         if not restart and folder and os.path.basename(folder).startswith("connection-"):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def interpreter() -> list[str]:
-    return [sys.executable]

@@ -16,14 +16,22 @@ rewrites the autograded notebook (`sanitize_notebook`):
   markdown cells whose text is exactly the assignment's) is left as it is: it is the instructor's.
 
 The result is data only: the checks' reports, the learner's printed output and pictures, the
-text of the answers, all still there to read.
+text of the answers, all still there to read. `ForPages`, last of nbgrader's autograde
+preprocessors, writes every autograded notebook so: hidden tests out, streams joined, sanitized,
+its size bounded.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import nbformat
 from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Integer, Unicode
+
+from .hidden_tests import strip_hidden_tests
 
 #: Output types shown as they are (text is escaped by every template; images are pixels).
 SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
@@ -157,3 +165,48 @@ def bound_size(notebook, limit: int) -> int:
         total -= sizes[key] - _page_size(notebook["cells"][key[0]]["outputs"][key[1]])
         cut += 1
     return cut
+
+
+class ForPages(NbGraderPreprocessor):
+    """The autograded notebook as every page will show it, written so by nbgrader itself: no
+    hidden test in any cell's source, each cell's stream outputs joined (how the kernel flushed
+    them varies from run to run), nothing a browser would run (autograder/pages.py), and its size
+    bounded (`max_bytes`, counted as a page would escape it)."""
+
+    source_folder = Unicode("", help="The course's source folder of the assignment (its own markdown)").tag(config=True)
+    max_bytes = Integer(8 << 20, help="The most bytes an autograded notebook may hold, as a page escapes it").tag(
+        config=True
+    )
+
+    def preprocess(self, nb, resources):
+        strip_hidden_tests(nb)
+        coalesce_streams(nb)
+        from .course import assignment_source
+
+        own = frozenset()
+        folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
+        source = folder / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
+        if source.is_file():
+            own = assignment_markdown(nbformat.read(source, as_version=4))
+        sanitize_notebook(nb, own)
+        bound_size(nb, self.max_bytes)
+        return nb, resources
+
+
+def coalesce_streams(notebook) -> None:
+    """Join consecutive stdout (or stderr) outputs of each code cell."""
+    for cell in notebook.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        merged = []
+        for out in cell.get("outputs", []):
+            if (
+                merged
+                and out.get("output_type") == "stream"
+                and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == out.get("name")
+            ):
+                merged[-1]["text"] = merged[-1].get("text", "") + out.get("text", "")
+            else:
+                merged.append(out)
+        cell.outputs = merged

@@ -52,14 +52,9 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
         SaveAutoGrades,
     )
 
-    from .preprocessors import (
-        DeduplicateIdsCleanly,
-        ForPages,
-        MetadataFromSource,
-        RequireSandbox,
-        RestoreMissingCells,
-        SandboxedExecute,
-    )
+    from .execute import RequireSandbox, SandboxedExecute
+    from .pages import ForPages
+    from .repair import DeduplicateIdsCleanly, MetadataFromSource, RestoreMissingCells
 
     c.Autograde.sanitize_preprocessors = [
         RequireSandbox,
@@ -89,7 +84,6 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
     c.SandboxedExecute.unsafe = unsafe
     if limits:
         c.SandboxedExecute.limits = dict(limits)
-        c.SandboxedKernelManager.limits = dict(limits)
 
 
 def main(argv=None) -> int:

@@ -25,6 +25,7 @@ from .compile_cache import add_entries, host_signature, writing_env
 from .course import assignment_in
 from .judge import is_test_cell
 from .kernels import GRADING_ENV, SandboxSession
+from .options import GradingOptions
 from .paths import KERNEL_NAME
 from .sandbox import CACHE, Limits, sandbox_for_grading
 
@@ -105,23 +106,16 @@ def solution_shortfalls(notebook) -> list[str]:
     return found
 
 
-def run_reference(
-    notebook: str,
-    template: dict[str, bytes],
-    *,
-    unsafe: bool = False,
-    limits: dict | None = None,
-    timeout: int = 300,
-    fill_cache: bool = True,
-    judge_seed: int = 0,
-) -> ReferenceRun:
-    """Run one source notebook of the template in a sandboxed kernel, each test cell judged."""
+def run_reference(notebook: str, template: dict[str, bytes], options: GradingOptions) -> ReferenceRun:
+    """Run one source notebook of the template in a sandboxed kernel, each test cell judged, with
+    the reference run's cell timeout; the compile cache filled unless options.compile_cache is off."""
     from traitlets.config import Config
 
-    from .preprocessors import SandboxedExecute
+    from .execute import SandboxedExecute
 
     started = time.perf_counter()
-    sandbox = sandbox_for_grading(Limits.from_config(limits), unsafe)
+    sandbox = sandbox_for_grading(options.limits, options.unsafe)
+    fill_cache = options.compile_cache
     scratch = Path(tempfile.mkdtemp(prefix="performance-05-reference-"))
     try:
         source = scratch / "source"
@@ -142,15 +136,16 @@ def run_reference(
         executed = nbformat.read(source / notebook, as_version=4)
         checks = judge_checks_module(template)
         config = Config()
-        config.SandboxedKernelManager.session_for_kernels = session
+        config.SandboxedKernelManager.session_name = session.name
         executor = SandboxedExecute(
             config=config,
-            timeout=timeout,
+            timeout=options.reference_cell_timeout,
             kernel_name=KERNEL_NAME,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
             judge_source=str(source) if checks and (source / f"{checks}.py").is_file() else "",
             judge_checks_module=checks,
-            judge_seed=judge_seed,
+            judge_seed=options.judge_seed,
+            limits=options.limits.as_dict(),
         )
         run = ReferenceRun(notebook, host_signature())
         try:

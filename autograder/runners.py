@@ -14,9 +14,9 @@ more than one thread are refused (a worker grades one student at a time).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 from .course import assignment_in
+from .options import GradingOptions
 from .reference import ReferenceRun, run_reference
 from .submissions import UsageError
 from .worker import StudentResult, grade_student, warm_up
@@ -28,27 +28,11 @@ def broken_result(student_id: str, why: str) -> StudentResult:
     return StudentResult(student_id, failed=[f"{why}; scored 0 until graded again"])
 
 
-@dataclass(frozen=True)
-class SchedulerSecurity:
-    """The instructor's TLS files for a remote scheduler (dask's `--tls-*` options)."""
-
-    ca_file: str
-    cert: str
-    key: str
-
-    def security(self):
-        from distributed.security import Security
-
-        return Security(
-            tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key, require_encryption=True
-        )
-
-
 class HereRunner:
     """Grading in this process, one student after another (--jobs 1)."""
 
-    def __init__(self, unsafe: bool = False, limits: dict | None = None, judge_seed: int = 0):
-        self.unsafe, self.limits, self.judge_seed = unsafe, dict(limits or {}), judge_seed
+    def __init__(self, options: GradingOptions):
+        self.options = options
 
     def __enter__(self):
         return self
@@ -56,21 +40,11 @@ class HereRunner:
     def __exit__(self, *exc):
         return False
 
-    def start_reference(self, source: dict[str, bytes], fill_cache: bool) -> None:
-        self._source, self._fill = source, fill_cache
+    def start_reference(self, source: dict[str, bytes]) -> None:
+        self._source = source
 
     def reference_runs(self) -> list[ReferenceRun]:
-        return [
-            run_reference(
-                name,
-                self._source,
-                unsafe=self.unsafe,
-                limits=self.limits,
-                fill_cache=self._fill,
-                judge_seed=self.judge_seed,
-            )
-            for name in assignment_in(self._source).notebooks
-        ]
+        return [run_reference(name, self._source, self.options) for name in assignment_in(self._source).notebooks]
 
     def run(self, tasks, template, progress) -> list[StudentResult]:
         results = []
@@ -97,17 +71,9 @@ class DaskRunner:
     reference while this process builds the gradebook.
     """
 
-    def __init__(
-        self,
-        jobs: int,
-        scheduler: str | None,
-        security: SchedulerSecurity | None = None,
-        unsafe: bool = False,
-        limits: dict | None = None,
-        judge_seed: int = 0,
-    ):
-        self.jobs, self.scheduler, self.scheduler_security = jobs, scheduler, security
-        self.unsafe, self.limits, self.judge_seed = unsafe, dict(limits or {}), judge_seed
+    def __init__(self, options: GradingOptions):
+        self.options = options
+        self.jobs, self.scheduler, self.scheduler_security = options.jobs, options.scheduler, options.scheduler_security
         self.run_id = uuid.uuid4().hex[:12]
         self.cluster = self.client = None
         self._references: list = []
@@ -160,7 +126,7 @@ class DaskRunner:
     def _key(self, *parts) -> str:
         return "-".join(["performance-05", self.run_id, *map(str, parts)])
 
-    def start_reference(self, source: dict[str, bytes], fill_cache: bool) -> None:
+    def start_reference(self, source: dict[str, bytes]) -> None:
         # Largest notebook first (the most to compile), so the workers finish at about the same time.
         assignment = assignment_in(source)
         order = sorted(assignment.notebooks, key=lambda name: -len(source.get(f"source/{assignment.id}/{name}", b"")))
@@ -169,10 +135,7 @@ class DaskRunner:
                 run_reference,
                 name,
                 source,
-                unsafe=self.unsafe,
-                limits=self.limits,
-                fill_cache=fill_cache,
-                judge_seed=self.judge_seed,
+                self.options,
                 key=self._key("reference", name),
                 pure=False,
             )

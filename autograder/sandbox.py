@@ -40,7 +40,7 @@ from pathlib import Path
 #: Where the kernel sees things (fixed, so outputs and feedback are the same on every run).
 SCRATCH = "/tmp"
 WORKDIR = "/tmp/submission"
-ASSIGNMENT = "/assignment"
+ASSIGNMENT_MOUNT = "/assignment"
 CACHE = "/cache"
 CONNECTION = "/run/kernel"
 SHM = "/dev/shm"
@@ -202,7 +202,7 @@ class Sandbox:
         for target, source in sorted((masks or {}).items()):
             argv.extend(["--ro-bind", str(source), target])
         if assignment is not None:
-            bind(assignment, ASSIGNMENT)
+            bind(assignment, ASSIGNMENT_MOUNT)
         if cache is not None:
             bind(cache, CACHE, writable=cache_writable)
         if connection is not None:

@@ -22,9 +22,26 @@ import ipaddress
 import os
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROLES = ("scheduler", "worker", "client")
+
+
+@dataclass(frozen=True)
+class SchedulerSecurity:
+    """The instructor's TLS files for a remote scheduler (dask's `--tls-*` options): the client's."""
+
+    ca_file: str
+    cert: str
+    key: str
+
+    def security(self):
+        from distributed.security import Security
+
+        return Security(
+            tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key, require_encryption=True
+        )
 
 
 def _name(common: str):

@@ -14,33 +14,26 @@ import socket
 import tempfile
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .class_gradebook import db_url, quiet_gradebook_warnings
 from .compile_cache import reading_env, usable_cache
 from .course import assignment_in, assignment_of, use_the_venvs_tools
-from .kernels import GRADING_ENV, NotebookRecord, SandboxSession
+from .execute import Failure, NotebookRecord, failure_of
+from .kernels import GRADING_ENV, SandboxSession
+from .options import GradingOptions
 from .plugin import configure
 from .reference import shipped_files, time_budgets
-from .sandbox import CACHE, Limits, sandbox_for_grading
-
-#: A notebook's time budget when the reference run gave none (seconds).
-DEFAULT_BUDGET = 600.0
-#: What the watchdog adds to a budget before it ends the sandbox (the kernel had its chance to stop).
-WATCHDOG_GRACE = 30.0
+from .sandbox import CACHE, sandbox_for_grading
 
 
 @dataclass
 class StudentTask:
     student_id: str
     notebooks: dict[str, bytes]  # file name -> bytes, already checked to be readable notebooks
-    cell_timeout: int
+    options: GradingOptions  # the run's, its cell timeout and judge seed settled
     extra_files: dict[str, bytes] = field(default_factory=dict)  # timestamp.txt and the like
-    fork_kernels: bool = True  # kernels forked from one warm kernel host per student (autograder/kernel_host.py)
-    unsafe: bool = False  # no sandbox at all (--unsafe-no-sandbox)
-    limits: dict = field(default_factory=dict)  # overrides of sandbox.Limits
-    judge_seed: int = 0  # the run's seed of the judge's fresh inputs (0: one of the task's own)
 
 
 @dataclass
@@ -57,7 +50,7 @@ class StudentResult:
     worker: str = ""
 
 
-def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: int):
+def autograde_api(course: Path, options: GradingOptions, session: SandboxSession):
     """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
@@ -69,14 +62,15 @@ def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: i
         configure(config)
     # The config names the gradebook relative to the course; this process runs elsewhere.
     config.CourseDirectory.root = str(course)
-    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    config.CourseDirectory.db_url = db_url(course)
     config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable
-    config.Execute.timeout = cell_timeout
+    if options.cell_timeout:
+        config.Execute.timeout = options.cell_timeout
     # The outputs are in once the last cell has run: end the kernel at once, not after polling it.
     config.Execute.shutdown_kernel = "immediate"
     # The kernel's own log is noise here.
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
-    config.SandboxedKernelManager.session_for_kernels = session
+    config.SandboxedKernelManager.session_name = session.name
     config.SandboxedExecute.limits = session.sandbox.limits.as_dict()
     source = course / "source" / assignment_of(course).id
     checks = config.SandboxedExecute.get("judge_checks_module", "")
@@ -86,7 +80,7 @@ def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: i
     # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
     # must be able to replace them when it grades again.
     config.Autograde.permissions = 644
-    config.SandboxedExecute.judge_seed = judge_seed
+    config.SandboxedExecute.judge_seed = options.judge_seed
     config.MetadataFromSource.source_folder = str(source)
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
@@ -94,53 +88,59 @@ def _api(course: Path, cell_timeout: int, session: SandboxSession, judge_seed: i
 
 def student_session(task: StudentTask, course: Path, template: dict[str, bytes], folder: Path) -> SandboxSession:
     """The student's sandbox: the shipped files, the compile cache read-only, the grading mode."""
-    sandbox = sandbox_for_grading(Limits.from_config(task.limits), task.unsafe)
+    sandbox = sandbox_for_grading(task.options.limits, task.options.unsafe)
     cache = usable_cache(course)
     env = dict(GRADING_ENV)
     if cache is not None:
         env.update(reading_env(str(cache) if sandbox.unsafe else CACHE))
     return SandboxSession(
-        sandbox, folder, shipped_files(template, folder / "assignment"), cache=cache, fork=task.fork_kernels, env=env
+        sandbox,
+        folder,
+        shipped_files(template, folder / "assignment"),
+        cache=cache,
+        fork=task.options.fork_kernels,
+        env=env,
     )
 
 
-def _autograde_one(api, student_id: str, notebook: str):
-    from nbgrader.converters import Autograde
+def _recording(converter):
+    """nbgrader's converter `converter`, keeping what a notebook's failure raised as data
+    (`failure`) instead of only in its log."""
+
+    class Recording(converter):
+        failure: Failure | None = None
+
+        def convert_single_notebook(self, notebook_filename: str) -> None:
+            try:
+                super().convert_single_notebook(notebook_filename)
+            except Exception as error:
+                self.failure = self.failure or failure_of(error, None)
+                raise
+
+    Recording.__name__ = converter.__name__  # nbgrader's config sections are named for the class
+    return Recording
+
+
+def _convert(api, converter, student_id: str, notebook: str = "*") -> Failure | None:
+    """Run one of nbgrader's converters for one student; None when it succeeded, else its failure."""
     from nbgrader.utils import capture_log, temp_attrs
 
     assignment = assignment_of(Path(api.coursedir.root)).id
     with temp_attrs(api.coursedir, assignment_id=assignment, student_id=student_id, notebook_id=notebook):
-        app = Autograde(coursedir=api.coursedir, parent=api)
+        app = _recording(converter)(coursedir=api.coursedir, parent=api)
         app.force = True
-        app.create_student = True
-        return capture_log(app)
-
-
-def _why_it_broke(log: str) -> str:
-    if "DeadKernelError" in log or "Kernel died" in log:
-        return "the kernel died while running it (a crash, os._exit, or running out of memory)"
-    if "UnresponsiveKernelError" in log:
-        return "the kernel stopped responding and could not be interrupted"
-    if "NoSuchKernel" in log:
-        return "the notebook's kernel could not be started"
-    errors = [line for line in log.splitlines() if "Error" in line or "Exception" in line]
-    return "nbgrader could not grade it: " + (errors[-1].strip() if errors else "see the grading log")
-
-
-def quiet_gradebook_warnings() -> None:
-    """Warnings that say nothing to an instructor. nbgrader's add_submission trips SQLAlchemy
-    autoflush warnings; the rows come out right."""
-    from sqlalchemy.exc import SAWarning
-
-    warnings.filterwarnings("ignore", message=r"Object of type <Submitted", category=SAWarning)
-    # Notebooks saved by older tools lack cell ids; nbformat fills them in and warns each time.
-    warnings.filterwarnings("ignore", message=r"Cell is missing an id field")
+        if hasattr(app, "create_student"):
+            app.create_student = True
+        outcome = capture_log(app)
+    if outcome["success"]:
+        return None
+    return app.failure or Failure(None, "NbGraderException", "nbgrader could not grade it (see the grading log)")
 
 
 def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with Gradebook(db_url(course)) as gb:
         try:
             submission = gb.find_submission(assignment_of(course).id, student_id)
         except MissingEntry:
@@ -179,7 +179,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
     any student was added), the same for every task.
     """
     started = time.perf_counter()
-    from . import preprocessors  # noqa: F401 (nbgrader_config.py names its classes: loaded once per worker)
+    from nbgrader.converters import Autograde, GenerateFeedback
 
     result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
     use_the_venvs_tools()
@@ -197,7 +197,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
         session = student_session(task, course, template, scratch / "sandbox")
-        api = _api(course, task.cell_timeout, session, task.judge_seed)
+        api = autograde_api(course, task.options, session)
         autograded = course / "autograded" / task.student_id / assignment.id
 
         # Time is the course's to give, not the submission's to take: each notebook has the budget the
@@ -209,14 +209,16 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         for name in assignment.notebooks:
             if name not in task.notebooks:
                 continue
-            budget = max(1.0, min(budgets.get(name, DEFAULT_BUDGET), student_deadline - time.monotonic()))
+            budget = max(
+                1.0, min(budgets.get(name, task.options.budget_without_reference), student_deadline - time.monotonic())
+            )
             api.config.SandboxedExecute.budget = budget  # read when the preprocessors are made
             record = session.record = NotebookRecord()
             fired: list = []
-            timer = _watchdog(budget + WATCHDOG_GRACE, fired, session)
+            timer = _watchdog(budget + task.options.watchdog_grace, fired, session)
             t0 = time.perf_counter()
             try:
-                outcome = _autograde_one(api, task.student_id, Path(name).stem)
+                failure = _convert(api, Autograde, task.student_id, Path(name).stem)
             finally:
                 timer.cancel()
             seconds = time.perf_counter() - t0
@@ -236,11 +238,14 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
                 }
             )
             path = autograded / name
-            if not outcome["success"] or not path.exists():
+            if failure is not None or not path.exists():
+                failure = record.failure or failure
                 reason = (
                     "it ran past its time limit and was stopped"
                     if fired
-                    else _why_it_broke(outcome.get("log", "") + (outcome.get("error") or ""))
+                    else failure.cause + (f" (in cell {failure.cell + 1})" if failure.cell is not None else "")
+                    if failure is not None
+                    else "nbgrader wrote no autograded notebook"
                 )
                 result.broken.append(f"{name}: {reason}; graded 0")
                 continue
@@ -257,15 +262,15 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         graded = {p.name for p in autograded.glob("*.ipynb")} if autograded.exists() else set()
         result.notebooks = {k: v for k, v in result.notebooks.items() if f"{k}.ipynb" in graded}
 
-        # nbgrader wrote them as pages will show them (preprocessors.ForPages), read-only: only read here.
+        # nbgrader wrote them as pages will show them (pages.ForPages), read-only: only read here.
         for path in sorted(autograded.glob("*.ipynb")) if autograded.exists() else []:
             result.autograded[path.name] = path.read_text()
 
         t0 = time.perf_counter()
         if result.autograded:
-            outcome = api.generate_feedback(assignment.id, task.student_id)
-            if not outcome["success"]:
-                result.broken.append("feedback could not be generated: " + _why_it_broke(outcome.get("log", "")))
+            failure = _convert(api, GenerateFeedback, task.student_id)
+            if failure is not None:
+                result.broken.append(f"feedback could not be generated: {failure.cause}")
         feedback_dir = course / "feedback" / task.student_id / assignment.id
         for path in sorted(feedback_dir.glob("*.html")) if feedback_dir.exists() else []:
             result.feedback[path.name] = path.read_text()
@@ -284,6 +289,6 @@ def warm_up() -> str:
     import nbgrader.apps  # noqa: F401
     import nbgrader.converters  # noqa: F401
 
-    from . import preprocessors  # noqa: F401
+    from . import execute, pages, repair  # noqa: F401  (the preprocessors nbgrader's config names)
 
     return f"{socket.gethostname()}:{os.getpid()}"

@@ -13,14 +13,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.course import build_course, nbgrader
+from autograder.course import nbgrader, new_course
 from autograder.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES
 
 
 def generate_release(destination: Path) -> list[Path]:
     """Write the student release into destination (replacing what is there)."""
     with tempfile.TemporaryDirectory(prefix="performance-05-release-") as scratch:
-        course = build_course(Path(scratch) / "course")
+        course = new_course(Path(scratch) / "course")
         nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", "--no-db")
         released = course / "release" / ASSIGNMENT
         destination.mkdir(parents=True, exist_ok=True)

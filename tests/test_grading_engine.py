@@ -26,8 +26,9 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.grade import grade
+from autograder.options import GradingOptions
 from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
-from autograder.runners import SchedulerSecurity
+from autograder.tls import SchedulerSecurity
 from tests.hidden import hidden_test_lines
 
 PY = sys.executable
@@ -67,7 +68,7 @@ def serial(klass, tmp_path_factory):
 
     Session.send = recording
     try:
-        result = grade(klass, out, jobs=1, progress_stream=io.StringIO())
+        result = grade(klass, out, GradingOptions(jobs=1), io.StringIO())
     finally:
         Session.send = send
     result.sent = sent
@@ -220,16 +221,14 @@ def _assert_same(expected: dict, found: dict) -> None:
 
 
 def test_parallel_grading_matches_serial(klass, serial, tmp_path):
-    parallel = grade(klass, tmp_path / "parallel", jobs=2, progress_stream=io.StringIO())
+    parallel = grade(klass, tmp_path / "parallel", GradingOptions(jobs=2), io.StringIO())
     assert parallel.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(parallel.out))
 
 
 def test_grading_without_the_speedups_matches(klass, serial, tmp_path):
     """The compile cache and the forked kernels change how long grading takes, nothing else."""
-    plain = grade(
-        klass, tmp_path / "plain", jobs=1, progress_stream=io.StringIO(), compile_cache=False, fork_kernels=False
-    )
+    plain = grade(klass, tmp_path / "plain", GradingOptions(compile_cache=False, fork_kernels=False), io.StringIO())
     assert plain.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(plain.out))
 
@@ -237,7 +236,7 @@ def test_grading_without_the_speedups_matches(klass, serial, tmp_path):
 def test_feedback_is_the_same_without_a_sandbox(klass, serial, tmp_path):
     """--unsafe-no-sandbox changes what learner code can reach, not a score or a byte of feedback
     (the kernel's scratch folder is written as /tmp, where a sandboxed kernel has it)."""
-    unsafe = grade(klass, tmp_path / "unsafe", jobs=1, progress_stream=io.StringIO(), unsafe_no_sandbox=True)
+    unsafe = grade(klass, tmp_path / "unsafe", GradingOptions(unsafe=True), io.StringIO())
     assert unsafe.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(unsafe.out))
     assert "performance-05-grade-" not in "".join(
@@ -342,9 +341,9 @@ def test_an_unencrypted_or_unauthenticated_scheduler_is_refused(klass, tmp_path)
     from autograder.submissions import UsageError
 
     with pytest.raises(UsageError, match="TLS"):
-        grade(klass, tmp_path / "out", scheduler="tcp://127.0.0.1:8786")
+        grade(klass, tmp_path / "out", GradingOptions(scheduler="tcp://127.0.0.1:8786"))
     with pytest.raises(UsageError, match="--tls-ca-file"):
-        grade(klass, tmp_path / "out", scheduler="tls://127.0.0.1:8786")
+        grade(klass, tmp_path / "out", GradingOptions(scheduler="tls://127.0.0.1:8786"))
 
 
 def _with_answer(source_notebook: Path, grade_id: str, code: str) -> nbformat.NotebookNode:
@@ -374,7 +373,7 @@ def test_timeouts_and_hidden_errors_score_zero_and_are_named(tmp_path):
         ),
     )
     nbformat.write(sneaky, subs / "sneaky" / "01-understand.ipynb")
-    result = grade(subs, tmp_path / "out", cell_timeout=8, progress_stream=io.StringIO())
+    result = grade(subs, tmp_path / "out", GradingOptions(cell_timeout=8), io.StringIO())
     assert any("01-understand.ipynb" in r and "limit" in r for r in result.broken["sleepy"]), result.broken
     scores = {(r["student_id"], r["grade_id"]): r["score"] for r in result.cells}
     assert scores[("sleepy", "test-layer-backward")] == 0
@@ -414,9 +413,9 @@ def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp
 def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path):
     """Without the bundle's grader (its package not importable), nbgrader's own pipeline runs and
     the checks decide in the kernel: the solutions get every auto-graded point."""
-    from autograder.course import build_course, nbgrader_env
+    from autograder.course import nbgrader_env, new_course
 
-    course = build_course(tmp_path / "course")
+    course = new_course(tmp_path / "course")
     # An instructor's own course folder without the grader's lines: nbgrader's own pipeline.
     config = course / "nbgrader_config.py"
     config.write_text(config.read_text().split("try:\n    from autograder.plugin")[0])
@@ -501,4 +500,4 @@ def test_workers_with_more_than_one_thread_are_refused(klass, tmp_path):
         ) as cluster,
         pytest.raises(UsageError, match="more than one thread"),
     ):
-        grade(klass, tmp_path / "out", scheduler=cluster.scheduler_address, scheduler_security=files)
+        grade(klass, tmp_path / "out", GradingOptions(scheduler=cluster.scheduler_address, scheduler_security=files))

@@ -25,8 +25,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
+from autograder.class_gradebook import GradebookError
 from autograder.grade import grade
-from autograder.gradebook import GradebookError
+from autograder.options import GradingOptions
 from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SOLUTIONS
 
 SAMPLES = AUTOGRADER / "samples"
@@ -96,7 +97,7 @@ def _with_answer(path: Path, grade_id: str, extra: str) -> None:
 def graded(tmp_path_factory) -> Path:
     """OUT of the samples, autograded once; no manual grade yet."""
     out = tmp_path_factory.mktemp("graded") / "out"
-    grade(SAMPLES, out, progress_stream=io.StringIO(), compile_cache=False)
+    grade(SAMPLES, out, GradingOptions(compile_cache=False), io.StringIO())
     return out
 
 
@@ -189,7 +190,7 @@ def regraded(graded, tmp_path_factory):
     )
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        result = grade(submissions, out, progress_stream=io.StringIO(), compile_cache=False)
+        result = grade(submissions, out, GradingOptions(compile_cache=False), io.StringIO())
     return out, result, printed.getvalue(), before, pages_before
 
 
@@ -276,9 +277,9 @@ def test_a_changed_assignment_is_refused_until_a_fresh_gradebook(out, tmp_path):
     assert _digest(out / "course" / "gradebook.db") == gradebook and (out / "cells.csv").read_text() == cells
     assert marker.exists(), "the course's previous source was not put back"
     with pytest.raises(GradebookError):
-        grade(submissions, out, progress_stream=io.StringIO(), compile_cache=False)
+        grade(submissions, out, GradingOptions(compile_cache=False), io.StringIO())
 
-    result = grade(submissions, out, progress_stream=io.StringIO(), compile_cache=False, fresh_gradebook=True)
+    result = grade(submissions, out, GradingOptions(compile_cache=False, fresh_gradebook=True), io.StringIO())
     assert result.students == ["late-student"]
     backups = sorted((out / "gradebook-backups").glob("gradebook-*.db"))
     assert len(backups) == 1 and _digest(backups[0]) == gradebook

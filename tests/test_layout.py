@@ -67,4 +67,4 @@ def test_the_graph_is_read_from_the_code():
     graph = import_graph()
     assert "autograder.sandbox" in graph["autograder.kernels"]  # a plain relative import
     assert "autograder.paths" in graph["bundle.release"]  # an absolute one
-    assert "autograder.preprocessors" in graph["autograder.worker"]  # one inside a function
+    assert "autograder.execute" in graph["autograder.worker"]  # one inside a function

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.course import build_course, nbgrader_env
+from autograder.course import nbgrader_env, new_course
 from autograder.paths import ASSIGNMENT
 from tests.fixtures import build as fixtures
 from tests.fixtures import second_assignment
@@ -71,7 +71,7 @@ def instructor_home(tmp_path_factory) -> tuple[Path, str]:
 
 def test_nbgrader_autograde_with_the_plugin_scores_the_lesson_as_make_autograde(tmp_path, instructor_home):
     home, secret = instructor_home
-    course = build_course(tmp_path / "course")
+    course = new_course(tmp_path / "course")
     assert "autograder.plugin import configure" in (course / "nbgrader_config.py").read_text()
     env = _env(home)
     assert _nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", env=env).returncode == 0

@@ -8,11 +8,11 @@ import csv
 import nbformat
 import pytest
 
-from autograder.feedback import flag_note
 from autograder.grade import GradingResult, score_table
-from autograder.gradebook import FLAG_COLUMNS, flag_findings, read_flags
 from autograder.hidden_tests import PLACEHOLDER, strip_hidden_tests, strip_source
 from autograder.paths import NOTEBOOKS, SOLUTIONS
+from autograder.reports import FLAG_COLUMNS, flag_findings, read_flags
+from autograder.student_files import flag_note
 
 BLOCK = "### BEGIN HIDDEN TESTS\nassert secret == 42\n### END HIDDEN TESTS\n"
 
