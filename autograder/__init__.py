@@ -1,2 +1,3 @@
-"""The grader of assignment performance-05: grade a class in sandboxed kernels, keep the class
-gradebook, write grades and feedback. Imports nothing from `bundle` (the authoring side)."""
+"""The grader: grade a class's nbgrader submissions in sandboxed kernels, every test cell judged in
+the grader, keep the class gradebook, write grades and feedback. Installed as `autograder`;
+imports nothing from `bundle` (the bundle's authoring side)."""

@@ -76,6 +76,8 @@ class GradingResult:
     #: students the grader itself failed (a crashed worker, a gradebook it could not write): not the
     #: submission's doing; the run exits 4 when there is any
     failed: dict[str, list[str]] = field(default_factory=dict)
+    #: manual grades kept on answers that changed since they were given, to look at again in formgrader
+    rechecks: list[str] = field(default_factory=list)
     assignment: Assignment = BUNDLE
 
 
@@ -158,7 +160,8 @@ def grade(
         if result.failed:
             failed.setdefault(result.student_id, []).extend(result.failed)
     # Each student's results merged, and their files written, on their own: one that fails is named.
-    for student, why in merge_into_gradebook(course, results, findings_by_nb).items():
+    merged = merge_into_gradebook(course, results, findings_by_nb)
+    for student, why in merged.failed.items():
         failed.setdefault(student, []).append(f"their results could not be stored: {why}")
     for result in results:
         if result.broken:
@@ -195,6 +198,7 @@ def grade(
         rejected=dict(found.rejected),
         notes=dict(found.notes),
         failed={k: failed[k] for k in sorted(failed)},
+        rechecks=merged.rechecks,
         assignment=assignment,
     )
 
@@ -315,6 +319,8 @@ def main(argv=None) -> int:
     for student, findings in result.flagged.items():
         for finding in findings:
             print(printable(f"REVIEW  {student}: {finding}", 1000))
+    for line in result.rechecks:
+        print(printable(line, 1000))
     for student, reasons in result.failed.items():
         for reason in reasons:
             print(printable(f"FAILED  {student}: the grader could not grade them: {reason}", 1000), file=sys.stderr)

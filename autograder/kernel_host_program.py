@@ -119,6 +119,11 @@ class Host:
 
     def become_kernel(self, request: dict) -> None:
         """This process becomes the notebook's kernel, within its limits; does not return."""
+        self.prepare_kernel(request)
+        start_ipykernel(os.path.join(self.scratch, CELL_FILES))
+
+    def prepare_kernel(self, request: dict) -> None:
+        """The kernel's limits, connection file, working directory, environment and arguments."""
         set_limits(self.config["limits"], self.config["uid"])
         connection_file = os.path.join(self.scratch, ".kernel.json")
         with open(connection_file, "w") as handle:
@@ -127,16 +132,6 @@ class Host:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["ipykernel_launcher", "-f", connection_file, *request["args"]]
-        quiet_forked_children()
-        import ipykernel.compiler
-
-        # Cell files are <tmp>/ipykernel_<pid>/<hash>.py: one name for every kernel keeps feedback
-        # the same from run to run.
-        cells = os.path.join(self.scratch, CELL_FILES)
-        ipykernel.compiler.get_tmp_directory = lambda: cells
-        from ipykernel import kernelapp
-
-        kernelapp.launch_new_instance()
 
     def serve(self, reader, writer) -> None:
         """Warm: a forked kernel per request, its pid answered."""
@@ -178,6 +173,19 @@ class Host:
 def say(writer, text: str) -> None:
     writer.write(text + "\n")
     writer.flush()
+
+
+def start_ipykernel(cells: str) -> None:
+    """ipykernel, as `python -m ipykernel_launcher` would start it, with its cell files in `cells`."""
+    quiet_forked_children()
+    import ipykernel.compiler
+
+    # Cell files are <tmp>/ipykernel_<pid>/<hash>.py and show in tracebacks, so in feedback: one
+    # name for every kernel keeps feedback the same from run to run.
+    ipykernel.compiler.get_tmp_directory = lambda: cells
+    from ipykernel import kernelapp
+
+    kernelapp.launch_new_instance()
 
 
 def quiet_forked_children() -> None:

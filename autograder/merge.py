@@ -9,16 +9,14 @@ button), and a RECHECK line says so.
 from __future__ import annotations
 
 import json
-import logging
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from .class_gradebook import db_url, quiet_gradebook_warnings
 from .course import assignment_of
-
-log = logging.getLogger(__name__)
 
 
 def _student_folders(course: Path, student: str) -> list[Path]:
@@ -52,20 +50,28 @@ def _answer_for(answers: dict[str, str] | None, grade_id: str) -> str | None:
     return json.dumps(list(answers.items()))
 
 
-def merge_into_gradebook(course: Path, results: list, flagged: dict[str, dict[str, list[str]]]) -> dict[str, str]:
+@dataclass
+class Merged:
+    """What a merge could not store ({student: why}) and the RECHECK lines of manual grades to look at again."""
+
+    failed: dict[str, str] = field(default_factory=dict)
+    rechecks: list[str] = field(default_factory=list)
+
+
+def merge_into_gradebook(course: Path, results: list, flagged: dict[str, dict[str, list[str]]]) -> Merged:
     """Write each student's results into the class gradebook, in one process, in order.
 
     Automatic scores and comments are replaced. A grade entered by hand (manual score or extra
     credit) and every manual comment are kept. When the student's answer behind a manual grade
     changed since the last run (compared with OUT/course/autograded), the grade is kept but marked
-    as needing a manual grade, and a RECHECK line says so (logged). The student's course folders
-    are then emptied for write_student_files. Each student is merged on their own: one whose
-    merge fails is rolled back and left as they were; returns {student: why} for those.
+    as needing a manual grade, and a RECHECK line says so. The student's course folders are then
+    emptied for write_student_files. Each student is merged on their own: one whose merge fails
+    is rolled back and left as they were, and named in `failed`.
     """
     from nbgrader.api import Gradebook
 
     quiet_gradebook_warnings()
-    failed = {}
+    merged = Merged()
     with Gradebook(db_url(course)) as gb:
         for result in sorted(results, key=lambda r: r.student_id):
             try:
@@ -73,15 +79,14 @@ def merge_into_gradebook(course: Path, results: list, flagged: dict[str, dict[st
                 gb.db.commit()
             except Exception as error:  # this student's results only: the class goes on
                 gb.db.rollback()
-                failed[result.student_id] = f"{type(error).__name__}: {str(error)[:300]}"
+                merged.failed[result.student_id] = f"{type(error).__name__}: {str(error)[:300]}"
                 continue
-            for line in rechecks:
-                log.warning(line)
+            merged.rechecks += rechecks
             student = result.student_id
             for folder in _student_folders(course, student):
                 shutil.rmtree(folder, ignore_errors=True)
             shutil.rmtree(course.parent / "feedback" / student, ignore_errors=True)
-    return failed
+    return merged
 
 
 def _merge_one(gb, course: Path, result, flagged) -> list[str]:

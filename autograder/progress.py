@@ -7,18 +7,24 @@ import time
 
 
 class Progress:
-    def __init__(self, total: int, stream=None):
+    """`total` students to grade; each result as it comes (`update`), then the summary (`finish`).
+
+    The ETA assumes the students left take as long, on average, as those graded so far.
+    """
+
+    def __init__(self, total: int, stream=None, clock=time.perf_counter):
         self.total, self.done, self.broken = total, 0, 0
         self.stream = stream or sys.stdout
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.started = time.perf_counter()
+        self.clock = clock
+        self.started = clock()
         self.task_seconds = 0.0
 
     def update(self, result) -> None:
         self.done += 1
         self.broken += bool(result.broken or getattr(result, "failed", None))
         self.task_seconds += result.seconds
-        elapsed = time.perf_counter() - self.started
+        elapsed = self.clock() - self.started
         rate = self.done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else 0.0
         if self.tty:

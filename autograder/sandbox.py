@@ -1,18 +1,8 @@
 """Where a learner's code runs while it is graded: an allow-list sandbox made with bubblewrap.
 
-A kernel sees only what it needs, and nothing of the machine beside it:
-
-| what | where the kernel sees it | how |
-|---|---|---|
-| the operating system's programs and libraries | `/usr` (and `/bin`, `/lib`, ... as on the host) | read-only |
-| a few files of `/etc` (the dynamic linker's cache, fonts, time zone) | `/etc/...` | read-only |
-| the Python interpreter and the virtual environment | their own paths (under `/tmp` too, on top of the scratch space) | read-only |
-| the assignment's shipped modules and files (never a notebook) | `/assignment` | read-only |
-| the run's compile cache | `/cache` | read-only (written only by the instructor's reference run) |
-| a fresh scratch folder per notebook: the working copy of the submission, `$HOME`, `IPYTHONDIR` | `/tmp` (`/tmp/submission` is the working directory) | read-write, a size-limited tmpfs, emptied before every notebook |
-| the kernel's connection sockets | `/run/kernel` | read-write, watched, emptied before every notebook |
-| processes | its own PID namespace: the grader, the host and other kernels are invisible | |
-| network | its own network namespace with only a loopback of its own: no port of the host answers | |
+A kernel sees only what it needs, and nothing of the machine beside it: what it reads, writes
+and reaches is the table "What a kernel can read, write and reach" in autograder/README.md (kept
+there only; `Sandbox.argv` is what builds it).
 
 Not visible at all: `$HOME`, `/root`, `/home`, `/srv`, `/opt`, `/var`, `/mnt`, the bundle, the
 course, the gradebook, the other submissions, other checkouts and other runs. When the grader
@@ -75,8 +65,9 @@ class Limits:
     """What one notebook's kernel may use. A kernel past a limit loses the cell that hit it
     (a MemoryError, OSError or a stopped kernel, named in the feedback); the class goes on.
 
-    Defaults suit the lesson (its largest cell needs well under 1 GiB). Change them in
-    nbgrader_config.py, e.g. `c.SandboxedKernelManager.limits = {"memory": "8G"}`.
+    Defaults suit the lesson (its largest cell needs well under 1 GiB). Change them with
+    `autograder grade --limit memory=8G`, or, under `nbgrader autograde`, in nbgrader_config.py:
+    `c.SandboxedExecute.limits = {"memory": "8G"}`.
     """
 
     memory: int = 4 << 30  # address space per process (RLIMIT_AS): MemoryError beyond
@@ -101,18 +92,6 @@ class Limits:
         if unknown:
             raise ValueError(f"unknown sandbox limit(s) {sorted(unknown)}; known: {sorted(known)}")
         return cls(**{k: _size(v) for k, v in (values or {}).items()})
-
-    def describe(self) -> dict[str, str]:
-        """Each limit in words, for messages and the README."""
-        mib = lambda n: f"{n / (1 << 20):g} MiB"  # noqa: E731
-        return {
-            "memory": f"{mib(self.memory)} of memory per process ({mib(self.memory_total)} for all of a kernel's processes)",
-            "processes": f"{self.processes} processes at once",
-            "file_size": f"{mib(self.file_size)} per file",
-            "scratch": f"{mib(self.scratch)} written under /tmp",
-            "cpu_seconds": f"{self.cpu_seconds} s of CPU time per process",
-            "output": f"{mib(self.output)} of output per cell",
-        }
 
     def as_dict(self) -> dict:
         return asdict(self)

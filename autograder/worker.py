@@ -59,7 +59,7 @@ def autograde_api(course: Path, options: GradingOptions, session: SandboxSession
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
     if "SandboxedExecute" not in names:  # a course folder without the grader's lines: they are added
-        configure(config)
+        configure(config, checks_module=config.SandboxedExecute.get("judge_checks_module", ""))
     # The config names the gradebook relative to the course; this process runs elsewhere.
     config.CourseDirectory.root = str(course)
     config.CourseDirectory.db_url = db_url(course)

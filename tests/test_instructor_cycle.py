@@ -10,7 +10,6 @@ enter them. The browser path is tests/browser/test_formgrader.py.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import io
@@ -188,10 +187,8 @@ def regraded(graded, tmp_path_factory):
         "answer-why-hvp",
         "\n\nAdded after the deadline: the HVP is linear in the direction.",
     )
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        result = grade(submissions, out, GradingOptions(compile_cache=False), io.StringIO())
-    return out, result, printed.getvalue(), before, pages_before
+    result = grade(submissions, out, GradingOptions(compile_cache=False), io.StringIO())
+    return out, result, "\n".join(result.rechecks), before, pages_before
 
 
 def test_regrade_keeps_manual_grades_and_comments(regraded):

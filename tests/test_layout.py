@@ -5,6 +5,7 @@ through another, even inside a function."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from autograder.paths import ROOT
@@ -68,3 +69,103 @@ def test_the_graph_is_read_from_the_code():
     assert "autograder.sandbox" in graph["autograder.kernels"]  # a plain relative import
     assert "autograder.paths" in graph["bundle.release"]  # an absolute one
     assert "autograder.execute" in graph["autograder.worker"]  # one inside a function
+
+
+# ---------------------------------------------------------------------------------------
+# Rooms: one job per module, grouped along the flow.
+# ---------------------------------------------------------------------------------------
+#: The grader's rooms, earliest first. A module imports only from its own room or an earlier
+#: one; what runs inside a sandbox imports nothing but what is sent with it.
+ROOMS = {
+    "in a sandbox": {"confine", "wire", "agent", "kernel_host_program", "artifact_runner", "numpy_runner"},
+    "foundations": {
+        "__init__",
+        "paths",
+        "course",
+        "submissions",
+        "intake",
+        "tampering",
+        "hidden_tests",
+        "sandbox",
+        "compile_cache",
+        "output_caps",
+        "tls",
+        "options",
+        "console",
+    },
+    "the class gradebook": {"class_gradebook", "class_course", "merge", "reports", "student_files"},
+    "the kernel": {"helpers", "kernel_host", "kernels", "kernel_channel"},
+    "the judge": {"judge", "judged_cells"},
+    "one notebook": {"execute", "repair", "pages", "plugin"},
+    "one student": {"worker", "reference"},
+    "the run": {"runners", "progress", "grade", "feedback"},
+    "commands": {"export", "cli", "__main__", "bench_grading", "nbgrader_config"},
+}
+
+
+def _room_of() -> dict[str, int]:
+    return {module: rank for rank, modules in enumerate(ROOMS.values()) for module in modules}
+
+
+def test_every_module_of_the_grader_is_in_exactly_one_room():
+    modules = sorted(p.stem for p in (ROOT / "autograder").glob("*.py"))
+    placed = [m for modules_ in ROOMS.values() for m in modules_]
+    assert sorted(placed) == modules  # a new module is placed here, and a removed one taken out
+
+
+def test_imports_go_to_the_same_room_or_an_earlier_one():
+    rank = _room_of()
+    rooms = list(ROOMS)
+    wrong = [
+        f"{module} ({rooms[rank[module]]}) imports {dep} ({rooms[rank[dep]]})"
+        for module, deps in import_graph().items()
+        if module.startswith("autograder.")
+        for dep in (d.split(".", 1)[1] for d in deps if d.startswith("autograder."))
+        if rank[dep] > rank[module.split(".", 1)[1]]
+    ]
+    assert wrong == []
+
+
+def test_what_runs_in_a_sandbox_imports_only_what_is_sent_with_it():
+    sent = ROOMS["in a sandbox"]
+    graph = import_graph()
+    wrong = {m: sorted(graph[f"autograder.{m}"] - {f"autograder.{s}" for s in sent}) for m in sent}
+    assert {m: deps for m, deps in wrong.items() if deps} == {}
+
+
+def test_the_readme_lists_every_module_once_with_its_room():
+    text = (ROOT / "autograder" / "README.md").read_text().split("## The code, by job")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| ([^|]*) \| (`[^|]*`) \| [^|]+ \|$", text, re.M)
+    listed = {
+        name.removesuffix(".py"): room.strip() for room, names in rows for name in re.findall(r"`([^`]+)`", names)
+    }
+    modules = {p.stem for p in (ROOT / "autograder").glob("*.py")}
+    assert sorted(listed) == sorted(modules)
+    room_names = {module: room for room, modules_ in ROOMS.items() for module in modules_}
+    assert {m: r for m, r in listed.items() if r and r != room_names[m]} == {}
+
+
+def test_the_fixture_families_the_builder_names_are_the_fixtures_there_are():
+    from tests.fixtures import build
+
+    families = build.__doc__.split("families:")[1]
+    prefixes = set(re.findall(r"^- ([a-z]+)-\*:", families, re.M))
+    references = set(re.findall(r"`([a-z-]+)`", families.split("\n- ")[1]))
+    fixtures = sorted(p.name for p in build.SUBMISSIONS.iterdir() if p.is_dir())
+    unnamed = [f for f in fixtures if f not in references and f.split("-")[0] not in prefixes]
+    empty = [family for family in prefixes if not any(f.startswith(f"{family}-") for f in fixtures)]
+    assert (unnamed, empty, references - set(fixtures)) == ([], [], set())
+
+
+def print_graph() -> None:
+    """The grader's import graph, room by room (python -m tests.test_layout)."""
+    graph = import_graph()
+    for room, modules in ROOMS.items():
+        print(f"[{room}]")
+        for module in sorted(modules):
+            deps = sorted(d.split(".", 1)[1] for d in graph[f"autograder.{module}"] if d.startswith("autograder."))
+            print(f"  {module:<20} -> {', '.join(deps) or '-'}")
+
+
+if __name__ == "__main__":
+    print_graph()

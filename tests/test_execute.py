@@ -1,0 +1,259 @@
+"""Execution while grading, without a kernel: output caps, why a notebook stops, failures as data,
+and the glue that hands test cells to the judge (autograder/execute.py, output_caps.py,
+judged_cells.py). The same code with real kernels is in test_sandbox.py and the grading tests."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nbformat
+import pytest
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbgrader.preprocessors import Execute
+
+from autograder.execute import (
+    FAILURE_CAUSES,
+    Failure,
+    NotebookRecord,
+    SandboxedExecute,
+    _note_limits,
+    _rewrite_paths,
+    failure_of,
+)
+from autograder.judged_cells import JudgedCells, JudgeSettings
+from autograder.kernels import SandboxSession, session_named
+from autograder.output_caps import MAX_OUTPUTS, SLACK, OutputCaps, size_of
+from autograder.sandbox import Limits, Sandbox
+
+
+def _stream(text: str, msg_id: str = "m") -> dict:
+    return {
+        "msg_type": "stream",
+        "parent_header": {"msg_id": msg_id},
+        "content": {"name": "stdout", "text": text},
+        "header": {"msg_type": "stream"},
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Output caps.
+# ---------------------------------------------------------------------------------------
+def test_a_cell_keeps_output_up_to_its_limit_and_gets_one_note():
+    caps = OutputCaps(cell_bytes=1000, notebook_bytes=10**9)
+    content = {"name": "stdout", "text": "x" * 400}
+    size = size_of(content)
+    kept = 0
+    while caps.admit(0, content) is None:
+        kept += 1
+    assert kept == (1000 + SLACK) // size
+    assert "output limit of a cell" in caps.admit(0, content)
+    assert caps.cut_note(0, "why") is not None and caps.cut_note(0, "why") is None  # one note per cell
+    assert caps.admit(1, content) is None  # the next cell has its own room
+    assert caps.notebook == (kept + 1) * size  # what was cut does not count against the notebook
+
+
+def test_the_notebook_limit_spans_cells():
+    caps = OutputCaps(cell_bytes=10**9, notebook_bytes=1000)
+    content = {"text": "y" * 300}
+    reasons = [caps.admit(index, content) for index in range(5)]
+    assert reasons[:3] == [None, None, None]
+    assert all("output limit of a notebook" in why for why in reasons[3:])
+
+
+def test_a_cell_keeps_at_most_max_outputs_outputs():
+    caps = OutputCaps(cell_bytes=10**9, notebook_bytes=10**9)
+    reasons = [caps.admit(0, {"text": "."}) for _ in range(MAX_OUTPUTS + 2)]
+    assert reasons[:MAX_OUTPUTS] == [None] * MAX_OUTPUTS
+    assert "outputs, the limit of a cell" in reasons[MAX_OUTPUTS]
+
+
+def test_a_display_update_counts_once_per_output_it_replaces():
+    caps = OutputCaps(cell_bytes=10**9, notebook_bytes=10_000)
+    small = {"data": {"text/plain": "z" * 100}, "metadata": {}}
+    caps.admit_update(small, targets=3)
+    assert caps.notebook == 3 * size_of({"data": {"text/plain": "z" * 100}, "metadata": {}})
+    big = {"data": {"text/plain": "z" * 5000}, "metadata": {}}
+    caps.admit_update(big, targets=3)  # 15 000 bytes in all: replaced by a line that says so
+    assert "past the output limit of grading" in big["data"]["text/plain"]
+
+
+def test_an_unmeasurable_output_counts_as_past_every_limit():
+    class Odd:
+        def __repr__(self):
+            raise RecursionError
+
+    assert size_of({"data": Odd()}) == 1 << 30
+
+
+def test_the_executor_cuts_a_cells_output_and_keeps_the_next_cells():
+    executor = SandboxedExecute(limits={"output": "1k"})
+    executor.reset_execution_trackers()
+    executor.clear_before_next_output = False  # as nbclient sets it when a cell starts
+    executor._caps = OutputCaps(1024, 8 << 20)
+    outs, next_outs = [], []
+    for _ in range(200):
+        executor.output(outs, _stream("w" * 1000), None, 0)
+    executor.output(next_outs, _stream("fine\n"), None, 1)
+    assert sum(len(o.get("text", "")) for o in outs) < 1024 + SLACK + 1000
+    assert outs[-1]["text"].startswith("\n[output cut: this cell printed more than")
+    assert [o["text"] for o in next_outs] == ["fine\n"]
+
+
+# ---------------------------------------------------------------------------------------
+# Why a notebook stops, and what the record says.
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def executor():
+    executor = SandboxedExecute(limits={}, timeout=30)
+    executor._stopped = None
+    executor._caps = OutputCaps(Limits().output, Limits().notebook_output)
+    executor._configured_timeout = 30
+    executor._deadline = float("inf")
+    executor._judged = JudgedCells(JudgeSettings("", "", 0), [], 30, float("inf"))
+    return executor
+
+
+def _cell(source: str = "x = 1", **nbgrader) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    if nbgrader:
+        cell.metadata["nbgrader"] = nbgrader
+    return cell
+
+
+def _run_cell(executor, cell, index: int):
+    return asyncio.run(executor.async_execute_cell(cell, index))
+
+
+def test_a_kernel_stopped_at_a_limit_ends_the_notebook_there(executor, monkeypatch):
+    async def dies(self, cell, index, *args, **kwargs):
+        raise DeadKernelError("gone")
+
+    monkeypatch.setattr(Execute, "async_execute_cell", dies)
+    executor.km = type("Manager", (), {"limit_hit": "its processes used more than 6 GiB of memory"})()
+    first = _run_cell(executor, _cell(), 2)
+    assert first.outputs[-1]["ename"] == "KernelDied"
+    assert "stopped because its processes used more than 6 GiB" in first.outputs[-1]["evalue"]
+    later = _run_cell(executor, _cell(), 3)
+    assert later.outputs[0]["ename"] == "NotRun" and "in cell 3" in later.outputs[0]["evalue"]
+    assert executor.record.trouble == [
+        "the kernel was stopped because its processes used more than 6 GiB of memory, in cell 3; "
+        "the checks that finished before keep their points, the rest scored 0"
+    ]
+
+
+def test_a_broken_output_channel_stops_the_kernel_and_says_so(executor, monkeypatch):
+    async def never_outputs(self, cell, index, *args, **kwargs):
+        raise CellTimeoutError("no output")
+
+    monkeypatch.setattr(Execute, "async_execute_cell", never_outputs)
+    cell = _run_cell(executor, _cell(), 0)
+    assert cell.outputs[-1]["ename"] == "KernelStopped" and "64 MiB" in cell.outputs[-1]["evalue"]
+    assert executor._stopped.endswith("in cell 1")
+
+
+def test_a_notebook_past_its_budget_runs_no_further_cell(executor, monkeypatch):
+    ran = []
+
+    async def runs(self, cell, index, *args, **kwargs):
+        ran.append(index)
+        return cell
+
+    monkeypatch.setattr(Execute, "async_execute_cell", runs)
+    executor.budget, executor._deadline = 5.0, 0.0  # long past
+    cell = _run_cell(executor, _cell(), 4)
+    assert ran == [] and cell.outputs[0]["ename"] == "NotRun"
+    assert "time budget of 5 s, before cell 5" in executor.record.trouble[0]
+
+
+def test_a_cell_gets_what_is_left_of_the_budget_as_its_timeout(executor, monkeypatch):
+    import time
+
+    seen = []
+
+    async def runs(self, cell, index, *args, **kwargs):
+        seen.append(self.timeout)
+        return cell
+
+    monkeypatch.setattr(Execute, "async_execute_cell", runs)
+    executor._deadline = time.monotonic() + 7.5
+    _run_cell(executor, _cell(), 0)
+    executor._deadline = float("inf")
+    _run_cell(executor, _cell(), 1)
+    assert seen[0] in (6, 7) and seen[1] == 30
+
+
+def test_what_ended_a_notebook_is_kept_as_data_with_its_cell(tmp_path, monkeypatch):
+    session = SandboxSession(Sandbox(bwrap=None), tmp_path / "session", tmp_path)
+    session.record = NotebookRecord()
+    try:
+        executor = SandboxedExecute(limits={})
+        executor.config.SandboxedKernelManager.session_name = session.name
+
+        def fails(self, nb, resources=None, km=None):
+            self.record.current_cell = 6
+            raise DeadKernelError("Kernel died")
+
+        monkeypatch.setattr(Execute, "preprocess", fails)
+        with pytest.raises(DeadKernelError):
+            executor.preprocess(nbformat.v4.new_notebook(), {})
+        assert session.record.failure == Failure(6, "DeadKernelError", FAILURE_CAUSES["DeadKernelError"])
+    finally:
+        session.remove()
+    assert session_named(session.name) is None  # a removed session is no longer found by its name
+
+
+def test_a_failure_without_a_known_cause_names_what_was_raised():
+    failure = failure_of(KeyError("grade_id"), None)
+    assert failure == Failure(None, "KeyError", "nbgrader could not grade it: KeyError: 'grade_id'")
+
+
+@pytest.mark.parametrize(
+    ("ename", "evalue", "note"),
+    [
+        ("MemoryError", "", "memory limit"),
+        ("OSError", "[Errno 27] File too large", "file-size limit"),
+        ("OSError", "[Errno 28] No space left on device", "scratch space"),
+        ("PermissionError", "[Errno 30] Read-only file system", "read-only"),
+    ],
+)
+def test_a_learners_error_from_a_limit_names_the_limit_once(ename, evalue, note):
+    cell = _cell()
+    cell.outputs = [nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[])]
+    _note_limits(cell)
+    _note_limits(cell)
+    assert cell.outputs[0]["evalue"].count(note) == 1
+
+
+def test_an_unsandboxed_kernels_scratch_path_reads_as_tmp():
+    notebook = nbformat.v4.new_notebook(cells=[_cell()])
+    notebook.cells[0].outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="/scratch/9/x.npy\n"),
+        nbformat.v4.new_output("error", ename="E", evalue="/scratch/9/y", traceback=["at /scratch/9/z"]),
+        nbformat.v4.new_output("display_data", data={"text/plain": "/scratch/9"}),
+    ]
+    _rewrite_paths(notebook, "/scratch/9", "/tmp")
+    outputs = notebook.cells[0].outputs
+    assert outputs[0]["text"] == "/tmp/x.npy\n" and outputs[1]["evalue"] == "/tmp/y"
+    assert outputs[1]["traceback"] == ["at /tmp/z"] and outputs[2]["data"]["text/plain"] == "/tmp"
+
+
+# ---------------------------------------------------------------------------------------
+# The glue to the judge.
+# ---------------------------------------------------------------------------------------
+def test_only_test_cells_are_judged_and_only_with_a_judge_source():
+    judged = JudgedCells(JudgeSettings("/course/source/ps1", "remat_checks", 1), [], 30, float("inf"))
+    test = _cell("from remat_checks import Checks\nassert f(2) == 4", grade=True, solution=False, points=2)
+    answer = _cell("def f(x):\n    return x * x", grade=True, solution=True, points=1)
+    assert judged.judges(test) and not judged.judges(answer) and not judged.judges(_cell())
+    assert judged.kernel_source(test) == "from remat_checks import Checks"  # imports only
+    unjudged = JudgedCells(JudgeSettings("", "remat_checks", 1), [], 30, float("inf"))
+    assert not unjudged.judges(test)
+
+
+def test_a_test_cell_after_the_kernel_stopped_scores_zero_and_says_why():
+    judged = JudgedCells(JudgeSettings("/x", "remat_checks", 1), [], 30, float("inf"))
+    cell = _cell("assert True", grade=True, solution=False, points=3)
+    seconds, dead = asyncio.run(judged.verdict(cell, None, None, "the kernel died, in cell 2"))
+    assert (seconds, dead, judged.judge) == (0.0, None, None)  # no judge was made
+    assert cell.outputs[0]["text"].startswith("this cell's checks did not run: the kernel died, in cell 2")
+    assert cell.outputs[1]["data"]["text/plain"] == "0.0"

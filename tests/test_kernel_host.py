@@ -1,0 +1,149 @@
+"""The kernel host, without a sandbox or a kernel (autograder/kernel_host_program.py and the
+grader's side, kernel_host.py): the workspace each notebook starts from, what a host refuses,
+and its line protocol, with `become_kernel` replaced by a stand-in that only reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import kernel_host_program as program
+from autograder.kernel_host import PROGRAM, KernelHost, alive
+from autograder.paths import ROOT
+from autograder.sandbox import Limits
+
+
+@pytest.fixture
+def layout(tmp_path) -> dict:
+    scratch, connection, assignment = tmp_path / "scratch", tmp_path / "connection", tmp_path / "assignment"
+    for folder in (scratch, connection, assignment):
+        folder.mkdir()
+    (scratch / program.SCRATCH_MARK).touch()
+    (assignment / "remat_lesson.py").write_text("SHIPPED = True\n")
+    return {
+        "uid": None,
+        "own_pid_namespace": False,
+        "warm": True,
+        "scratch": str(scratch),
+        "keep": [],
+        "workdir": str(scratch / "submission"),
+        "assignment": str(assignment),
+        "connection": str(connection),
+        "limits": Limits().as_dict(),
+    }
+
+
+def test_the_program_sent_is_the_modules_text_after_confines():
+    compile(PROGRAM, "<kernel host>", "exec")
+    assert PROGRAM.index("def drop_privileges") < PROGRAM.index("class Host") < PROGRAM.index("main(_json.loads")
+    assert "from __future__" not in PROGRAM  # dropped: only a first line may have one
+
+
+def test_a_fresh_workspace_holds_the_shipped_files_and_nothing_a_notebook_left(layout):
+    scratch = Path(layout["scratch"])
+    host = program.Host(layout)
+    host.fresh_workspace()
+    (scratch / "submission" / "remat_lesson.py").write_text("SHIPPED = False  # shadowed by the learner\n")
+    (scratch / "ipython" / "startup.py").write_text("import os\n")
+    (Path(layout["connection"]) / "kernel-1").write_text("socket")
+    host.fresh_workspace()
+    assert sorted(p.name for p in scratch.iterdir()) == sorted(
+        [program.SCRATCH_MARK, "cache", "home", "ipython", "matplotlib", "submission"]
+    )
+    assert (scratch / "submission" / "remat_lesson.py").read_text() == "SHIPPED = True\n"
+    assert list((scratch / "ipython").iterdir()) == [] and list(Path(layout["connection"]).iterdir()) == []
+
+
+def test_emptying_keeps_the_mounts_it_is_told_to_keep(tmp_path):
+    venv = tmp_path / "tmp" / "venv" / "lib"
+    venv.mkdir(parents=True)
+    (venv / "numpy.py").write_text("")
+    (tmp_path / "tmp" / "venv" / "written-by-a-kernel").write_text("")
+    (tmp_path / "tmp" / "other").mkdir()
+    program.empty(str(tmp_path / "tmp"), frozenset({str(venv)}))
+    assert (venv / "numpy.py").exists()
+    assert sorted(p.name for p in (tmp_path / "tmp").rglob("*")) == ["lib", "numpy.py", "venv"]
+
+
+def test_outside_a_sandbox_a_host_empties_only_a_folder_the_grader_marked(layout):
+    os.unlink(Path(layout["scratch"]) / program.SCRATCH_MARK)
+    with pytest.raises(SystemExit, match="not a grading scratch folder"):
+        program.Host(layout)
+
+
+def test_outside_a_sandbox_a_host_ends_the_kernels_it_started_and_no_other_process(layout):
+    host = program.Host(layout)
+    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        host.kernel_groups.append(mine.pid)
+        host.end_the_others()
+        assert mine.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None and host.kernel_groups == []
+    finally:
+        other.kill()
+        other.wait()
+
+
+STAND_IN = """
+import json, os, sys, time
+sys.path.insert(0, {root!r})
+import autograder.kernel_host_program as program
+
+def start_ipykernel(cells):
+    seen = {{"cwd_files": sorted(os.listdir()), "env": dict(os.environ), "argv": sys.argv, "cells": cells}}
+    with open(os.path.join({report!r}, f"kernel-{{os.getpid()}}.json"), "w") as handle:
+        json.dump(seen, handle)
+    time.sleep(60)
+
+program.import_the_kernels_stack = lambda: None
+program.start_ipykernel = start_ipykernel
+program.main(json.loads(sys.argv[1]))
+"""
+
+
+def _host(layout, report: Path) -> KernelHost:
+    source = STAND_IN.format(root=str(ROOT), report=str(report))
+    return KernelHost(lambda config: [sys.executable, "-c", source, config], layout, dict(os.environ))
+
+
+def test_a_warm_host_forks_a_kernel_per_request_and_ends_the_one_before(layout, tmp_path):
+    report = tmp_path / "report"
+    report.mkdir()
+    host = _host(layout, report)
+    try:
+        first = host.launch({"key": "k"}, ["--quiet"], {"NBGRADER_EXECUTION": "autograde"})
+        deadline = time.monotonic() + 20
+        while not (report / f"kernel-{first.pid}.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen = json.loads((report / f"kernel-{first.pid}.json").read_text())
+        connection = str(Path(layout["scratch"]) / ".kernel.json")
+        assert seen == {
+            "cwd_files": ["remat_lesson.py"],
+            "env": {"NBGRADER_EXECUTION": "autograde"},
+            "argv": ["ipykernel_launcher", "-f", connection, "--quiet"],
+            "cells": str(Path(layout["scratch"]) / program.CELL_FILES),
+        }
+        assert json.loads(Path(connection).read_text()) == {"key": "k"}
+        second = host.launch({"key": "k2"}, [], {})
+        assert second.pid != first.pid
+        first.wait(timeout=10)  # ended by the host before it forked the second
+        assert not alive(first.pid) and alive(second.pid)
+    finally:
+        host.stop()
+    assert not alive(second.pid)
+
+
+def test_a_host_that_does_not_start_is_an_error_that_says_what_it_said(layout):
+    broken = KernelHost(lambda config: [sys.executable, "-c", "print('no')"], layout, dict(os.environ))
+    from autograder.kernel_host import KernelHostError
+
+    with pytest.raises(KernelHostError, match="did not start .*'no'"):
+        broken.start()

@@ -1,0 +1,101 @@
+"""Submission repair, on notebooks made here (autograder/repair.py): metadata from the source,
+duplicated cells made plain, deleted test cells restored in the right place."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+
+from autograder.repair import DeduplicateIdsCleanly, MetadataFromSource, RestoreMissingCells
+
+
+def _graded(grade_id: str, source: str = "", **meta) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade_id": grade_id, "schema_version": 3, **meta}
+    return cell
+
+
+@pytest.fixture
+def source_folder(tmp_path):
+    source = nbformat.v4.new_notebook(
+        cells=[
+            _graded("answer", "def f(x): ...", solution=True, grade=False, locked=False),
+            _graded("check", "assert f(1) == 1", solution=False, grade=True, points=2, locked=True),
+        ]
+    )
+    nbformat.write(source, tmp_path / "01-understand.ipynb")
+    return tmp_path
+
+
+def _resources() -> dict:
+    return {"nbgrader": {"notebook": "01-understand", "assignment": "ps1", "student": "ada"}}
+
+
+def test_a_submission_gets_the_sources_metadata_back(source_folder):
+    submitted = nbformat.v4.new_notebook(
+        cells=[
+            _graded("answer", "def f(x): return x", solution=True, grade=True, points=100),  # points raised
+            _graded("check", "pass", solution=False, grade=True, points=50, locked=False),
+            _graded("made-up", "print(1)", grade=True, points=10),  # a graded cell of the learner's own
+            nbformat.v4.new_code_cell("plain = 1"),
+        ]
+    )
+    submitted.cells[3].metadata["nbgrader"] = "not a dict"
+    repaired, _ = MetadataFromSource(source_folder=str(source_folder)).preprocess(submitted, _resources())
+    meta = [cell.metadata.get("nbgrader") for cell in repaired.cells]
+    assert meta[0]["grade"] is False and "points" not in meta[0]
+    assert meta[1]["points"] == 2 and meta[1]["locked"] is True
+    assert meta[2] is None and meta[3] is None  # ordinary cells now
+    assert repaired.cells[0].source == "def f(x): return x"  # the learner's answer is kept
+
+
+def test_a_pasted_copy_of_a_graded_cell_becomes_a_plain_cell_without_empty_metadata():
+    notebook = nbformat.v4.new_notebook(
+        cells=[_graded("check", "first", grade=True, points=1), _graded("check", "second", grade=True, points=1)]
+    )
+    deduplicated, _ = DeduplicateIdsCleanly().preprocess(notebook, {})
+    # The last copy is the graded one; stock DeduplicateIds leaves {} on the earlier ones.
+    assert "nbgrader" not in deduplicated.cells[0].metadata
+    assert deduplicated.cells[1].metadata["nbgrader"]["grade_id"] == "check"
+
+
+def _source_cell(name: str, source: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, source=source, cell_type="code", locked=True, checksum="c")
+
+
+class FakeGradebook:
+    """The one call RestoreMissingCells makes: the source notebook's cells, in order."""
+
+    def __init__(self):
+        cells = [("intro", "# intro"), ("answer-a", "a = 1"), ("test-a", "assert a"), ("test-b", "assert b")]
+        self.notebook = SimpleNamespace(
+            source_cells=[_source_cell(name, text) for name, text in cells],
+            grade_cells=[SimpleNamespace(name="test-a", max_score=2.0), SimpleNamespace(name="test-b", max_score=3.0)],
+            solution_cells=[SimpleNamespace(name="answer-a")],
+        )
+
+    def find_notebook(self, notebook_id, assignment_id):
+        return self.notebook
+
+
+def _restorer() -> RestoreMissingCells:
+    restorer = RestoreMissingCells()
+    restorer.gradebook, restorer.notebook_id, restorer.assignment_id = FakeGradebook(), "01", "ps1"
+    return restorer
+
+
+def test_a_deleted_test_cell_comes_back_after_the_nearest_earlier_cell_still_there():
+    notebook = nbformat.v4.new_notebook(cells=[_graded("intro"), _graded("answer-a"), nbformat.v4.new_code_cell("x")])
+    restored, _ = _restorer().add_missing_grade_cells(notebook, {})
+    names = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]
+    assert names == ["intro", "answer-a", "test-a", "test-b", None]
+    assert restored.cells[2].metadata["nbgrader"]["points"] == 2.0 and "assert a" in restored.cells[2].source
+
+
+def test_a_test_cell_whose_answer_cell_is_gone_too_is_restored_not_lost():
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("mine")])
+    restored, _ = _restorer().add_missing_grade_cells(notebook, {})
+    names = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]
+    assert names == ["test-a", "test-b", None]  # first, in the source's order: nothing earlier is left

@@ -1,0 +1,123 @@
+"""One student's grading task, in pieces and without a kernel (autograder/worker.py): nbgrader's
+configuration for the task, failures kept as data, the grades read back, the watchdog. The
+whole task, with kernels, is in test_grading_engine.py and test_autograder_scores.py."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient.exceptions import DeadKernelError
+
+from autograder import worker
+from autograder.class_gradebook import db_url, quiet_gradebook_warnings
+from autograder.course import use_the_venvs_tools
+from autograder.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute
+from autograder.options import GradingOptions
+from autograder.pages import ForPages
+from autograder.sandbox import Limits
+
+use_the_venvs_tools()  # nbgrader runs alembic from the environment's bin/
+
+
+class FakeSession:
+    def __init__(self, name: str = "session-test"):
+        self.name, self.closed = name, threading.Event()
+        self.sandbox = type("Sandbox", (), {"limits": Limits(output=123)})()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def _course(tmp_path: Path, checks_module: bool = True) -> Path:
+    """A course folder with one notebook in source/ps1 and the grader's nbgrader_config.py lines."""
+    course = tmp_path / "course"
+    source = course / "source" / "ps1"
+    source.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), source / "01.ipynb")
+    if checks_module:
+        (source / "remat_checks.py").write_text("")
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.Execute.timeout = 55\nc.SandboxedExecute.judge_checks_module = 'remat_checks'\n"
+    )
+    return course
+
+
+def test_the_tasks_nbgrader_runs_the_grader_preprocessors_with_the_runs_options(tmp_path):
+    course = _course(tmp_path)
+    options = GradingOptions(cell_timeout=17, judge_seed=99)
+    api = worker.autograde_api(course, options, FakeSession())
+    config = api.config
+    assert config.Execute.timeout == 17 and config.SandboxedExecute.judge_seed == 99
+    assert config.SandboxedKernelManager.session_name == "session-test"
+    assert config.SandboxedExecute.limits["output"] == 123  # the session's sandbox's, not a default
+    source = str(course / "source" / "ps1")
+    assert config.SandboxedExecute.judge_source == source and config.ForPages.source_folder == source
+    assert config.CourseDirectory.db_url == db_url(course) and config.Autograde.permissions == 644
+    # The config had none of the grader's lines: they were added.
+    assert SandboxedExecute in config.Autograde.autograde_preprocessors
+    assert config.Autograde.autograde_preprocessors[-1] is ForPages
+    assert config.Autograde.sanitize_preprocessors[0] is RequireSandbox
+
+
+def test_without_the_checks_module_in_the_source_nothing_is_judged_in_the_grader(tmp_path):
+    api = worker.autograde_api(_course(tmp_path, checks_module=False), GradingOptions(cell_timeout=5), FakeSession())
+    assert api.config.SandboxedExecute.judge_source == ""
+
+
+class Converter:
+    """Stands in for one of nbgrader's converters: it fails the way it is told to."""
+
+    raises: BaseException | None = None
+
+    def convert_single_notebook(self, notebook_filename: str) -> None:
+        if self.raises is not None:
+            raise self.raises
+
+
+def test_a_converters_failure_is_kept_as_data_and_still_raised():
+    recording = worker._recording(Converter)()
+    recording.raises = DeadKernelError("Kernel died")
+    with pytest.raises(DeadKernelError):
+        recording.convert_single_notebook("01.ipynb")
+    assert recording.failure == Failure(None, "DeadKernelError", FAILURE_CAUSES["DeadKernelError"])
+    assert worker._recording(Converter).__name__ == "Converter"  # nbgrader's config sections still apply
+
+
+def test_a_converter_that_succeeds_records_no_failure():
+    recording = worker._recording(Converter)()
+    recording.convert_single_notebook("01.ipynb")
+    assert recording.failure is None
+
+
+def test_the_watchdog_ends_the_sandbox_once_the_time_is_up_and_not_after_a_cancel():
+    late, fired = FakeSession(), []
+    worker._watchdog(0.01, fired, late)
+    assert late.closed.wait(10) and fired == [True]
+    on_time, fired = FakeSession(), []
+    worker._watchdog(3600, fired, on_time).cancel()
+    assert not on_time.closed.is_set() and fired == []
+
+
+def test_the_grades_come_back_as_data_from_the_tasks_gradebook(tmp_path):
+    from nbgrader.api import Gradebook
+
+    quiet_gradebook_warnings()  # nbgrader's add_submission trips SQLAlchemy's autoflush warnings
+    course = _course(tmp_path)
+    with Gradebook(db_url(course)) as gb:
+        gb.add_assignment("ps1")
+        gb.add_notebook("01", "ps1")
+        gb.add_grade_cell("check", "01", "ps1", max_score=2, cell_type="code")
+        gb.add_solution_cell("answer", "01", "ps1")
+        gb.add_grade_cell("answer", "01", "ps1", max_score=1, cell_type="markdown")
+        gb.add_student("ada")
+        gb.add_submission("ps1", "ada")
+        grade = gb.find_grade("check", "01", "ps1", "ada")
+        grade.auto_score, grade.needs_manual_grade = 1.5, False
+        gb.db.commit()
+    timestamp, notebooks = worker._read_grades(course, "ada")
+    assert notebooks["01"]["grades"]["check"] == {"auto_score": 1.5, "needs_manual_grade": False}
+    assert notebooks["01"]["late_penalty"] in (None, 0.0)
+    assert worker._read_grades(course, "nobody") == (None, {})
