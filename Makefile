@@ -96,9 +96,11 @@ validate: venv
 
 ## autograde SUBMISSIONS=<dir> [JOBS=n] [OUT=runs/autograde] [FRESH=1] [SCHEDULER=tls://host:port TLS="--tls-ca-file ..
 ##           --tls-cert .. --tls-key .."] [LIMITS="memory=8G processes=64"] [UNSAFE_NO_SANDBOX=1: no sandbox, trusted work only]
-##   merges into OUT/course/gradebook.db, keeping manual grades; FRESH=1 starts a new gradebook (old one backed up)
+##   merges into OUT/course/gradebook.db, keeping manual grades; FRESH=1 starts a new gradebook (old one backed up);
+##   a clean reference run is kept in runs/reference and reused while nothing it depends on changes
 autograde: venv
-	$(PY) -m autograder.grade $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER) $(TLS)) \
+	$(PY) -m autograder.grade $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER) $(TLS),--reference-cache runs/reference) \
 		$(if $(FRESH),--fresh-gradebook) $(foreach limit,$(LIMITS),--limit $(limit)) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
 
 ## formgrader [OUT=runs/autograde]: JupyterLab on OUT/course with nbgrader's formgrader (manual grading);

@@ -88,12 +88,14 @@ def _put_back_previous_source(course: Path) -> None:
 
 
 def source_files(course: Path) -> dict[str, bytes]:
-    """The course's source folder by relative path: what the compile cache is filled from."""
-    return {
+    """The course's nbgrader_config.py and source folder by relative path: what the reference run
+    runs, judged as the config says (its checks module), and what the compile cache is filled from."""
+    files = {
         str(p.relative_to(course)): p.read_bytes()
         for p in sorted((course / "source").rglob("*"))
         if p.is_file() and ".ipynb_checkpoints" not in p.parts
     }
+    return {"nbgrader_config.py": (course / "nbgrader_config.py").read_bytes(), **files}
 
 
 def assignment_structure(course: Path) -> dict[str, dict[str, dict]]:

@@ -3,7 +3,8 @@
     autograder grade SUBMISSIONS [--out DIR] [--jobs N] [--scheduler tls://host:port --tls-ca-file F
                                  --tls-cert F --tls-key F] [--cell-timeout S] [--limit NAME=VALUE ...]
                                  [--no-compile-cache] [--no-fork] [--fresh-gradebook]
-                                 [--course COURSE --assignment ID] [--judge-seed N] [--unsafe-no-sandbox]
+                                 [--course COURSE --assignment ID] [--judge-seed N]
+                                 [--reference-cache DIR] [--unsafe-no-sandbox]
 
 (`python -m autograder.grade` is the same command; every option is explained in
 autograder/options.py and by `autograder grade --help`.)
@@ -43,7 +44,7 @@ from .merge import merge_into_gradebook
 from .options import GradingOptions, limits_from
 from .paths import ROOT, RUNS
 from .progress import Progress
-from .reference import ReferenceProblem, into_template
+from .reference import ReferenceProblem, into_template, keep_reference, kept_reference, reference_key
 from .reports import read_cells, write_class_files
 from .runners import DaskRunner, HereRunner
 from .sandbox import UNSAFE_FLAG, UNSAFE_WARNING, Limits, SandboxUnavailable, find_sandbox
@@ -129,7 +130,10 @@ def grade(
     with runner:
         update_class_course(course, fresh=options.fresh_gradebook, origin=origin)
         source = source_files(course)
-        runner.start_reference(source)  # on the workers, while the gradebook is built here
+        key = reference_key(source, options) if options.reference_cache else ""
+        kept = kept_reference(options.reference_cache, key) if key else None
+        if kept is None:
+            runner.start_reference(source)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
         tasks_options = options.replace(cell_timeout=options.cell_timeout or configured_timeout)
 
@@ -146,10 +150,15 @@ def grade(
 
         progress = Progress(len(tasks), stream=progress_stream)
         mark = time.perf_counter()
+        runs = kept if kept is not None else runner.reference_runs()
+        if kept is not None:
+            progress.note(f"reference run: kept from an earlier run with the same key ({key[:12]})")
         try:
-            template = into_template(template, runner.reference_runs(), progress.note, options.limits)
+            template = into_template(template, runs, progress.note, options.limits)
         except ReferenceProblem as error:
             raise CannotGradeSafely(str(error)) from None
+        if key and kept is None:
+            keep_reference(options.reference_cache, key, runs)
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
         mark = time.perf_counter()
         results = runner.run(tasks, template, progress)
@@ -272,6 +281,7 @@ def main(argv=None) -> int:
         type=int,
         help=about("judge_seed") + "; give the one a run printed to grade again with the same inputs",
     )
+    parser.add_argument("--reference-cache", type=Path, metavar="DIR", help=about("reference_cache"))
     parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true", help=about("unsafe"))
     args = parser.parse_args(argv)
     if bool(args.course) != bool(args.assignment):
@@ -296,6 +306,7 @@ def main(argv=None) -> int:
             unsafe=args.unsafe,
             fresh_gradebook=args.fresh_gradebook,
             judge_seed=args.judge_seed or 0,
+            reference_cache=args.reference_cache.resolve() if args.reference_cache else None,
             origin=CourseOrigin(args.course.resolve(), args.assignment) if args.course else None,
         )
         result = grade(args.submissions, args.out, options)

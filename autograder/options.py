@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .course import CourseOrigin
 from .sandbox import Limits
@@ -58,6 +59,11 @@ class GradingOptions:
     judge_seed: int = option(
         0, "the seed of the fresh inputs the judge draws (0: a new one for the run, which only the grader holds)"
     )
+    reference_cache: Path | None = option(
+        None,
+        "a folder where a clean reference run is kept and reused by the next run with the same source, grader, "
+        "host and options (None: the instructor's notebooks run every time)",
+    )
     origin: CourseOrigin | None = option(
         None, "an instructor's course folder and assignment to grade (None: this bundle's performance-05)"
     )
@@ -91,6 +97,8 @@ class GradingOptions:
                 raise UsageError(
                     "--scheduler needs the instructor's TLS files: --tls-ca-file, --tls-cert and --tls-key"
                 )
+            if self.reference_cache is not None:
+                raise UsageError("--reference-cache is for runs on this host: a scheduler's workers are other hosts")
         return self
 
 

@@ -8,11 +8,19 @@ learner's is (autograder/judge.py), in parallel on the workers. It gives the gra
   cell may raise or warn; otherwise nobody is graded (CannotGradeSafely, exit 3);
 - the compile cache (autograder/compile_cache.py): every program the solutions' kernels and the
   judge's artifact runner compile.
+
+A clean reference run may be kept (`GradingOptions.reference_cache`, `--reference-cache DIR`)
+under a key of everything it depends on: the assignment's source, the grader's own code, this
+host and the run's options. A later run with the same key (a regrade after a late submission)
+takes it from there instead of running the instructor's notebooks again; any change makes a new
+key. A run with a remote scheduler always runs its own (its workers are other hosts).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -199,3 +207,60 @@ def into_template(
         + ", ".join(f"{Path(name).stem[:2]} {seconds:.0f} s" for name, seconds in sorted(budgets.items()))
     )
     return merged
+
+
+# ---------------------------------------------------------------------------------------
+# A clean reference run, kept for the next run with the same key.
+# ---------------------------------------------------------------------------------------
+def reference_key(source: dict[str, bytes], options: GradingOptions) -> str:
+    """What a reference run depends on, hashed: the course's source files, the grader's code,
+    this host (its CPU and JAX), and the options that change the run."""
+    digest = hashlib.sha256()
+    grader = sorted(Path(__file__).resolve().parent.glob("*.py"))
+    for name, data in [*sorted(source.items()), *((f"autograder/{p.name}", p.read_bytes()) for p in grader)]:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    settings = {
+        "host": host_signature(),
+        "compile_cache": options.compile_cache,
+        "unsafe": options.unsafe,
+        "timeout": options.reference_cell_timeout,
+        # the budgets are made from the run's seconds later: their factor and floor change nothing here
+        "limits": {k: v for k, v in options.limits.as_dict().items() if k not in ("time_factor", "time_floor")},
+    }
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return digest.hexdigest()[:32]
+
+
+def kept_reference(folder: Path, key: str) -> list[ReferenceRun] | None:
+    """The clean reference runs kept under `key` in folder; None when there are none (or they do
+    not read back whole)."""
+    kept = Path(folder) / key
+    try:
+        runs = []
+        for item in json.loads((kept / "runs.json").read_text()):
+            entries = {p.name: p.read_bytes() for p in sorted((kept / "entries" / item["notebook"]).glob("*"))}
+            runs.append(ReferenceRun(item["notebook"], item["host"], entries, float(item["seconds"])))
+        return runs
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def keep_reference(folder: Path, key: str, runs: list[ReferenceRun]) -> None:
+    """Keep clean runs under `key` (written aside, then moved into place: never half a run)."""
+    if any(run.problems for run in runs):
+        return
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".keeping-", dir=folder))
+    try:
+        for run in runs:
+            entries = scratch / "entries" / run.notebook
+            entries.mkdir(parents=True)
+            for name, data in run.entries.items():
+                (entries / name).write_bytes(data)
+        index = [{"notebook": r.notebook, "host": r.host, "seconds": r.seconds} for r in runs]
+        (scratch / "runs.json").write_text(json.dumps(index))
+        os.rename(scratch, folder / key)
+    except OSError:  # kept already (another run was first), or the folder cannot take it: not kept
+        shutil.rmtree(scratch, ignore_errors=True)

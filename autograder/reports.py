@@ -133,10 +133,10 @@ def lms_export(course: Path, total_only: bool = False) -> LmsExport:
                     continue
                 for nb in submission.notebooks:
                     scores[nb.name] = max(0.0, nb.score - (nb.late_submission_penalty or 0.0))
-            name = (
+            shown = (
                 f"{student.last_name}, {student.first_name}" if student.last_name and student.first_name else student.id
             )
-            row = [name, student.lms_user_id or "", student.id, "", "", _number(sum(scores.values()))]
+            row = [shown, student.lms_user_id or "", student.id, "", "", _number(sum(scores.values()))]
             rows.append(row + ([] if total_only else [_number(scores[s]) for s in stems]))
     return LmsExport(header, points, rows, pending)
 

@@ -31,6 +31,12 @@ SLOW_MODULES = {
 }
 
 
+def pytest_sessionfinish(session, exitstatus):
+    from tests.grading import remove_kept_references
+
+    remove_kept_references()
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:

@@ -34,10 +34,10 @@ import nbformat
 import pytest
 
 from autograder.grade import grade
-from autograder.options import GradingOptions
 from autograder.paths import NOTEBOOKS, ROOT, SOLUTIONS
 from autograder.sandbox import Limits
 from tests.fixtures import build as fixtures
+from tests.grading import options
 from tests.hidden import hidden_test_lines
 
 EXPECTED = fixtures.EXPECTED_SCORES
@@ -226,8 +226,7 @@ def graded(tmp_path_factory, canaries) -> Graded:
     # A copy: hostile submissions must not be able to touch the repository's fixtures.
     shutil.copytree(fixtures.SUBMISSIONS, submissions)
     start = time.perf_counter()
-    options = GradingOptions(jobs=JOBS, cell_timeout=CELL_TIMEOUT, limits=Limits(**TIME_BUDGET))
-    result = grade(submissions, out, options)
+    result = grade(submissions, out, options(jobs=JOBS, cell_timeout=CELL_TIMEOUT, limits=Limits(**TIME_BUDGET)))
     seconds = time.perf_counter() - start
     stored = read_scores(out / "cells.csv")
     returned = {

@@ -29,6 +29,7 @@ from autograder.grade import grade
 from autograder.options import GradingOptions
 from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
 from autograder.tls import SchedulerSecurity
+from tests.grading import REFERENCE_CACHE, options
 from tests.hidden import hidden_test_lines
 
 PY = sys.executable
@@ -68,7 +69,7 @@ def serial(klass, tmp_path_factory):
 
     Session.send = recording
     try:
-        result = grade(klass, out, GradingOptions(jobs=1), io.StringIO())
+        result = grade(klass, out, options(own_reference=True), io.StringIO())
     finally:
         Session.send = send
     result.sent = sent
@@ -221,14 +222,14 @@ def _assert_same(expected: dict, found: dict) -> None:
 
 
 def test_parallel_grading_matches_serial(klass, serial, tmp_path):
-    parallel = grade(klass, tmp_path / "parallel", GradingOptions(jobs=2), io.StringIO())
+    parallel = grade(klass, tmp_path / "parallel", options(jobs=2), io.StringIO())
     assert parallel.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(parallel.out))
 
 
 def test_grading_without_the_speedups_matches(klass, serial, tmp_path):
     """The compile cache and the forked kernels change how long grading takes, nothing else."""
-    plain = grade(klass, tmp_path / "plain", GradingOptions(compile_cache=False, fork_kernels=False), io.StringIO())
+    plain = grade(klass, tmp_path / "plain", options(compile_cache=False, fork_kernels=False), io.StringIO())
     assert plain.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(plain.out))
 
@@ -236,7 +237,7 @@ def test_grading_without_the_speedups_matches(klass, serial, tmp_path):
 def test_feedback_is_the_same_without_a_sandbox(klass, serial, tmp_path):
     """--unsafe-no-sandbox changes what learner code can reach, not a score or a byte of feedback
     (the kernel's scratch folder is written as /tmp, where a sandboxed kernel has it)."""
-    unsafe = grade(klass, tmp_path / "unsafe", GradingOptions(unsafe=True), io.StringIO())
+    unsafe = grade(klass, tmp_path / "unsafe", options(unsafe=True), io.StringIO())
     assert unsafe.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(unsafe.out))
     assert "performance-05-grade-" not in "".join(
@@ -373,7 +374,7 @@ def test_timeouts_and_hidden_errors_score_zero_and_are_named(tmp_path):
         ),
     )
     nbformat.write(sneaky, subs / "sneaky" / "01-understand.ipynb")
-    result = grade(subs, tmp_path / "out", GradingOptions(cell_timeout=8), io.StringIO())
+    result = grade(subs, tmp_path / "out", options(cell_timeout=8), io.StringIO())
     assert any("01-understand.ipynb" in r and "limit" in r for r in result.broken["sleepy"]), result.broken
     scores = {(r["student_id"], r["grade_id"]): r["score"] for r in result.cells}
     assert scores[("sleepy", "test-layer-backward")] == 0
@@ -400,7 +401,7 @@ def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp
     for name in ("zoë", "ann smith", ".hidden", "ok-1"):
         shutil.copyfile(RELEASE / "01-understand.ipynb", subs / name / "01-understand.ipynb")
     shutil.copyfile(RELEASE / "01-understand.ipynb", subs / "ok-1" / "scratch.ipynb")
-    run = _cli("autograder.grade", str(subs), "--out", str(tmp_path / "out"))
+    run = _cli("autograder.grade", str(subs), "--out", str(tmp_path / "out"), "--reference-cache", str(REFERENCE_CACHE))
     assert run.returncode == 0, run.stdout + run.stderr
     graded = {row["student_id"] for row in csv.DictReader(open(tmp_path / "out" / "cells.csv"))}
     assert graded == {"zoë", "ok-1"}

@@ -26,8 +26,8 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.class_gradebook import GradebookError
 from autograder.grade import grade
-from autograder.options import GradingOptions
 from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SOLUTIONS
+from tests.grading import options
 
 SAMPLES = AUTOGRADER / "samples"
 LMS_FILE = f"lms-{ASSIGNMENT}.csv"
@@ -96,7 +96,7 @@ def _with_answer(path: Path, grade_id: str, extra: str) -> None:
 def graded(tmp_path_factory) -> Path:
     """OUT of the samples, autograded once; no manual grade yet."""
     out = tmp_path_factory.mktemp("graded") / "out"
-    grade(SAMPLES, out, GradingOptions(compile_cache=False), io.StringIO())
+    grade(SAMPLES, out, options(), io.StringIO())
     return out
 
 
@@ -187,7 +187,7 @@ def regraded(graded, tmp_path_factory):
         "answer-why-hvp",
         "\n\nAdded after the deadline: the HVP is linear in the direction.",
     )
-    result = grade(submissions, out, GradingOptions(compile_cache=False), io.StringIO())
+    result = grade(submissions, out, options(), io.StringIO())
     return out, result, "\n".join(result.rechecks), before, pages_before
 
 
@@ -274,9 +274,9 @@ def test_a_changed_assignment_is_refused_until_a_fresh_gradebook(out, tmp_path):
     assert _digest(out / "course" / "gradebook.db") == gradebook and (out / "cells.csv").read_text() == cells
     assert marker.exists(), "the course's previous source was not put back"
     with pytest.raises(GradebookError):
-        grade(submissions, out, GradingOptions(compile_cache=False), io.StringIO())
+        grade(submissions, out, options(), io.StringIO())
 
-    result = grade(submissions, out, GradingOptions(compile_cache=False, fresh_gradebook=True), io.StringIO())
+    result = grade(submissions, out, options(fresh_gradebook=True), io.StringIO())
     assert result.students == ["late-student"]
     backups = sorted((out / "gradebook-backups").glob("gradebook-*.db"))
     assert len(backups) == 1 and _digest(backups[0]) == gradebook

@@ -88,3 +88,53 @@ def test_a_test_cell_the_solutions_do_not_pass_in_full_is_named():
     notebook = nbformat.v4.new_notebook(cells=[graded(3, 3, "3 of 3 points\n"), graded(3, 2, "[FAIL] 0/1  a\n")])
     (problem,) = solution_shortfalls(notebook)
     assert problem.startswith("test-2: the solutions earn 2.0 of 3 points") and "[FAIL] 0/1  a" in problem
+
+
+# ---------------------------------------------------------------------------------------
+# A clean reference run, kept for the next run with the same key.
+# ---------------------------------------------------------------------------------------
+def test_a_clean_run_is_kept_whole_and_read_back_as_it_was(tmp_path):
+    from autograder.options import GradingOptions
+    from autograder.reference import keep_reference, kept_reference, reference_key
+
+    runs = [ReferenceRun(name, "host", {"jit_f-abc": bytes([i, 0, 255])}, 1.5 + i) for i, name in enumerate(NOTEBOOKS)]
+    key = reference_key(TEMPLATE, GradingOptions())
+    assert kept_reference(tmp_path, key) is None
+    keep_reference(tmp_path, key, runs)
+    assert kept_reference(tmp_path, key) == runs
+    assert [p.name for p in tmp_path.iterdir()] == [key]  # nothing half-written left beside it
+    keep_reference(tmp_path, key, runs)  # a second keeper finds it there: no error, no change
+    assert kept_reference(tmp_path, key) == runs
+
+
+def test_a_run_with_a_problem_is_never_kept(tmp_path):
+    from autograder.reference import keep_reference, kept_reference
+
+    runs = _runs()
+    runs[0].problems = ["cell 3: KeyError"]
+    keep_reference(tmp_path, "k", runs)
+    assert kept_reference(tmp_path, "k") is None
+
+
+def test_the_key_changes_with_the_source_the_host_and_the_options_that_change_the_run(monkeypatch):
+    from autograder import reference
+    from autograder.options import GradingOptions
+
+    base = reference.reference_key(TEMPLATE, GradingOptions())
+    changed_source = {**TEMPLATE, "source/performance-05/remat_checks.py": b"# edited"}
+    assert reference.reference_key(changed_source, GradingOptions()) != base
+    assert reference.reference_key(TEMPLATE, GradingOptions(compile_cache=False)) != base
+    assert reference.reference_key(TEMPLATE, GradingOptions(limits=Limits(memory=1 << 30))) != base
+    # what only the learners' runs use leaves it as it is
+    same = GradingOptions(jobs=2, cell_timeout=9, judge_seed=5, limits=Limits(time_factor=3, time_floor=40))
+    assert reference.reference_key(TEMPLATE, same) == base
+    monkeypatch.setattr(reference, "host_signature", lambda: "another host")
+    assert reference.reference_key(TEMPLATE, GradingOptions()) != base
+
+
+def test_a_kept_run_that_does_not_read_back_whole_is_not_used(tmp_path):
+    from autograder.reference import kept_reference
+
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "runs.json").write_text('[{"notebook": "01-understand.ipynb"}]')
+    assert kept_reference(tmp_path, "k") is None

@@ -124,3 +124,40 @@ def test_the_flag_note_sits_after_body_and_escapes_what_it_quotes():
 def test_the_lesson_has_hidden_tests_to_strip():
     counts = [strip_hidden_tests(nbformat.read(SOLUTIONS / name, as_version=4)) for name in NOTEBOOKS]
     assert sum(counts) >= 3, counts
+
+
+def test_the_lms_export_scores_every_student_not_only_the_first(tmp_path):
+    """Each student's row holds their own scores (a loop once reused the assignment's name)."""
+    from nbgrader.api import Gradebook
+
+    from autograder.class_gradebook import db_url, quiet_gradebook_warnings
+    from autograder.course import use_the_venvs_tools
+    from autograder.reports import lms_export
+
+    use_the_venvs_tools()  # nbgrader runs alembic from the environment's bin/
+    quiet_gradebook_warnings()
+    course = tmp_path / "course"
+    (course / "source" / "ps1").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), course / "source" / "ps1" / "01.ipynb")
+    with Gradebook(db_url(course)) as gb:
+        gb.add_assignment("ps1")
+        gb.add_notebook("01", "ps1")
+        gb.add_grade_cell("check", "01", "ps1", max_score=4, cell_type="code")
+        for student, score, first, last in (
+            ("ada", 3.0, "Ada", "Lovelace"),
+            ("bob", 4.0, None, None),
+            ("cy", 1.5, "", ""),
+        ):
+            gb.add_student(student, first_name=first, last_name=last)
+            gb.add_submission("ps1", student)
+            grade = gb.find_grade("check", "01", "ps1", student)
+            grade.auto_score, grade.needs_manual_grade = score, False
+        gb.db.commit()
+    export = lms_export(course)
+    assert export.header[-2:] == ["ps1", "ps1 01"] and export.points[-2:] == ["4", "4"]
+    assert [(row[0], row[2], row[-2]) for row in export.rows] == [
+        ("Lovelace, Ada", "ada", "3"),
+        ("bob", "bob", "4"),
+        ("cy", "cy", "1.5"),
+    ]
+    assert export.pending == {}

@@ -53,9 +53,10 @@ def graded_class(chromium_path, tmp_path_factory) -> Path:
     """OUT after autograding the samples (the browser is checked first: no grading to skip)."""
     from autograder.grade import grade
     from autograder.paths import AUTOGRADER
+    from tests.grading import options
 
     out = tmp_path_factory.mktemp("formgrader") / "out"
-    result = grade(AUTOGRADER / "samples", out, progress_stream=io.StringIO())
+    result = grade(AUTOGRADER / "samples", out, options(), io.StringIO())
     assert result.students == ["sample-complete", "sample-partial", "sample-two-mistakes"], result.students
     assert _cells_csv(out / "cells.csv")[(STUDENT, NOTEBOOK, CELL)] == "", (
         "the written answer should await manual grading"

@@ -138,10 +138,11 @@ def write_class(folder: Path) -> Path:
 def hostile_class(chromium_path, tmp_path_factory) -> Path:
     """OUT after grading the hostile student and the classmate (the browser is checked first)."""
     from autograder.grade import grade
+    from tests.grading import options
 
     root = tmp_path_factory.mktemp("hostile-pages")
     out = root / "out"
-    result = grade(write_class(root / "submissions"), out, progress_stream=io.StringIO())
+    result = grade(write_class(root / "submissions"), out, options(), io.StringIO())
     assert result.students == [CLASSMATE, STUDENT], result.students
     return out
 
