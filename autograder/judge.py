@@ -113,7 +113,7 @@ def _defines(source: str, name: str) -> bool:
 # The shipped modules, as the course's source has them.
 # ---------------------------------------------------------------------------------------
 class TrustedModules:
-    """The assignment's shipped modules (every .py file of the course's source folder of the
+    """The assignment's shipped modules (every module of the course's source folder of the
     assignment) loaded from there into this process, put in place of any other copy while the
     judge runs a cell. `checks`: the module that speaks the judge's protocol (remat_checks here)."""
 
@@ -121,7 +121,14 @@ class TrustedModules:
 
     def __init__(self, folder: Path, checks: str = "remat_checks"):
         folder = Path(folder)
-        files = {path.stem: path for path in sorted(folder.glob("*.py"))}
+        notebooks = {path.stem for path in folder.glob("*.ipynb")}
+        # A notebook's paired text file (jupytext) or a name no import can spell is a script,
+        # not a module: importing it would run it.
+        files = {
+            path.stem: path
+            for path in sorted(folder.glob("*.py"))
+            if path.stem.isidentifier() and path.stem not in notebooks
+        }
         if checks not in files:
             raise FileNotFoundError(f"{folder} holds no checks module {checks}.py")
         digest = hashlib.sha256(b"".join(path.read_bytes() for path in files.values())).hexdigest()

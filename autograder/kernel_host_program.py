@@ -178,6 +178,7 @@ def say(writer, text: str) -> None:
 def start_ipykernel(cells: str) -> None:
     """ipykernel, as `python -m ipykernel_launcher` would start it, with its cell files in `cells`."""
     quiet_forked_children()
+    print_in_pieces()
     import ipykernel.compiler
 
     # Cell files are <tmp>/ipykernel_<pid>/<hash>.py and show in tracebacks, so in feedback: one
@@ -206,6 +207,27 @@ def quiet_forked_children() -> None:
 
     iostream.IOPubThread._setup_pipe_in = no_subprocess_pipe
     iostream.IOPubThread._really_send = send_from_the_kernel_only
+
+
+#: The most characters one stream message carries. The grader's output cap cuts what a cell
+#: prints; this only keeps a long print from arriving as one message larger than the grader
+#: takes (kernels.MAX_KERNEL_MESSAGE), which would cost the whole notebook, not just its output.
+PRINT_PIECE = 1 << 20
+
+
+def print_in_pieces() -> None:
+    """ipykernel sends what a cell printed since its last flush as one message, however long.
+    Send it in pieces of PRINT_PIECE characters instead."""
+    from ipykernel import iostream
+
+    whole = iostream.OutStream._flush_buffers
+
+    def in_pieces(stream):
+        for parent, data in whole(stream):
+            for start in range(0, len(data), PRINT_PIECE):
+                yield parent, data[start : start + PRINT_PIECE]
+
+    iostream.OutStream._flush_buffers = in_pieces
 
 
 def import_the_kernels_stack() -> None:

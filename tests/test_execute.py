@@ -5,6 +5,7 @@ judged_cells.py). The same code with real kernels is in test_sandbox.py and the 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 import nbformat
 import pytest
@@ -120,8 +121,15 @@ def _cell(source: str = "x = 1", **nbgrader) -> nbformat.NotebookNode:
     return cell
 
 
+def _run(coroutine):
+    # In a thread of its own: a notebook run earlier in this process may have left its event
+    # loop marked as running in the main thread, where asyncio.run refuses to start another.
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
+
+
 def _run_cell(executor, cell, index: int):
-    return asyncio.run(executor.async_execute_cell(cell, index))
+    return _run(executor.async_execute_cell(cell, index))
 
 
 def test_a_kernel_stopped_at_a_limit_ends_the_notebook_there(executor, monkeypatch):
@@ -253,7 +261,7 @@ def test_only_test_cells_are_judged_and_only_with_a_judge_source():
 def test_a_test_cell_after_the_kernel_stopped_scores_zero_and_says_why():
     judged = JudgedCells(JudgeSettings("/x", "remat_checks", 1), [], 30, float("inf"))
     cell = _cell("assert True", grade=True, solution=False, points=3)
-    seconds, dead = asyncio.run(judged.verdict(cell, None, None, "the kernel died, in cell 2"))
+    seconds, dead = _run(judged.verdict(cell, None, None, "the kernel died, in cell 2"))
     assert (seconds, dead, judged.judge) == (0.0, None, None)  # no judge was made
     assert cell.outputs[0]["text"].startswith("this cell's checks did not run: the kernel died, in cell 2")
     assert cell.outputs[1]["data"]["text/plain"] == "0.0"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import shutil
 import time
 
 import nbformat
@@ -30,7 +31,7 @@ from autograder.judge import (
     kernel_part,
     learner_names,
 )
-from autograder.paths import NOTEBOOKS, SOLUTIONS
+from autograder.paths import NOTEBOOKS, SHIPPED_MODULES, SOLUTIONS
 from autograder.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
 
 
@@ -223,8 +224,24 @@ class InProcessHelpers:
 
 
 @pytest.fixture(scope="module")
-def trusted():
-    return TrustedModules(SOLUTIONS)
+def trusted(tmp_path_factory):
+    # The shipped modules, as the class course's source folder holds them beside the notebooks.
+    source = tmp_path_factory.mktemp("source")
+    for name in SHIPPED_MODULES:
+        shutil.copy2(SOLUTIONS / name, source / name)
+    return TrustedModules(source)
+
+
+def test_trusted_modules_never_run_a_notebooks_paired_script(tmp_path):
+    canary = tmp_path / "ran"
+    (tmp_path / "checks_only.py").write_text("import helper_module\n")
+    (tmp_path / "helper_module.py").write_text("VALUE = 1\n")
+    for script in ("lesson.py", "01-understand.py"):  # a jupytext pair; a name no import spells
+        (tmp_path / script).write_text(f"open({str(canary)!r}, 'a').write({script!r})\n")
+    (tmp_path / "lesson.ipynb").write_text("{}")
+    trusted = TrustedModules(tmp_path, "checks_only")
+    assert sorted(trusted.modules) == ["checks_only", "helper_module"]
+    assert not canary.exists()
 
 
 def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5):

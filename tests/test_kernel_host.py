@@ -147,3 +147,20 @@ def test_a_host_that_does_not_start_is_an_error_that_says_what_it_said(layout):
 
     with pytest.raises(KernelHostError, match="did not start .*'no'"):
         broken.start()
+
+
+def test_a_long_print_leaves_the_kernel_in_pieces_the_grader_takes(monkeypatch):
+    from ipykernel import iostream
+
+    from autograder.kernels import MAX_KERNEL_MESSAGE
+
+    long_print = "x" * (5 * program.PRINT_PIECE + 7)
+    monkeypatch.setattr(
+        iostream.OutStream, "_flush_buffers", lambda stream: iter([({"cell": 1}, long_print), ({"cell": 2}, "")])
+    )
+    program.print_in_pieces()
+    pieces = list(iostream.OutStream._flush_buffers(None))
+    assert "".join(text for _, text in pieces) == long_print  # nothing lost, nothing added
+    assert [len(text) for _, text in pieces] == [program.PRINT_PIECE] * 5 + [7]
+    assert {parent["cell"] for parent, _ in pieces} == {1}  # each piece keeps its cell
+    assert program.PRINT_PIECE * 4 < MAX_KERNEL_MESSAGE  # a piece, JSON-escaped, fits a message
