@@ -20,6 +20,8 @@ OUT ?= runs/autograde
 STUDENT ?=
 NB ?=
 PYTEST_ARGS ?=
+# make test's processes (pytest-xdist): much of a grading test waits on kernels and timeouts.
+TEST_PROCESSES ?= 2
 AUDIT_EVIDENCE ?= runs/performance-audit
 K ?= 16
 BENCH_JOBS ?= 2
@@ -55,7 +57,7 @@ run: venv
 
 ## test: the lint, then the whole test suite (the browser tests skip, saying why, without Chromium)
 test: venv lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
 
 ## test-fast: the tests that start no kernel, in well under a minute: the edit-test loop
 test-fast: venv

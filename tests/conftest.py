@@ -9,13 +9,16 @@ minute; `make test` runs everything. A module in SLOW_MODULES is marked `slow` a
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from autograder.paths import NOTEBOOKS, RELEASE, SOLUTIONS
 from bundle.execute import execute_notebook
+from tests.grading import REFERENCE_CACHE_VARIABLE
 
 #: Test modules that run kernels, notebooks or a grading run.
 SLOW_MODULES = {
@@ -30,17 +33,40 @@ SLOW_MODULES = {
     "test_plugin",
 }
 
+#: Test modules that read solution_runs or release_runs (besides tests/browser).
+NOTEBOOK_RUN_MODULES = {"test_lesson", "test_prose"}
+
+
+def _runs_the_session(config) -> bool:
+    return not hasattr(config, "workerinput")  # the run's own process, not a pytest-xdist worker
+
+
+def pytest_configure(config):
+    if _runs_the_session(config):
+        os.environ[REFERENCE_CACHE_VARIABLE] = tempfile.mkdtemp(prefix="autograder-tests-reference-")
+
 
 def pytest_sessionfinish(session, exitstatus):
-    from tests.grading import remove_kept_references
+    if _runs_the_session(session.config):
+        shutil.rmtree(os.environ.pop(REFERENCE_CACHE_VARIABLE, ""), ignore_errors=True)
 
-    remove_kept_references()
 
-
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        if module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(_process_group(item.module.__name__)))
+
+
+def _process_group(module: str) -> str:
+    """`make test` runs on two processes (pytest-xdist, --dist loadgroup), one group at a time
+    each: a module's tests stay together so that its fixtures are built once, and the modules
+    that share this file's notebook runs or the browser's session stay together too."""
+    if module.startswith("tests.browser.") or module.rsplit(".", 1)[-1] in NOTEBOOK_RUN_MODULES:
+        return "notebook-runs-and-browser"
+    return module
 
 
 class NotebookRuns:

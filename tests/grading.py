@@ -8,19 +8,20 @@ itself, or one that records what a whole run sends, grades with `own_reference=T
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import os
 from pathlib import Path
 
 from autograder.options import GradingOptions
 
-#: This test session's kept reference runs (removed when the session ends: tests/conftest.py).
-REFERENCE_CACHE = Path(tempfile.mkdtemp(prefix="autograder-tests-reference-"))
+REFERENCE_CACHE_VARIABLE = "AUTOGRADER_TESTS_REFERENCE_CACHE"
+
+
+def reference_cache() -> Path:
+    """This run's kept reference runs: a folder tests/conftest.py makes as the run starts and
+    removes as it ends, named in the environment so that every pytest-xdist worker shares it
+    (a reference run kept by one worker serves the other)."""
+    return Path(os.environ[REFERENCE_CACHE_VARIABLE])
 
 
 def options(own_reference: bool = False, **changes) -> GradingOptions:
-    return GradingOptions(reference_cache=None if own_reference else REFERENCE_CACHE, **changes)
-
-
-def remove_kept_references() -> None:
-    shutil.rmtree(REFERENCE_CACHE, ignore_errors=True)
+    return GradingOptions(reference_cache=None if own_reference else reference_cache(), **changes)

@@ -29,7 +29,7 @@ from autograder.grade import grade
 from autograder.options import GradingOptions
 from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
 from autograder.tls import SchedulerSecurity
-from tests.grading import REFERENCE_CACHE, options
+from tests.grading import options, reference_cache
 from tests.hidden import hidden_test_lines
 
 PY = sys.executable
@@ -401,7 +401,9 @@ def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp
     for name in ("zoë", "ann smith", ".hidden", "ok-1"):
         shutil.copyfile(RELEASE / "01-understand.ipynb", subs / name / "01-understand.ipynb")
     shutil.copyfile(RELEASE / "01-understand.ipynb", subs / "ok-1" / "scratch.ipynb")
-    run = _cli("autograder.grade", str(subs), "--out", str(tmp_path / "out"), "--reference-cache", str(REFERENCE_CACHE))
+    run = _cli(
+        "autograder.grade", str(subs), "--out", str(tmp_path / "out"), "--reference-cache", str(reference_cache())
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     graded = {row["student_id"] for row in csv.DictReader(open(tmp_path / "out" / "cells.csv"))}
     assert graded == {"zoë", "ok-1"}
