@@ -57,7 +57,7 @@ run: venv
 
 ## test: the lint, then the whole test suite (the browser tests skip, saying why, without Chromium)
 test: venv lint
-	$(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
 
 ## test-fast: the tests that start no kernel, in well under a minute: the edit-test loop
 test-fast: venv
