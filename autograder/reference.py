@@ -36,6 +36,7 @@ from .kernels import GRADING_ENV, SandboxSession
 from .options import GradingOptions
 from .paths import KERNEL_NAME
 from .sandbox import CACHE, Limits, sandbox_for_grading
+from .task_template import judge_checks_module, shipped_files, unpack, with_budgets
 
 
 class ReferenceProblem(RuntimeError):
@@ -53,23 +54,6 @@ class ReferenceRun:
     problems: list[str] = field(default_factory=list)  # errors and warnings, each with its cell
 
 
-def unpack(template: dict[str, bytes], folder: Path, prefix: str) -> None:
-    for relative, data in template.items():
-        if relative.startswith(prefix):
-            (folder / relative[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
-            (folder / relative[len(prefix) :]).write_bytes(data)
-
-
-def shipped_files(template: dict[str, bytes], folder: Path) -> Path:
-    """The assignment's files a kernel may see (never a notebook), in folder."""
-    prefix = f"source/{assignment_in(template).id}/"
-    folder.mkdir(parents=True, exist_ok=True)
-    for relative, data in template.items():
-        if relative.startswith(prefix) and not relative.endswith(".ipynb") and "/" not in relative[len(prefix) :]:
-            (folder / relative[len(prefix) :]).write_bytes(data)
-    return folder
-
-
 def problems_of(notebook) -> list[str]:
     found = []
     for index, cell in enumerate(notebook.cells):
@@ -79,19 +63,6 @@ def problems_of(notebook) -> list[str]:
             elif out.get("output_type") == "stream" and out.get("name") == "stderr" and out.get("text", "").strip():
                 found.append(f"cell {index + 1} wrote to stderr: {out['text'].strip().splitlines()[-1][:300]}")
     return found
-
-
-def judge_checks_module(template: dict[str, bytes]) -> str:
-    """The checks module the course's nbgrader_config.py names for the judge ("" for none)."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "nbgrader_config.py").write_bytes(template.get("nbgrader_config.py", b""))
-        try:
-            config = PyFileConfigLoader("nbgrader_config.py", path=folder).load_config()
-        except Exception:  # an unreadable config names none
-            return ""
-    return str(config.SandboxedExecute.get("judge_checks_module", "") or "")
 
 
 def solution_shortfalls(notebook) -> list[str]:
@@ -171,19 +142,6 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-#: Where each notebook's time budget travels inside a grading task's template.
-BUDGETS = "time-budgets.json"
-
-
-def time_budgets(template: dict[str, bytes]) -> dict[str, float]:
-    """{notebook: seconds} the reference run set; {} when it set none."""
-    try:
-        budgets = json.loads(template.get(BUDGETS, b"{}"))
-        return {str(name): float(seconds) for name, seconds in budgets.items()}
-    except (ValueError, TypeError, AttributeError):
-        return {}
-
-
 def into_template(
     template: dict[str, bytes], runs: list[ReferenceRun], say=lambda line: None, limits: Limits | None = None
 ) -> dict[str, bytes]:
@@ -200,7 +158,7 @@ def into_template(
     merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs])
     limits = limits or Limits()
     budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
-    merged[BUDGETS] = json.dumps(budgets, sort_keys=True).encode()
+    merged = with_budgets(merged, budgets)
     say(
         f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
         f"work; compile cache: {count} executables ({size / 1e6:.1f} MB); time budgets "

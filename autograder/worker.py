@@ -24,8 +24,8 @@ from .execute import Failure, NotebookRecord, failure_of
 from .kernels import GRADING_ENV, SandboxSession
 from .options import GradingOptions
 from .plugin import configure
-from .reference import shipped_files, time_budgets
 from .sandbox import CACHE, sandbox_for_grading
+from .task_template import shipped_files, time_budgets
 
 
 @dataclass

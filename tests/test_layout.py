@@ -82,6 +82,7 @@ ROOMS = {
         "__init__",
         "paths",
         "course",
+        "task_template",
         "submissions",
         "intake",
         "tampering",

@@ -18,9 +18,9 @@ from autograder.reference import (
     into_template,
     problems_of,
     solution_shortfalls,
-    time_budgets,
 )
 from autograder.sandbox import Limits
+from autograder.task_template import time_budgets
 
 
 def _cell(*outputs) -> nbformat.NotebookNode:
