@@ -306,6 +306,23 @@ def test_made_up_timing_samples_earn_nothing(monkeypatch, trusted):
     assert earned == 0, report
 
 
+def test_a_right_timing_answer_keeps_its_points_when_every_round_trip_is_slow(monkeypatch, trusted):
+    """On a loaded grading machine each call's round trip to the judge takes tens of
+    milliseconds; an honest sample then holds that too, and must still earn every point."""
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+    answer = kernel._input
+
+    def slow_round_trip(prompt=""):
+        time.sleep(0.03)  # on the way to the judge
+        reply = answer(prompt)
+        time.sleep(0.03)  # and back
+        return reply
+
+    monkeypatch.setattr(builtins, "input", slow_round_trip)
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-timing-samples"), 3)
+    assert earned == 3, report
+
+
 def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, trusted):
     """A kernel whose agent says the function raised ValueError, whatever was asked: only the
     checks that expect an exception could pass, and none here does."""
