@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .course import nbgrader_env, new_course, use_the_venvs_tools
 from .grade import grade
+from .hidden_tests import BEGIN as HIDDEN_BEGIN
 from .options import GradingOptions
 from .paths import ASSIGNMENT, AUTOGRADER, KERNEL_NAME, NOTEBOOKS, RUNS, SOLUTIONS
 
@@ -62,11 +63,30 @@ def make_class(copies: int, destination: Path, source: str = "samples") -> list[
     return students
 
 
+#: Where the course's nbgrader_config.py hands nbgrader's pipeline to this grader.
+GRADER_LINES = "\ntry:\n    from autograder.plugin import configure\n"
+
+
+def stock_config(text: str) -> str:
+    """The course's nbgrader_config.py without the grader's lines: stock nbgrader's pipeline. (With
+    the package installed, as `make venv` installs it, the lines would otherwise put the sandbox and
+    the judge into the "stock" side too.)"""
+    if GRADER_LINES not in text:
+        raise ValueError("the course's nbgrader_config.py no longer hands nbgrader to the grader as expected")
+    return text.split(GRADER_LINES, 1)[0].rstrip() + "\n"
+
+
 def stock_serial(submissions: Path, course: Path) -> dict:
-    """nbgrader the way its docs run it: one course folder, one command at a time."""
+    """nbgrader the way its docs run it: one course folder, one command at a time, nothing of this
+    grader in its pipeline."""
     new_course(course)
+    config = course / "nbgrader_config.py"
+    config.write_text(stock_config(config.read_text()))
     env = nbgrader_env()
-    env.pop("PYTHONPATH", None)  # the stock pipeline: the bundle's grader is not importable here
+    env.pop("PYTHONPATH", None)
+    # Only the course's own config: the venv's etc/jupyter/nbgrader_config.py (`make venv` puts the
+    # course's there for JupyterLab's Validate button) would hand the pipeline to the grader again.
+    env["JUPYTER_NO_CONFIG"] = "1"
     steps = {}
 
     failures = []
@@ -92,7 +112,13 @@ def stock_serial(submissions: Path, course: Path) -> dict:
     run("autograde", ASSIGNMENT)
     run("generate_feedback", ASSIGNMENT)
     run("export", "--to", str(course / "grades.csv"))
-    return {"wall_s": time.perf_counter() - start, "steps_s": steps, "failures": failures}
+    wall = time.perf_counter() - start
+    # Stock nbgrader leaves the hidden tests in the autograded notebooks (this grader never does):
+    # where they are missing, the grader's pipeline ran and the comparison would be with itself.
+    graded = sorted((course / "autograded").glob(f"*/{ASSIGNMENT}/*.ipynb"))
+    if not graded or not any(HIDDEN_BEGIN in path.read_text() for path in graded):
+        raise RuntimeError(f"the stock side did not run stock nbgrader (see {course / 'autograde.log'})")
+    return {"wall_s": wall, "steps_s": steps, "failures": failures}
 
 
 def stock_scores(course: Path) -> dict[tuple[str, str, str], float | None]:
