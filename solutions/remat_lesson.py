@@ -190,16 +190,38 @@ def _judged(fn, operation: str, args, **options):
     return remote(operation, args, bind=template, **options)
 
 
+@functools.lru_cache(maxsize=128)
+def _differentiated(transform, fn, argnums):
+    return transform(fn, argnums=argnums)
+
+
+def differentiated(transform, fn, argnums=0):
+    """transform(fn, argnums) (jax.grad or jax.value_and_grad), made once per fn and argnums.
+
+    jax.jit keeps its traces and compiled programs per function: a new jax.grad(fn) on every
+    call is a new function, traced and compiled again each time, while this one is traced once
+    per argument shape (a check that compares ten seeds of one loss compiles it once). As with
+    jax.jit, a later call does not see a change to a global that fn reads while it is traced.
+    """
+    argnums = tuple(argnums) if isinstance(argnums, list) else argnums
+    try:
+        return _differentiated(transform, fn, argnums)
+    except TypeError:  # fn cannot be a dictionary key: made afresh
+        return transform(fn, argnums=argnums)
+
+
 def gradient(fn, *args, argnums=0):
     """jax.grad(fn, argnums) at args, compiled."""
     found = _judged(fn, "grad", args, argnums=argnums)
-    return found if found is not NotImplemented else jax.jit(jax.grad(fn, argnums=argnums))(*args)
+    return found if found is not NotImplemented else jax.jit(differentiated(jax.grad, fn, argnums))(*args)
 
 
 def value_and_gradient(fn, *args, argnums=0):
     """jax.value_and_grad(fn, argnums) at args, compiled."""
     found = _judged(fn, "value_and_grad", args, argnums=argnums)
-    return found if found is not NotImplemented else jax.jit(jax.value_and_grad(fn, argnums=argnums))(*args)
+    if found is not NotImplemented:
+        return found
+    return jax.jit(differentiated(jax.value_and_grad, fn, argnums))(*args)
 
 
 def planned_memory(fn, *args) -> dict | None:
@@ -207,7 +229,8 @@ def planned_memory(fn, *args) -> dict | None:
     MEMORY_FIELDS, or None where the backend has no memory analysis."""
     found = _judged(fn, "plan", args)
     if found is NotImplemented:
-        found = memory_fields(jax.jit(jax.grad(fn)).lower(*args).compile().memory_analysis())
+        compiled = jax.jit(differentiated(jax.grad, fn)).lower(*args).compile()
+        found = memory_fields(compiled.memory_analysis())
     return None if memory_analysis_disabled() else found
 
 
