@@ -88,6 +88,7 @@ class HelperProcess:
         self.assignment, self.cache, self.cache_writable = assignment, cache, cache_writable
         self.process: subprocess.Popen | None = None
         self._buffer = b""
+        self._ready_by: float | None = None  # launched, its "ready" line not read yet: by when it must come
 
     # -- what differs between helpers -----------------------------------------------------------
     def extra_env(self) -> dict[str, str]:
@@ -101,6 +102,13 @@ class HelperProcess:
 
     # -- the process ----------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the process and wait until it says it is ready (HelperError if it does not)."""
+        self.launch()
+        self._await_ready()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it: its start (a Python, JAX imported) then runs
+        while the student's kernel works, and the first request waits for what is left of it."""
         self.folder.mkdir(parents=True, exist_ok=True)
         unsafe = self.sandbox.unsafe
         scratch = str(self.folder / "scratch") if unsafe else SCRATCH
@@ -130,7 +138,11 @@ class HelperProcess:
             start_new_session=True,
         )
         self._buffer = b""
-        first = self._read(time.monotonic() + START_TIMEOUT)
+        self._ready_by = time.monotonic() + START_TIMEOUT
+
+    def _await_ready(self) -> None:
+        deadline, self._ready_by = self._ready_by, None
+        first = self._read(deadline)
         if first.get("ready") is not True:
             self.stop()
             raise HelperError(f"the judge's {self.runner} did not start")
@@ -139,6 +151,8 @@ class HelperProcess:
         """One request and its answer; HelperError when the helper dies or runs past timeout."""
         if self.process is None or self.process.poll() is not None:
             self.start()
+        elif self._ready_by is not None:  # launched ahead of its first request
+            self._await_ready()
         try:
             self.process.stdin.write((dumps(message) + "\n").encode())
             self.process.stdin.flush()
@@ -192,6 +206,7 @@ class HelperProcess:
                 except OSError:
                     pass
             self.process = None
+            self._ready_by = None
 
 
 class ArtifactRunner(HelperProcess):
@@ -241,6 +256,12 @@ class JudgeHelpers:
         self.folder = Path(tempfile.mkdtemp(prefix="judge-", dir=folder))
         self.artifacts = ArtifactRunner(sandbox, self.folder / "artifacts", cache=cache, cache_writable=cache_writable)
         self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
+
+    def launch(self) -> None:
+        """Start both processes now, without waiting for them (see HelperProcess.launch)."""
+        for helper in (self.artifacts, self.numpy_only):
+            if helper.process is None:
+                helper.launch()
 
     def close(self) -> None:
         self.artifacts.stop()

@@ -14,15 +14,30 @@ import time
 from dataclasses import dataclass, field
 from queue import Empty
 
+import zmq
+import zmq.asyncio
+
 from .agent import RESPONSE_MIME
 from .helpers import sent_text
 from .wire import WireError, loads
 
 #: The biggest answer taken from a kernel, in characters.
 MAX_ANSWER = 128 << 20
+#: The longest a request waits for a message before it checks that the kernel is alive (ms).
+POLL_MS = 50
 
 #: What the kernel runs for every request: the agent (wire.py's text, then agent.py's).
 AGENT = sent_text("wire.py", "agent.py")
+#: Where a kernel keeps the agent between requests (in its own `sys`: nothing there is trusted).
+AGENT_SLOT = "_performance05_agent"
+#: The agent put in place (the first request to a kernel), then the request itself.
+INSTALL = (
+    "_performance05_g = {'__name__': 'performance05_agent'}\n"
+    f"exec(compile({AGENT!r}, '<grader>', 'exec'), _performance05_g)\n"
+    f"__import__('sys').__dict__[{AGENT_SLOT!r}] = _performance05_g\n"
+    "del _performance05_g\n"
+)
+ASK = f"__import__('sys').__dict__[{AGENT_SLOT!r}]['answer']({{message!r}})\n"
 
 
 class JudgeUnavailable(RuntimeError):
@@ -45,6 +60,7 @@ class KernelChannel:
     alive: object  # coroutine function: is the kernel alive?
     timed: dict = field(default_factory=dict)  # id -> TimedExecutable (the judge's copy)
     dead: str | None = None
+    installed: bool = False  # the agent is in the kernel (sent with the first request)
 
     def request(self, message: dict, deadline: float) -> dict:
         if self.dead:
@@ -53,14 +69,25 @@ class KernelChannel:
         return future.result()
 
     async def _request(self, message: dict, deadline: float) -> dict:
-        code = (
-            f"_performance05_g = {{'__name__': 'performance05_agent'}}\n"
-            f"exec(compile({AGENT!r}, '<grader>', 'exec'), _performance05_g)\n"
-            f"_performance05_g['answer']({json.dumps(message)!r})\n"
-            "del _performance05_g\n"
-        )
+        # The agent's text (19 kB) travels with the first request only; later ones call it where the
+        # kernel keeps it. A kernel that lost it (its code removed it) gets it again.
+        ask = ASK.format(message=json.dumps(message))
+        response, missing = await self._execute(ask if self.installed else INSTALL + ask, deadline)
+        if missing and self.installed:
+            response, _ = await self._execute(INSTALL + ask, deadline)
+        self.installed = "refused" not in response or response.get("refused") != "the kernel gave no answer"
+        return response
+
+    async def _execute(self, code: str, deadline: float) -> tuple[dict, bool]:
+        """Run one request's code; (the response, whether the kernel had no agent to answer it)."""
         msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=True, stop_on_error=False)
-        answer, replied, idle, interrupted = None, False, False, False
+        channels = (self.client.stdin_channel, self.client.iopub_channel, self.client.shell_channel)
+        # Woken by the first message on any of the three (a timed executable's question is
+        # answered as it arrives), and at least every POLL_MS to check the kernel and the deadline.
+        waiting = zmq.asyncio.Poller()
+        for channel in channels:
+            waiting.register(channel.socket, zmq.POLLIN)
+        answer, replied, idle, interrupted, missing = None, False, False, False, False
         while not (replied and idle):
             if time.monotonic() > deadline:
                 if interrupted or not await self.alive():
@@ -70,7 +97,7 @@ class KernelChannel:
                 interrupted = True
                 deadline = time.monotonic() + 10
             got = False
-            for channel in (self.client.stdin_channel, self.client.iopub_channel, self.client.shell_channel):
+            for channel in channels:
                 try:
                     msg = await channel.get_msg(timeout=0)
                 except Empty:
@@ -83,6 +110,8 @@ class KernelChannel:
                     await self._timed_event(msg)
                 elif kind == "execute_reply":
                     replied = True
+                    content = msg.get("content", {})
+                    missing = content.get("status") == "error" and AGENT_SLOT in str(content.get("evalue", ""))
                 elif kind == "status" and msg["content"].get("execution_state") == "idle":
                     idle = True
                 elif kind in ("display_data", "execute_result"):
@@ -93,18 +122,18 @@ class KernelChannel:
                 if not await self.alive():
                     self.dead = "the kernel died"
                     raise JudgeUnavailable(self.dead)
-                await asyncio.sleep(0.001)
+                await waiting.poll(timeout=max(1, min(POLL_MS, int(1000 * (deadline - time.monotonic())))))
         if interrupted:
             raise TimeoutError("it ran past its time limit and was interrupted")
         for timed in self.timed.values():
             timed.note("end", 0, time.perf_counter())
         if answer is None:
-            return {"refused": "the kernel gave no answer"}
+            return {"refused": "the kernel gave no answer"}, missing
         try:
             response = loads(answer)
         except WireError as error:
-            return {"refused": str(error)}
-        return response if isinstance(response, dict) else {"refused": "the kernel's answer is not a message"}
+            return {"refused": str(error)}, False
+        return (response if isinstance(response, dict) else {"refused": "the kernel's answer is not a message"}), False
 
     async def _timed_event(self, msg) -> None:
         """A timed executable's call or wait: answer after the delay the judge chose for it."""

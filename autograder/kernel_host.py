@@ -114,11 +114,24 @@ class KernelHost:
     def __init__(self, command, config: dict, env: dict[str, str]):
         self.command, self.config, self.env = command, config, env
         self.process: subprocess.Popen | None = None
+        self._ready_by: float | None = None  # spawned, its READY line not read yet: by when it must come
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def start(self) -> None:
+        """Start the host and wait for its imports (KernelHostError if it does not say it is ready)."""
+        self.spawn()
+        self.await_ready()
+
+    @property
+    def starting(self) -> bool:
+        """Spawned, and its imports not yet waited for."""
+        return self._ready_by is not None
+
+    def spawn(self) -> None:
+        """Start the host without waiting for its imports: they run while the grader prepares the
+        notebook, and the first kernel asked for waits for what is left of them."""
         self.process = launch(
             self.command(json.dumps(self.config)),
             stdin=subprocess.PIPE,
@@ -128,7 +141,12 @@ class KernelHost:
             text=True,
             start_new_session=True,
         )
-        line = self._read_line(START_TIMEOUT)
+        self._ready_by = time.monotonic() + START_TIMEOUT
+
+    def await_ready(self) -> None:
+        """Wait for a spawned host to say it is ready (KernelHostError if it does not in time)."""
+        deadline, self._ready_by = self._ready_by, None
+        line = self._read_line(max(0.0, deadline - time.monotonic()))
         if line != READY:
             self.stop()
             raise KernelHostError(f"the kernel host did not start (it said {line!r})")
@@ -144,6 +162,8 @@ class KernelHost:
         """A kernel in a fresh workspace; the host is (re)started first when it is not running."""
         if not self.alive():
             self.start()
+        elif self.starting:  # spawned ahead of its first kernel
+            self.await_ready()
         request = {"connection": connection, "args": args, "env": env}
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
@@ -186,3 +206,4 @@ class KernelHost:
                 except OSError:
                     pass
             self.process = None
+            self._ready_by = None

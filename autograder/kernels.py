@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -103,6 +104,7 @@ class SandboxSession:
         self.infrastructure: set[int] = set()
         self.record = None  # the notebook being graded now (execute.NotebookRecord), set by whoever grades it
         self._judge_helpers = None
+        self._host_for: list[str] | None = None  # the interpreter a host started ahead of its kernel runs
         self.name = f"session-{secrets.token_hex(8)}"
         _OPEN_SESSIONS[self.name] = self
 
@@ -150,14 +152,27 @@ class SandboxSession:
 
         return KernelHost(command, config, env)
 
+    def start_host(self, interpreter: list[str], env: dict[str, str]) -> None:
+        """Start the student's warm kernel host now, before the first notebook asks for a kernel:
+        its imports (about a second) run while the grader prepares that notebook."""
+        if self.fork and self.host is None:
+            self.host = self._host(interpreter, env, warm=True)
+            self._host_for = list(interpreter)
+            self.host.spawn()
+
     def launch(self, interpreter: list[str], args: list[str], connection: dict, env: dict[str, str]) -> KernelProcess:
         """A kernel with these ipykernel arguments and connection info (as the kernel sees it)."""
         if self.fork:
+            if self.host is not None and self._host_for not in (None, list(interpreter)):
+                self.close()  # started ahead for another interpreter than the kernel's
+            self._host_for = None
             if self.host is None or not self.host.alive():
                 if self.host is not None:
                     self.host.stop()
                 self.host = self._host(interpreter, env, warm=True)
-                self.host.start()
+                self.host.spawn()
+            if self.host.starting:  # its imports: waited for here, then its own processes are noted
+                self.host.await_ready()
                 self.infrastructure = set(self.host.sandbox_pids()) | {self.host.process.pid}
             return self.host.launch(connection, args, env)
         self.close()
@@ -320,6 +335,33 @@ class PromptKernelClient(AsyncKernelClient):
     wait_for_ready = _async_wait_for_ready
 
 
+def split_kernel_command(kernel_cmd: list[str]) -> tuple[list[str], list[str]]:
+    """(the interpreter, ipykernel's arguments) of a kernel spec's command, around `-m ipykernel_launcher`.
+
+    The sandbox binds the interpreter's folders by their real paths: the interpreter is reached that
+    way (a venv through a symlink keeps being a venv: only its folder is resolved, not the file).
+    """
+    split = kernel_cmd.index("-m")
+    interpreter, args = kernel_cmd[:split], kernel_cmd[split + 2 :]
+    program = interpreter[0]
+    interpreter = [
+        os.path.join(os.path.realpath(os.path.dirname(program)), os.path.basename(program)),
+        *interpreter[1:],
+    ]
+    return interpreter, args
+
+
+def kernel_interpreter(kernel_name: str) -> list[str]:
+    """The interpreter a kernel of this kernel spec runs, as its kernel manager will launch it."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    command = list(KernelSpecManager().get_kernel_spec(kernel_name).argv)
+    major, minor = sys.version_info[:2]
+    if command and command[0] in {"python", f"python{major}", f"python{major}.{minor}"}:
+        command[0] = sys.executable  # as jupyter_client's format_kernel_cmd does
+    return split_kernel_command(command)[0]
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels come from a SandboxSession (see the module docstring)."""
 
@@ -356,15 +398,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         session = self.sandbox_session
-        split = kernel_cmd.index("-m")
-        interpreter, args = kernel_cmd[:split], kernel_cmd[split + 2 :]  # around `-m ipykernel_launcher`
-        # The sandbox binds the interpreter's folders by their real paths: reach them that way
-        # (a venv through a symlink keeps being a venv: only its folder is resolved, not the file).
-        program = interpreter[0]
-        interpreter = [
-            os.path.join(os.path.realpath(os.path.dirname(program)), os.path.basename(program)),
-            *interpreter[1:],
-        ]
+        interpreter, args = split_kernel_command(kernel_cmd)
         # The kernel reads its own connection file, written by the host: drop `-f <file>`.
         if "-f" in args:
             at = args.index("-f")
