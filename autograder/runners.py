@@ -19,13 +19,18 @@ from .course import assignment_in
 from .options import GradingOptions
 from .reference import ReferenceRun, run_reference
 from .submissions import UsageError
-from .worker import StudentResult, grade_student, warm_up
+from .worker import StudentResult, grade_student, release_sandboxes, warm_up
 
 
 def broken_result(student_id: str, why: str) -> StudentResult:
     """A student the grader could not grade (its task failed twice): 0 for now, and named as the
     grader's failure, not the submission's (the run exits 4)."""
     return StudentResult(student_id, failed=[f"{why}; scored 0 until graded again"])
+
+
+def submission_size(task) -> int:
+    """About how much grading a student's task holds: the bytes of their notebooks."""
+    return sum(len(data) for data in task.notebooks.values())
 
 
 class HereRunner:
@@ -38,6 +43,7 @@ class HereRunner:
         return self
 
     def __exit__(self, *exc):
+        release_sandboxes()
         return False
 
     def start_reference(self, source: dict[str, bytes]) -> None:
@@ -84,8 +90,10 @@ class DaskRunner:
         import dask
         from dask.distributed import Client, LocalCluster
 
-        # A task that kills its worker fails at once (not after three workers) and is retried here, once.
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        # A task that kills its worker fails at once (not after three workers) and is retried here,
+        # once; a worker is handed its next student only when it is free (run() sends the largest first).
+        settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}
+        with dask.config.set(settings):
             if self.scheduler is None:
                 self.cluster = LocalCluster(
                     n_workers=self.jobs,
@@ -118,6 +126,10 @@ class DaskRunner:
             )
 
     def __exit__(self, *exc):
+        try:
+            self.client.run(release_sandboxes)  # the sandbox each worker made for a next student
+        except Exception:  # a worker that is gone took its sandboxes with it (--die-with-parent)
+            pass
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -154,7 +166,8 @@ class DaskRunner:
         attempts, results = {}, []
         futures = as_completed()
         by_key = {}
-        for task in tasks:
+        # Largest submissions first: a long one started last would leave the other workers idle.
+        for task in sorted(tasks, key=submission_size, reverse=True):
             attempts[task.student_id] = 1
             key = self._key("grade", task.student_id, 1)
             by_key[key] = task

@@ -8,6 +8,9 @@ ever share a gradebook file. The parent merges the results into the class gradeb
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 import shutil
 import socket
@@ -18,14 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .class_gradebook import db_url, quiet_gradebook_warnings
-from .compile_cache import reading_env, usable_cache
+from .compile_cache import ENTRIES, HOST, reading_env, usable_cache
 from .course import assignment_in, assignment_of, use_the_venvs_tools
 from .execute import Failure, NotebookRecord, failure_of
-from .kernels import GRADING_ENV, SandboxSession
+from .kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from .options import GradingOptions
 from .plugin import configure
 from .sandbox import CACHE, sandbox_for_grading
 from .task_template import shipped_files, time_budgets
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -86,13 +91,66 @@ def autograde_api(course: Path, options: GradingOptions, session: SandboxSession
     return NbGraderAPI(coursedir=coursedir, config=config)
 
 
-def student_session(task: StudentTask, course: Path, template: dict[str, bytes], folder: Path) -> SandboxSession:
-    """The student's sandbox: the shipped files, the compile cache read-only, the grading mode."""
+def _sandbox_settings(task: StudentTask, template: dict[str, bytes]) -> str:
+    """What a student's sandbox is made of, as a key: two tasks with the same key can take the same
+    kind of sandbox (one made ahead for the next task is taken only by a task of the same key)."""
+    digest = hashlib.sha256()
+    for name in sorted(
+        name for name in template if name.startswith((f"source/{assignment_in(template).id}/", ENTRIES))
+    ):
+        digest.update(f"{name}\0{len(template[name])}\0".encode())
+        digest.update(template[name])
+    options = task.options
+    settings = [options.limits.as_dict(), options.unsafe, options.fork_kernels, template.get(HOST, b"").decode()]
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+#: This process's folder for students' sandboxes and the compile cache they read (one per run's template).
+_FOLDER: Path | None = None
+#: A sandbox made ahead for this process's next student, with its key; None when there is none.
+_AHEAD: tuple[str, SandboxSession] | None = None
+
+
+def _folder() -> Path:
+    global _FOLDER
+    if _FOLDER is None or not _FOLDER.is_dir():
+        _FOLDER = Path(tempfile.mkdtemp(prefix="performance-05-sandboxes-"))
+    return _FOLDER
+
+
+def _compile_cache(template: dict[str, bytes]) -> Path | None:
+    """The template's compile cache, unpacked once in this process's folder; None when it has none
+    (or it was filled on another kind of machine)."""
+    entries = {name: data for name, data in template.items() if name.startswith(ENTRIES + "/") or name == HOST}
+    if not entries:
+        return None
+    digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d for n, d in sorted(entries.items()))).hexdigest()[:16]
+    folder = _folder() / f"cache-{digest}"
+    if not folder.is_dir():
+        staged = Path(tempfile.mkdtemp(dir=_folder()))
+        for name, data in entries.items():
+            (staged / name).parent.mkdir(parents=True, exist_ok=True)
+            (staged / name).write_bytes(data)
+        os.rename(staged, folder)
+    return usable_cache(folder)
+
+
+def student_session(task: StudentTask, template: dict[str, bytes]) -> SandboxSession:
+    """The student's sandbox: the shipped files, the compile cache read-only, the grading mode; the
+    one made ahead for this kind of task when there is one (its host and helpers already starting)."""
+    global _AHEAD
+    ahead, _AHEAD = _AHEAD, None
+    if ahead is not None:
+        if ahead[0] == _sandbox_settings(task, template):
+            return ahead[1]
+        ahead[1].remove()
     sandbox = sandbox_for_grading(task.options.limits, task.options.unsafe)
-    cache = usable_cache(course)
+    cache = _compile_cache(template)
     env = dict(GRADING_ENV)
     if cache is not None:
         env.update(reading_env(str(cache) if sandbox.unsafe else CACHE))
+    folder = Path(tempfile.mkdtemp(prefix="session-", dir=_folder()))
     return SandboxSession(
         sandbox,
         folder,
@@ -101,6 +159,37 @@ def student_session(task: StudentTask, course: Path, template: dict[str, bytes],
         fork=task.options.fork_kernels,
         env=env,
     )
+
+
+def start_session(session: SandboxSession, kernel_name: str, judged: bool) -> None:
+    """Start what the student's notebooks will need before the first one asks: the warm kernel host
+    (its imports, about a second) and the judge's helpers (a Python with JAX, one without)."""
+    if session.fork:
+        session.start_host(kernel_interpreter(kernel_name), session.kernel_environment(os.environ))
+    if judged:
+        session.judge_helpers().launch()
+
+
+def make_next_session(task: StudentTask, template: dict[str, bytes], kernel_name: str, judged: bool) -> None:
+    """A sandbox for this process's next student, started now, while this one's feedback is
+    written: a fresh one (its own uid, nothing of this student's in it), taken by the next task
+    with the same settings, or removed."""
+    global _AHEAD
+    if _AHEAD is None and task.options.fork_kernels:
+        session = student_session(task, template)
+        start_session(session, kernel_name, judged)
+        _AHEAD = (_sandbox_settings(task, template), session)
+
+
+def release_sandboxes() -> None:
+    """Remove the sandbox made ahead (if any) and this process's sandbox folder: the run is over."""
+    global _AHEAD, _FOLDER
+    ahead, _AHEAD = _AHEAD, None
+    if ahead is not None:
+        ahead[1].remove()
+    if _FOLDER is not None:
+        shutil.rmtree(_FOLDER, ignore_errors=True)
+        _FOLDER = None
 
 
 def _recording(converter):
@@ -196,8 +285,10 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         submitted.mkdir(parents=True)
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
-        session = student_session(task, course, template, scratch / "sandbox")
+        session = student_session(task, template)
         api = autograde_api(course, task.options, session)
+        kernel_name, judged = api.config.Execute.kernel_name, bool(api.config.SandboxedExecute.judge_source)
+        start_session(session, kernel_name, judged)  # while nbgrader prepares the first notebook
         autograded = course / "autograded" / task.student_id / assignment.id
 
         # Time is the course's to give, not the submission's to take: each notebook has the budget the
@@ -257,6 +348,10 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             else:
                 result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
 
+        try:
+            make_next_session(task, template, kernel_name, judged)
+        except Exception as error:  # only time is lost: the next student makes their own
+            log.warning("no sandbox could be made ahead for the next student: %s", error)
         result.timestamp, result.notebooks = _read_grades(course, task.student_id)
         # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
         graded = {p.name for p in autograded.glob("*.ipynb")} if autograded.exists() else set()
