@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from autograder.paths import NOTEBOOKS, RELEASE, SOLUTIONS
 from bundle.execute import execute_notebook
-from tests.grading import REFERENCE_CACHE_VARIABLE
+from tests.grading import JUDGE_SEED_VARIABLE, REFERENCE_CACHE_VARIABLE
 
 #: Test modules that run kernels, notebooks or a grading run.
 SLOW_MODULES = {
@@ -44,11 +45,13 @@ def _runs_the_session(config) -> bool:
 def pytest_configure(config):
     if _runs_the_session(config):
         os.environ[REFERENCE_CACHE_VARIABLE] = tempfile.mkdtemp(prefix="autograder-tests-reference-")
+        os.environ[JUDGE_SEED_VARIABLE] = str(secrets.randbits(62) or 1)
 
 
 def pytest_sessionfinish(session, exitstatus):
     if _runs_the_session(session.config):
         shutil.rmtree(os.environ.pop(REFERENCE_CACHE_VARIABLE, ""), ignore_errors=True)
+        os.environ.pop(JUDGE_SEED_VARIABLE, None)
 
 
 def pytest_collection_modifyitems(config, items):
