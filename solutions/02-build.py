@@ -822,6 +822,14 @@ with checks.item(1, "every timed call waits for its result"):
         what="every sample in seconds (each must include the time its result takes)",
         hint="wait for each result before stopping the clock, e.g. with block_until_ready()",
     )
+    # The order of the events decides, not their durations: on a loaded grader a call that is
+    # not waited for can last as long as a result takes.
+    checks.equal(
+        executable.unwaited_calls(4),
+        [],
+        what="the timed calls whose result was not waited for before the next call (counting the warm-up as 1)",
+        hint="wait for each result before stopping the clock, e.g. with block_until_ready()",
+    )
     checks.below(samples, executable.longest_samples(4), what="every sample, at most the time between its calls")
 ### END HIDDEN TESTS
 checks.score()

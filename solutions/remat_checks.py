@@ -399,6 +399,20 @@ class TimedExecutable:
             bounds.append(after[0] - before[-1] + 1e-6)
         return np.asarray(bounds, dtype=np.float64)
 
+    def unwaited_calls(self, repeats: int) -> list[int]:
+        """Of the last `repeats` calls, those whose result was not waited for before the next call
+        (or, for the last, before the timing ended): read from the order of the events, not from
+        their durations, so a slow or loaded machine changes nothing."""
+        unwaited = []
+        for call in self._timed_calls(repeats):
+            started = next((t for kind, c, t in self.events if kind == "call" and c == call), self.started)
+            after = [t for kind, c, t in self.events if kind == "call" and c == call + 1]
+            after += [t for kind, _, t in self.events if kind == "end" and t >= started]
+            waited = [t for kind, c, t in self.events if kind == "waited" and c == call]
+            if not waited or (after and waited[0] > min(after)):
+                unwaited.append(call)
+        return unwaited
+
     def shortest_samples(self, repeats: int) -> np.ndarray:
         """For the last `repeats` calls, the least a sample that waits for its result can be."""
         return np.asarray([self.delay("wait", call) for call in self._timed_calls(repeats)], dtype=np.float64)

@@ -323,6 +323,34 @@ def test_a_right_timing_answer_keeps_its_points_when_every_round_trip_is_slow(mo
     assert earned == 3, report
 
 
+def test_an_unsynchronized_timing_loses_the_waiting_item_however_slow_the_round_trips(monkeypatch, trusted):
+    """Where each round trip to the judge lasts longer than any result the judge delays, a sample
+    that never waits is as long as one that does: the item reads the order of the calls and
+    waits, and still takes exactly its point."""
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+    answer = kernel._input
+
+    def slow_round_trip(prompt=""):
+        time.sleep(0.03)
+        reply = answer(prompt)
+        time.sleep(0.03)
+        return reply
+
+    def unsynchronized(compiled, x, repeats=5):
+        np.asarray(compiled(x))  # the warm-up is waited for; the timed calls are not
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            compiled(x)
+            samples.append(time.perf_counter() - start)
+        return samples
+
+    monkeypatch.setattr(builtins, "input", slow_round_trip)
+    kernel.namespace["timing_samples"] = unsynchronized
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-timing-samples"), 3)
+    assert earned == 2 and "not waited for before the next call" in report, report
+
+
 def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, trusted):
     """A kernel whose agent says the function raised ValueError, whatever was asked: only the
     checks that expect an exception could pass, and none here does."""
