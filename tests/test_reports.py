@@ -161,3 +161,27 @@ def test_the_lms_export_scores_every_student_not_only_the_first(tmp_path):
         ("cy", "cy", "1.5"),
     ]
     assert export.pending == {}
+
+
+def test_a_new_gradebook_is_stamped_with_the_revision_the_alembic_command_reads(tmp_path, monkeypatch):
+    import sqlite3
+
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+
+    from autograder.class_gradebook import stamp_new_gradebooks_here
+    from autograder.course import use_the_venvs_tools
+
+    use_the_venvs_tools()  # nbgrader's own reading runs the venv's `alembic heads`
+    monkeypatch.setattr(nbgrader.api, "get_alembic_version", nbgrader.api.get_alembic_version)
+    by_command = nbgrader.api.get_alembic_version()
+    stamp_new_gradebooks_here()
+
+    def no_command(*args, **kwargs):
+        raise AssertionError(f"a command ran: {args}")
+
+    monkeypatch.setattr(nbgrader.api.sp, "check_output", no_command)
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}"):
+        pass
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(by_command,)]
