@@ -127,6 +127,8 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
             limits=options.limits.as_dict(),
         )
         run = ReferenceRun(notebook, host_signature())
+        if executor.judge_source:
+            session.judge_helpers().launch()  # they start while the kernel does
         try:
             executor.preprocess(executed, {})
         except Exception as error:  # no kernel, say: reported, and grading stops on it

@@ -13,6 +13,7 @@ more than one thread are refused (a worker grades one student at a time).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from .course import assignment_in
@@ -31,6 +32,15 @@ def broken_result(student_id: str, why: str) -> StudentResult:
 def submission_size(task) -> int:
     """About how much grading a student's task holds: the bytes of their notebooks."""
     return sum(len(data) for data in task.notebooks.values())
+
+
+def in_grading_order(tasks, processes: int, largest_first: bool = True) -> list:
+    """The tasks, largest submission first where processes share them (a long one started last
+    would leave the others idle), each saying whether another is likely to follow it on its
+    process: the last `processes` do not, so no sandbox is made ahead for a student who never comes."""
+    ordered = sorted(tasks, key=submission_size, reverse=True) if largest_first else list(tasks)
+    last = len(ordered) - max(1, processes)
+    return [dataclasses.replace(task, another_follows=index < last) for index, task in enumerate(ordered)]
 
 
 class HereRunner:
@@ -54,7 +64,7 @@ class HereRunner:
 
     def run(self, tasks, template, progress) -> list[StudentResult]:
         results = []
-        for task in tasks:
+        for task in in_grading_order(tasks, 1, largest_first=False):
             for attempt in (1, 2):
                 try:
                     result = grade_student(task, template)
@@ -166,8 +176,7 @@ class DaskRunner:
         attempts, results = {}, []
         futures = as_completed()
         by_key = {}
-        # Largest submissions first: a long one started last would leave the other workers idle.
-        for task in sorted(tasks, key=submission_size, reverse=True):
+        for task in in_grading_order(tasks, len(client.scheduler_info()["workers"]) or self.jobs):
             attempts[task.student_id] = 1
             key = self._key("grade", task.student_id, 1)
             by_key[key] = task

@@ -39,6 +39,9 @@ class StudentTask:
     notebooks: dict[str, bytes]  # file name -> bytes, already checked to be readable notebooks
     options: GradingOptions  # the run's, its cell timeout and judge seed settled
     extra_files: dict[str, bytes] = field(default_factory=dict)  # timestamp.txt and the like
+    #: Whether this process is likely to grade another student after this one (the runner knows):
+    #: only then is a sandbox made ahead for it.
+    another_follows: bool = True
 
 
 @dataclass
@@ -171,14 +174,22 @@ def start_session(session: SandboxSession, kernel_name: str, judged: bool) -> No
 
 
 def make_next_session(task: StudentTask, template: dict[str, bytes], kernel_name: str, judged: bool) -> None:
-    """A sandbox for this process's next student, started now, while this one's feedback is
-    written: a fresh one (its own uid, nothing of this student's in it), taken by the next task
-    with the same settings, or removed."""
+    """A sandbox for this process's next student, started now, while this one's later notebooks
+    and feedback are graded: a fresh one (its own uid, nothing of this student's in it), taken by
+    the next task with the same settings, or removed. Not made after a process's last student."""
     global _AHEAD
-    if _AHEAD is None and task.options.fork_kernels:
+    if _AHEAD is None and task.options.fork_kernels and task.another_follows:
         session = student_session(task, template)
         start_session(session, kernel_name, judged)
         _AHEAD = (_sandbox_settings(task, template), session)
+
+
+def _make_next_session_or_log(task: StudentTask, template: dict[str, bytes], kernel_name: str, judged: bool) -> bool:
+    try:
+        make_next_session(task, template, kernel_name, judged)
+    except Exception as error:  # only time is lost: the next student makes their own
+        log.warning("no sandbox could be made ahead for the next student: %s", error)
+    return True
 
 
 def release_sandboxes() -> None:
@@ -297,9 +308,14 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         student_deadline = time.monotonic() + sum(
             budgets.get(name, 0.0) for name in assignment.notebooks if name in task.notebooks
         )
+        ahead_made = False
         for name in assignment.notebooks:
             if name not in task.notebooks:
                 continue
+            if not ahead_made and name != next(n for n in assignment.notebooks if n in task.notebooks):
+                # After this student's first notebook: the next sandbox's imports then fill the
+                # waits of this student's later ones, instead of delaying the next first notebook.
+                ahead_made = _make_next_session_or_log(task, template, kernel_name, judged)
             budget = max(
                 1.0, min(budgets.get(name, task.options.budget_without_reference), student_deadline - time.monotonic())
             )
@@ -348,10 +364,8 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             else:
                 result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
 
-        try:
-            make_next_session(task, template, kernel_name, judged)
-        except Exception as error:  # only time is lost: the next student makes their own
-            log.warning("no sandbox could be made ahead for the next student: %s", error)
+        if not ahead_made:
+            _make_next_session_or_log(task, template, kernel_name, judged)
         result.timestamp, result.notebooks = _read_grades(course, task.student_id)
         # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
         graded = {p.name for p in autograded.glob("*.ipynb")} if autograded.exists() else set()

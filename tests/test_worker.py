@@ -121,3 +121,41 @@ def test_the_grades_come_back_as_data_from_the_tasks_gradebook(tmp_path):
     assert notebooks["01"]["grades"]["check"] == {"auto_score": 1.5, "needs_manual_grade": False}
     assert notebooks["01"]["late_penalty"] in (None, 0.0)
     assert worker._read_grades(course, "nobody") == (None, {})
+
+
+def _task(student: str, size: int, fork: bool = True) -> worker.StudentTask:
+    return worker.StudentTask(student, {"01.ipynb": b"x" * size}, GradingOptions(fork_kernels=fork))
+
+
+def test_shared_processes_take_the_largest_first_and_the_last_of_each_makes_nothing_ahead():
+    from autograder.runners import in_grading_order
+
+    tasks = [_task("small", 10), _task("large", 300), _task("middle", 200), _task("tiny", 1)]
+    shared = in_grading_order(tasks, 2)
+    assert [(t.student_id, t.another_follows) for t in shared] == [
+        ("large", True),
+        ("middle", True),
+        ("small", False),
+        ("tiny", False),
+    ]
+    serial = in_grading_order(tasks, 1, largest_first=False)
+    assert [(t.student_id, t.another_follows) for t in serial] == [
+        ("small", True),
+        ("large", True),
+        ("middle", True),
+        ("tiny", False),
+    ]
+    assert [(t.student_id, t.another_follows) for t in in_grading_order(tasks[:1], 4)] == [("small", False)]
+
+
+def test_no_sandbox_is_made_ahead_when_no_student_follows_or_kernels_are_not_forked(monkeypatch):
+    made = []
+    monkeypatch.setattr(worker, "student_session", lambda task, template: made.append(task) or object())
+    monkeypatch.setattr(worker, "start_session", lambda *args: None)
+    monkeypatch.setattr(worker, "_AHEAD", None)
+    last = worker.StudentTask("last", {}, GradingOptions(), another_follows=False)
+    worker.make_next_session(last, {}, "python3", True)
+    worker.make_next_session(_task("unforked", 1, fork=False), {}, "python3", True)
+    assert made == [] and worker._AHEAD is None
+    worker.make_next_session(_task("next", 1), {}, "python3", True)
+    assert [t.student_id for t in made] == ["next"] and worker._AHEAD is not None
