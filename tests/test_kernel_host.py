@@ -99,8 +99,11 @@ import autograder.kernel_host_program as program
 
 def start_ipykernel(cells):
     seen = {{"cwd_files": sorted(os.listdir()), "env": dict(os.environ), "argv": sys.argv, "cells": cells}}
-    with open(os.path.join({report!r}, f"kernel-{{os.getpid()}}.json"), "w") as handle:
+    # Written whole, then renamed: the test reads the file as soon as it exists.
+    path = os.path.join({report!r}, f"kernel-{{os.getpid()}}.json")
+    with open(path + ".part", "w") as handle:
         json.dump(seen, handle)
+    os.rename(path + ".part", path)
     time.sleep(60)
 
 program.import_the_kernels_stack = lambda: None
