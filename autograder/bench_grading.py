@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from .course import nbgrader_env, new_course, use_the_venvs_tools
+from .course import new_course, stock_nbgrader_env, use_the_venvs_tools, without_the_grader
 from .grade import grade
 from .hidden_tests import BEGIN as HIDDEN_BEGIN
 from .options import GradingOptions
@@ -63,30 +63,13 @@ def make_class(copies: int, destination: Path, source: str = "samples") -> list[
     return students
 
 
-#: Where the course's nbgrader_config.py hands nbgrader's pipeline to this grader.
-GRADER_LINES = "\ntry:\n    from autograder.plugin import configure\n"
-
-
-def stock_config(text: str) -> str:
-    """The course's nbgrader_config.py without the grader's lines: stock nbgrader's pipeline. (With
-    the package installed, as `make venv` installs it, the lines would otherwise put the sandbox and
-    the judge into the "stock" side too.)"""
-    if GRADER_LINES not in text:
-        raise ValueError("the course's nbgrader_config.py no longer hands nbgrader to the grader as expected")
-    return text.split(GRADER_LINES, 1)[0].rstrip() + "\n"
-
-
 def stock_serial(submissions: Path, course: Path) -> dict:
     """nbgrader the way its docs run it: one course folder, one command at a time, nothing of this
     grader in its pipeline."""
     new_course(course)
     config = course / "nbgrader_config.py"
-    config.write_text(stock_config(config.read_text()))
-    env = nbgrader_env()
-    env.pop("PYTHONPATH", None)
-    # Only the course's own config: the venv's etc/jupyter/nbgrader_config.py (`make venv` puts the
-    # course's there for JupyterLab's Validate button) would hand the pipeline to the grader again.
-    env["JUPYTER_NO_CONFIG"] = "1"
+    config.write_text(without_the_grader(config.read_text()))
+    env = stock_nbgrader_env()
     steps = {}
 
     failures = []

@@ -124,6 +124,29 @@ def nbgrader_env() -> dict:
     return env
 
 
+#: Where the bundle's nbgrader_config.py hands nbgrader's pipeline to this grader.
+GRADER_LINES = "\ntry:\n    from autograder.plugin import configure\n"
+
+
+def without_the_grader(config_text: str) -> str:
+    """The bundle's nbgrader_config.py without the lines that hand nbgrader's pipeline to this
+    grader: stock nbgrader, the checks deciding in the kernel."""
+    if GRADER_LINES not in config_text:
+        raise ValueError("the course's nbgrader_config.py no longer hands nbgrader to the grader as expected")
+    return config_text.split(GRADER_LINES, 1)[0].rstrip() + "\n"
+
+
+def stock_nbgrader_env() -> dict:
+    """nbgrader_env for stock nbgrader: the bundle's grader not on PYTHONPATH, and no config file
+    read but the course folder's own. The venv's etc/jupyter/nbgrader_config.py (`make venv` puts
+    the bundle's there, grader's lines included, for JupyterLab's Validate button) would hand the
+    pipeline to the grader again, the package being installed."""
+    env = nbgrader_env()
+    env.pop("PYTHONPATH", None)
+    env["JUPYTER_NO_CONFIG"] = "1"
+    return env
+
+
 def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one nbgrader command in the course folder; its output is returned, not printed."""
     command = [sys.executable, "-m", "nbgrader", *args]

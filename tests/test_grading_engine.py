@@ -414,15 +414,17 @@ def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp
 
 
 def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path):
-    """Without the bundle's grader (its package not importable), nbgrader's own pipeline runs and
-    the checks decide in the kernel: the solutions get every auto-graded point."""
-    from autograder.course import nbgrader_env, new_course
+    """Without the grader's lines in any config nbgrader reads, nbgrader's own pipeline runs and
+    the checks decide in the kernel: the solutions get every auto-graded point, and the hidden
+    tests are in the autograded notebooks, as stock nbgrader leaves them."""
+    from autograder.course import new_course, stock_nbgrader_env, without_the_grader
+    from autograder.hidden_tests import BEGIN
 
     course = new_course(tmp_path / "course")
     # An instructor's own course folder without the grader's lines: nbgrader's own pipeline.
     config = course / "nbgrader_config.py"
-    config.write_text(config.read_text().split("try:\n    from autograder.plugin")[0])
-    env = {k: v for k, v in nbgrader_env().items() if k != "PYTHONPATH"}
+    config.write_text(without_the_grader(config.read_text()))
+    env = stock_nbgrader_env()
     for command in (["generate_assignment", ASSIGNMENT, "--force"], ["autograde", ASSIGNMENT, "--force"]):
         if command[0] == "autograde":
             for name in NOTEBOOKS:
@@ -440,6 +442,8 @@ def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path)
             if not g.needs_manual_grade
         ]
         assert grades and all(g.score == g.max_score for g in grades), [(g.name, g.score) for g in grades]
+    autograded = (course / "autograded" / "perfect" / ASSIGNMENT / "02-build.ipynb").read_text()
+    assert BEGIN in autograded, "the grader's pipeline ran, not nbgrader's own"
 
 
 @pytest.mark.parametrize("layout", ["missing", "empty", "flat", "unknown", "nested"])

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.course import nbgrader_env, new_course
+from autograder.course import nbgrader_env, new_course, stock_nbgrader_env
 from autograder.paths import ASSIGNMENT
 from tests.fixtures import build as fixtures
 from tests.fixtures import second_assignment
@@ -44,10 +44,11 @@ def _nbgrader(course: Path, *args, env: dict, timeout: int = 1200) -> subprocess
     )
 
 
-def _env(home: Path) -> dict:
+def _env(home: Path, stock: bool = False) -> dict:
     """nbgrader's environment for an instructor whose home is `home`: no PYTHONPATH, the grader
-    found because it is installed (`make venv` installs it)."""
-    env = {k: v for k, v in nbgrader_env().items() if k != "PYTHONPATH"}
+    found because it is installed (`make venv` installs it). stock: no config file read but the
+    course's own (the venv's, written by `make venv`, holds the grader's lines)."""
+    env = stock_nbgrader_env() if stock else {k: v for k, v in nbgrader_env().items() if k != "PYTHONPATH"}
     return {**env, "HOME": str(home), "INSTRUCTOR_HOME": str(home)}
 
 
@@ -116,7 +117,7 @@ def test_a_second_assignment_is_graded_as_stock_nbgrader_grades_it_and_its_hosti
     home, secret = instructor_home
     env = _env(home)
     honest = ("right", "partly-wrong")
-    stock = _second_course(tmp_path / "stock", False, env, students=honest)
+    stock = _second_course(tmp_path / "stock", False, _env(home, stock=True), students=honest)
     Path(second_assignment.ESCAPE).unlink(missing_ok=True)
     safe = _second_course(tmp_path / "safe", True, env)
     assert safe == second_assignment.EXPECTED
