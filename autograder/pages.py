@@ -317,8 +317,14 @@ class _Templates(jinja2.BytecodeCache):
 _TEMPLATES = _Templates()
 
 
-#: Highlighted code, by (source, language, magics language, formatter options); bounded.
+#: Highlighted code, by (source, language, magics language, formatter options).
 _HIGHLIGHTED: dict[tuple, str] = {}
+#: Sources longer than this are highlighted every time: a submission's own long cells would only
+#: fill a worker's memory, student after student (the assignment's cells are far shorter).
+REMEMBERED_SOURCE = 8_000
+#: The most characters kept, sources and highlighted code together, before the memo is emptied.
+REMEMBERED_TOTAL = 4_000_000
+_highlighted_size = 0
 
 
 class _RememberedHighlight:
@@ -330,12 +336,18 @@ class _RememberedHighlight:
         self.options = json.dumps(highlight.extra_formatter_options, sort_keys=True, default=str)
 
     def __call__(self, source, language=None, metadata=None):
+        global _highlighted_size
+        if not isinstance(source, str) or len(source) > REMEMBERED_SOURCE:
+            return self.highlight(source, language, metadata)
         magics = metadata.get("magics_language") if isinstance(metadata, dict) else None
         key = (source, language or self.highlight.pygments_lexer, magics, self.options)
         if key not in _HIGHLIGHTED:
-            if len(_HIGHLIGHTED) >= 4096:
+            highlighted = self.highlight(source, language, metadata)
+            if _highlighted_size + len(source) + len(highlighted) > REMEMBERED_TOTAL:
                 _HIGHLIGHTED.clear()
-            _HIGHLIGHTED[key] = self.highlight(source, language, metadata)
+                _highlighted_size = 0
+            _HIGHLIGHTED[key] = highlighted
+            _highlighted_size += len(source) + len(highlighted)
         return _HIGHLIGHTED[key]
 
 

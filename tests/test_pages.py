@@ -104,3 +104,25 @@ def test_only_start_tags_outside_scripts_styles_and_comments_change():
 def test_a_page_without_images_or_a_notebook_element_is_left_as_it_is():
     page = '<html><body><div class="jp-OutputArea-output">x</div><br/><p>text &amp; more</p></body></html>'
     assert with_alt_text_and_tab_stops(page) == (page, 0)
+
+
+def test_remembered_highlighting_stays_within_its_size_and_skips_long_sources(monkeypatch):
+    """Code highlighted once per process is kept only while small: a class of submissions with
+    long cells of their own cannot fill a worker's memory through it."""
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    from autograder import pages
+
+    monkeypatch.setattr(pages, "_HIGHLIGHTED", {})
+    monkeypatch.setattr(pages, "_highlighted_size", 0)
+    monkeypatch.setattr(pages, "REMEMBERED_TOTAL", 20_000)
+    highlight = pages._RememberedHighlight(Highlight2HTML(pygments_lexer="ipython3"))
+    long_source = "x = 1\n" * (pages.REMEMBERED_SOURCE // 6 + 1)
+    assert highlight(long_source) == Highlight2HTML(pygments_lexer="ipython3")(long_source)
+    assert pages._HIGHLIGHTED == {}
+    for index in range(200):
+        source = f"value_{index} = {index}\n"
+        assert highlight(source) == Highlight2HTML(pygments_lexer="ipython3")(source)
+        kept = sum(len(key[0]) + len(value) for key, value in pages._HIGHLIGHTED.items())
+        assert kept == pages._highlighted_size <= pages.REMEMBERED_TOTAL
+    assert 0 < len(pages._HIGHLIGHTED) < 200
