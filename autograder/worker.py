@@ -184,12 +184,11 @@ def make_next_session(task: StudentTask, template: dict[str, bytes], kernel_name
         _AHEAD = (_sandbox_settings(task, template), session)
 
 
-def _make_next_session_or_log(task: StudentTask, template: dict[str, bytes], kernel_name: str, judged: bool) -> bool:
+def _make_next_session_or_log(task: StudentTask, template: dict[str, bytes], kernel_name: str, judged: bool) -> None:
     try:
         make_next_session(task, template, kernel_name, judged)
     except Exception as error:  # only time is lost: the next student makes their own
         log.warning("no sandbox could be made ahead for the next student: %s", error)
-    return True
 
 
 def release_sandboxes() -> None:
@@ -305,17 +304,13 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         # Time is the course's to give, not the submission's to take: each notebook has the budget the
         # reference run set for it, and the student the sum of them, whatever the notebooks hold.
         budgets = time_budgets(template)
-        student_deadline = time.monotonic() + sum(
-            budgets.get(name, 0.0) for name in assignment.notebooks if name in task.notebooks
-        )
-        ahead_made = False
-        for name in assignment.notebooks:
-            if name not in task.notebooks:
-                continue
-            if not ahead_made and name != next(n for n in assignment.notebooks if n in task.notebooks):
+        submitted_notebooks = [name for name in assignment.notebooks if name in task.notebooks]
+        student_deadline = time.monotonic() + sum(budgets.get(name, 0.0) for name in submitted_notebooks)
+        for position, name in enumerate(submitted_notebooks):
+            if position == 1:
                 # After this student's first notebook: the next sandbox's imports then fill the
                 # waits of this student's later ones, instead of delaying the next first notebook.
-                ahead_made = _make_next_session_or_log(task, template, kernel_name, judged)
+                _make_next_session_or_log(task, template, kernel_name, judged)
             budget = max(
                 1.0, min(budgets.get(name, task.options.budget_without_reference), student_deadline - time.monotonic())
             )
@@ -364,7 +359,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             else:
                 result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
 
-        if not ahead_made:
+        if len(submitted_notebooks) < 2:
             _make_next_session_or_log(task, template, kernel_name, judged)
         result.timestamp, result.notebooks = _read_grades(course, task.student_id)
         # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
