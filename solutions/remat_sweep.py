@@ -382,8 +382,9 @@ def pass_trace(
     Runs a fresh Python process with XLA_FLAGS=--xla_dump_to=<scratch> --xla_dump_hlo_pass_re=.*
     (XLA writes the program after every pass that changed it, each file named
     <step>.<pipeline>.after_<pass>.before_<next pass>.txt), compiles the gradient of `loss` there,
-    and reads the files back: one row per file with the pass that ran, the next one, and the
-    dots and barriers it left. None where a fresh process cannot import `loss` or fails.
+    with JAX's persistent compile cache off, and reads the files back: one row per file with the
+    pass that ran, the next one, and the dots and barriers it left. None where a fresh process
+    cannot import `loss` or fails.
     """
     import tempfile
 
@@ -396,6 +397,9 @@ def pass_trace(
             os.environ,
             XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip(),
             PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]),
+            # A program loaded from a persistent compile cache is not compiled, so XLA writes no
+            # pass: the dump needs a real compile, whatever cache the learner has set up.
+            JAX_ENABLE_COMPILATION_CACHE="false",
         )
         command = [
             sys.executable,

@@ -243,3 +243,18 @@ def test_the_pass_trace_names_where_the_barriers_and_the_recomputed_dots_go():
     assert [(row["after"], row["from"], row["dots"]) for row in dots] == [("cse", 15, 11)]
     assert [row["step"] for row in trace if row["after"] == "layout-assignment"][0] < dots[0]["step"]
     assert remat_sweep.pass_trace(lambda w, x: remat_sweep.plain_loss(w, x)) is None  # a lambda: no fresh process
+
+
+@on_cpu
+def test_the_pass_trace_compiles_afresh_where_a_persistent_compile_cache_holds_the_program(tmp_path, monkeypatch):
+    """A learner's JAX_COMPILATION_CACHE_DIR must not empty the trace: a program loaded from the
+    cache is not compiled, and XLA writes no pass of it. The first trace fills the cache (every
+    compile kept), the second finds the program there and must still compile it."""
+    from autograder.compile_cache import writing_env
+
+    for name, value in writing_env(tmp_path / "cache").items():
+        monkeypatch.setenv(name, value)
+    first = remat_sweep.pass_trace(remat_sweep.checkpoint_per_layer_loss, depth=4)
+    second = remat_sweep.pass_trace(remat_sweep.checkpoint_per_layer_loss, depth=4)
+    assert first, "no pass trace"
+    assert [row["after"] for row in second] == [row["after"] for row in first]
