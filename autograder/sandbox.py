@@ -41,6 +41,9 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", 
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 #: Variables of the grader's environment a kernel inherits (they change numerics, not access).
 INHERITED_PREFIXES = ("JAX_", "XLA_", "TF_CPP_", "OPENBLAS_", "OMP_", "MKL_", "REMAT_LESSON_NO_MEMORY_ANALYSIS")
+#: ... but not JAX's persistent compile cache: which cache a kernel reads (or fills) is the
+#: grader's choice alone (compile_cache.py), never a folder of the instructor's own setup.
+NOT_INHERITED_PREFIXES = ("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE", "JAX_ENABLE_COMPILATION_CACHE")
 #: First uid handed to kernels when the grader runs as root.
 FIRST_KERNEL_UID = 100_000
 
@@ -268,7 +271,11 @@ def kernel_env(
     inherited: dict[str, str], *, scratch: str = SCRATCH, cache: str | None = None, extra: dict[str, str] | None = None
 ) -> dict[str, str]:
     """The whole environment of a kernel: nothing of the grader's but what changes numerics."""
-    env = {name: value for name, value in inherited.items() if name.startswith(INHERITED_PREFIXES)}
+    env = {
+        name: value
+        for name, value in inherited.items()
+        if name.startswith(INHERITED_PREFIXES) and not name.startswith(NOT_INHERITED_PREFIXES)
+    }
     env.update(
         {
             "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",

@@ -36,6 +36,27 @@ from bundle.execute import execute_notebook
 DOUBLE = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda a: (a * 2.5).sum())(jnp.arange(7.0))))"
 
 
+def test_a_kernel_inherits_what_changes_numerics_and_none_of_the_graders_compile_cache():
+    """An instructor's own JAX cache settings would point a kernel at a folder it cannot see (or,
+    unsandboxed, one that outlives the run): the grader alone decides the cache."""
+    from autograder.sandbox import kernel_env
+
+    instructor = {
+        "JAX_ENABLE_X64": "1",
+        "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
+        "JAX_COMPILATION_CACHE_DIR": "/home/instructor/.cache/jax",
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_ENABLE_COMPILATION_CACHE": "true",
+        "HOME": "/home/instructor",
+        "AWS_SECRET_ACCESS_KEY": "canary",
+    }
+    env = kernel_env(instructor)
+    assert env["JAX_ENABLE_X64"] == "1" and env["XLA_FLAGS"] == instructor["XLA_FLAGS"]
+    assert [name for name in env if name.startswith("JAX_") and "CACHE" in name] == []
+    assert "AWS_SECRET_ACCESS_KEY" not in env and env["HOME"] == "/tmp/home"
+    assert kernel_env(instructor, cache="/cache")["JAX_COMPILATION_CACHE_DIR"] == "/cache"
+
+
 def _notebook(*sources: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
 
