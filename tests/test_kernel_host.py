@@ -78,6 +78,36 @@ def test_outside_a_sandbox_a_host_empties_only_a_folder_the_grader_marked(layout
         program.Host(layout)
 
 
+def test_descendants_are_every_process_below_and_no_other():
+    """A child that starts a thread, and from the thread a grandchild: both are found (the
+    grandchild is the thread's child, listed under the thread's task), as psutil finds them."""
+    from autograder import kernel_host
+
+    tree = (
+        "import subprocess, sys, threading, time\n"
+        "def start():\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "    print(child.pid, flush=True)\n"
+        "threading.Thread(target=start).start()\n"
+        "time.sleep(60)\n"
+    )
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child = subprocess.Popen([sys.executable, "-c", tree], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(child.stdout.readline())
+        below = kernel_host.descendants(os.getpid())
+        assert child.pid in below and grandchild in below and other.pid in below  # all of this test's
+        assert sorted(kernel_host.descendants(child.pid)) == [grandchild]
+        assert sorted(kernel_host._descendants_by_psutil(child.pid)) == [grandchild]
+        assert kernel_host.descendants(grandchild) == []
+    finally:
+        for process in (child, other):
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+    os.kill(grandchild, signal.SIGKILL)
+    assert kernel_host.descendants(child.pid) == []  # gone
+
+
 def test_outside_a_sandbox_a_host_ends_the_kernels_it_started_and_no_other_process(layout):
     host = program.Host(layout)
     mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
