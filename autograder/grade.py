@@ -27,6 +27,8 @@ reason of the grader's own (a FAILED line names each; the others are graded).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import logging
 import secrets
 import sys
@@ -44,7 +46,13 @@ from .merge import merge_into_gradebook
 from .options import GradingOptions, limits_from
 from .paths import ROOT, RUNS
 from .progress import Progress
-from .reference import ReferenceProblem, into_template, keep_reference, kept_reference, reference_key
+from .reference import (
+    ReferenceProblem,
+    claimed_reference,
+    into_template,
+    keep_reference,
+    kept_for,
+)
 from .reports import read_cells, write_class_files
 from .runners import DaskRunner, HereRunner
 from .sandbox import UNSAFE_FLAG, UNSAFE_WARNING, Limits, SandboxUnavailable, find_sandbox
@@ -127,11 +135,14 @@ def grade(
     options = options.replace(judge_seed=options.judge_seed or secrets.randbits(62))
 
     runner = HereRunner(options) if options.jobs == 1 and options.scheduler is None else DaskRunner(options)
-    with runner:
+    with runner, contextlib.ExitStack() as claim:
         update_class_course(course, fresh=options.fresh_gradebook, origin=origin)
         source = source_files(course)
-        key = reference_key(source, options) if options.reference_cache else ""
-        kept = kept_reference(options.reference_cache, key) if key else None
+        key, kept = kept_for(options.reference_cache, source, options) if options.reference_cache else ("", None)
+        if key and kept is None:
+            waiting = functools.partial(log.info, "waiting for another run's reference run (key %s)", key[:12])
+            claim.enter_context(claimed_reference(options.reference_cache, key, waiting))
+            _, kept = kept_for(options.reference_cache, source, options)  # kept while this run waited
         if kept is None:
             runner.start_reference(source)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
@@ -154,11 +165,12 @@ def grade(
         if kept is not None:
             progress.note(f"reference run: kept from an earlier run with the same key ({key[:12]})")
         try:
-            template = into_template(template, runs, progress.note, options.limits)
+            template = into_template(template, runs, progress.note, options.limits, options.compile_cache)
         except ReferenceProblem as error:
             raise CannotGradeSafely(str(error)) from None
         if key and kept is None:
             keep_reference(options.reference_cache, key, runs)
+        claim.close()  # the next run with this key finds it kept
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
         mark = time.perf_counter()
         results = runner.run(tasks, template, progress)

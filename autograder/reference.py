@@ -13,11 +13,15 @@ A clean reference run may be kept (`GradingOptions.reference_cache`, `--referenc
 under a key of everything it depends on: the assignment's source, the grader's own code, this
 host and the run's options. A later run with the same key (a regrade after a late submission)
 takes it from there instead of running the instructor's notebooks again; any change makes a new
-key. A run with a remote scheduler always runs its own (its workers are other hosts).
+key (a run without the sandbox may take a sandboxed run's, never the other way round). Two runs with the same key at once run it once: the second waits for the first's
+(`claimed_reference`). A run with a remote scheduler always runs its own (its workers are other
+hosts).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -87,14 +91,14 @@ def solution_shortfalls(notebook) -> list[str]:
 
 def run_reference(notebook: str, template: dict[str, bytes], options: GradingOptions) -> ReferenceRun:
     """Run one source notebook of the template in a sandboxed kernel, each test cell judged, with
-    the reference run's cell timeout; the compile cache filled unless options.compile_cache is off."""
+    the reference run's cell timeout, every program it compiles kept for the compile cache (the
+    learners' kernels get it unless options.compile_cache is off: `into_template`)."""
     from traitlets.config import Config
 
     from .execute import SandboxedExecute
 
     started = time.perf_counter()
     sandbox = sandbox_for_grading(options.limits, options.unsafe)
-    fill_cache = options.compile_cache
     scratch = Path(tempfile.mkdtemp(prefix="performance-05-reference-"))
     try:
         source = scratch / "source"
@@ -102,12 +106,12 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
         cache = scratch / "cache"
         cache.mkdir()
         inside = str(cache) if sandbox.unsafe else CACHE
-        env = {**GRADING_ENV, **(writing_env(inside) if fill_cache else {})}
+        env = {**GRADING_ENV, **writing_env(inside)}
         session = SandboxSession(
             sandbox,
             scratch / "session",
             shipped_files(template, scratch / "assignment"),
-            cache=cache if fill_cache else None,
+            cache=cache,
             cache_writable=True,
             fork=False,
             env=env,
@@ -136,8 +140,7 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
         finally:
             session.remove()
         run.problems += problems_of(executed) + solution_shortfalls(executed) + executor.record.trouble
-        if fill_cache:
-            run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
+        run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
         run.seconds = time.perf_counter() - started
         return run
     finally:
@@ -145,9 +148,14 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
 
 
 def into_template(
-    template: dict[str, bytes], runs: list[ReferenceRun], say=lambda line: None, limits: Limits | None = None
+    template: dict[str, bytes],
+    runs: list[ReferenceRun],
+    say=lambda line: None,
+    limits: Limits | None = None,
+    compile_cache: bool = True,
 ) -> dict[str, bytes]:
-    """The template with the compile cache; ReferenceProblem when a run was not clean."""
+    """The template with the time budgets and (unless `compile_cache` is off) the compile cache;
+    ReferenceProblem when a run was not clean."""
     failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
     if failed:
         raise ReferenceProblem(
@@ -157,13 +165,14 @@ def into_template(
     missing = sorted(set(assignment_in(template).notebooks) - {run.notebook for run in runs})
     if missing:
         raise ReferenceProblem(f"no reference run for {missing}")
-    merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs])
+    merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs if compile_cache])
     limits = limits or Limits()
     budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
     merged = with_budgets(merged, budgets)
+    cache = f"{count} executables ({size / 1e6:.1f} MB)" if compile_cache else "off"
     say(
         f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
-        f"work; compile cache: {count} executables ({size / 1e6:.1f} MB); time budgets "
+        f"work; compile cache: {cache}; time budgets "
         + ", ".join(f"{Path(name).stem[:2]} {seconds:.0f} s" for name, seconds in sorted(budgets.items()))
     )
     return merged
@@ -182,7 +191,6 @@ def reference_key(source: dict[str, bytes], options: GradingOptions) -> str:
         digest.update(data)
     settings = {
         "host": host_signature(),
-        "compile_cache": options.compile_cache,
         "unsafe": options.unsafe,
         "timeout": options.reference_cell_timeout,
         # the budgets are made from the run's seconds later: their factor and floor change nothing here
@@ -204,6 +212,35 @@ def kept_reference(folder: Path, key: str) -> list[ReferenceRun] | None:
         return runs
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def kept_for(folder: Path, source: dict[str, bytes], options: GradingOptions) -> tuple[str, list[ReferenceRun] | None]:
+    """The key this run keeps its reference run under, and a kept run it may take instead of
+    running one: its own key's or, for a run without the sandbox, a sandboxed run's. A sandboxed
+    run never takes one made without the sandbox: a solution that only works outside it would
+    have passed there."""
+    key = reference_key(source, options)
+    kept = kept_reference(folder, key)
+    if kept is None and options.unsafe:
+        kept = kept_reference(folder, reference_key(source, options.replace(unsafe=False)))
+    return key, kept
+
+
+@contextlib.contextmanager
+def claimed_reference(folder: Path, key: str, waiting=None):
+    """While held, no other grading run on this host makes the reference run of `key` in
+    `folder`: a second run with the same key waits here (after calling `waiting()`), then finds
+    the first one's kept, or, where it was not clean, runs its own."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{key}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # the lock goes with the file
 
 
 def keep_reference(folder: Path, key: str, runs: list[ReferenceRun]) -> None:

@@ -75,6 +75,20 @@ def test_a_clean_reference_run_travels_in_the_template_with_each_notebooks_time_
     assert time_budgets({}) == {} and time_budgets({"time-budgets.json": b"junk"}) == {}
 
 
+def test_without_the_compile_cache_the_template_has_the_budgets_and_no_executable():
+    from autograder.compile_cache import ENTRIES, HOST
+
+    runs = _runs()
+    runs[0].entries = {"jit_f-abc": b"an executable"}
+    said = []
+    cached = into_template(TEMPLATE, runs)
+    plain = into_template(TEMPLATE, runs, said.append, compile_cache=False)
+    assert f"{ENTRIES}/jit_f-abc" in cached and HOST in cached
+    assert not [name for name in plain if name.startswith(ENTRIES) or name == HOST]
+    assert time_budgets(plain) == time_budgets(cached)
+    assert "compile cache: off" in said[0]
+
+
 def test_a_test_cell_the_solutions_do_not_pass_in_full_is_named():
     def graded(points, earned, report):
         cell = nbformat.v4.new_code_cell("checks.score()")
@@ -107,6 +121,43 @@ def test_a_clean_run_is_kept_whole_and_read_back_as_it_was(tmp_path):
     assert kept_reference(tmp_path, key) == runs
 
 
+def test_a_second_run_with_the_same_key_waits_for_the_first_ones_reference_run(tmp_path):
+    """Two gradings at once with one key run the instructor's notebooks once: the second waits
+    (and says so) until the first has kept its reference run or given up; another key never waits."""
+    import threading
+
+    from autograder.reference import claimed_reference
+
+    events, waiting = [], threading.Event()
+
+    def second_run():
+        with claimed_reference(tmp_path, "k", lambda: (events.append("waited"), waiting.set())):
+            events.append("claimed")
+
+    with claimed_reference(tmp_path, "k"):
+        thread = threading.Thread(target=second_run)
+        thread.start()
+        assert waiting.wait(timeout=60), "the second run did not wait"
+        with claimed_reference(tmp_path, "another key", lambda: events.append("waited for another key")):
+            pass
+        assert events == ["waited"]  # not claimed while the first run holds it
+    thread.join(timeout=60)
+    assert events == ["waited", "claimed"]
+
+
+def test_a_run_without_the_sandbox_may_take_a_sandboxed_runs_reference_and_never_the_other_way(tmp_path):
+    from autograder.options import GradingOptions
+    from autograder.reference import keep_reference, kept_for, reference_key
+
+    sandboxed, unsafe = GradingOptions(), GradingOptions(unsafe=True)
+    runs = [ReferenceRun(name, "host", {"jit_f-abc": b"1"}, 1.0) for name in NOTEBOOKS]
+    keep_reference(tmp_path / "a", reference_key(TEMPLATE, sandboxed), runs)
+    assert kept_for(tmp_path / "a", TEMPLATE, unsafe) == (reference_key(TEMPLATE, unsafe), runs)
+    keep_reference(tmp_path / "b", reference_key(TEMPLATE, unsafe), runs)
+    assert kept_for(tmp_path / "b", TEMPLATE, sandboxed) == (reference_key(TEMPLATE, sandboxed), None)
+    assert kept_for(tmp_path / "b", TEMPLATE, unsafe)[1] == runs
+
+
 def test_a_run_with_a_problem_is_never_kept(tmp_path):
     from autograder.reference import keep_reference, kept_reference
 
@@ -123,10 +174,13 @@ def test_the_key_changes_with_the_source_the_host_and_the_options_that_change_th
     base = reference.reference_key(TEMPLATE, GradingOptions())
     changed_source = {**TEMPLATE, "source/performance-05/remat_checks.py": b"# edited"}
     assert reference.reference_key(changed_source, GradingOptions()) != base
-    assert reference.reference_key(TEMPLATE, GradingOptions(compile_cache=False)) != base
+    assert reference.reference_key(TEMPLATE, GradingOptions(unsafe=True)) != base
     assert reference.reference_key(TEMPLATE, GradingOptions(limits=Limits(memory=1 << 30))) != base
-    # what only the learners' runs use leaves it as it is
-    same = GradingOptions(jobs=2, cell_timeout=9, judge_seed=5, limits=Limits(time_factor=3, time_floor=40))
+    # what only the learners' runs use leaves it as it is (the reference run fills the compile
+    # cache either way; --no-compile-cache only keeps it from the learners' kernels)
+    same = GradingOptions(
+        jobs=2, cell_timeout=9, judge_seed=5, limits=Limits(time_factor=3, time_floor=40), compile_cache=False
+    )
     assert reference.reference_key(TEMPLATE, same) == base
     monkeypatch.setattr(reference, "host_signature", lambda: "another host")
     assert reference.reference_key(TEMPLATE, GradingOptions()) != base
