@@ -19,7 +19,8 @@ import pytest
 
 from autograder.paths import NOTEBOOKS, RELEASE, SOLUTIONS
 from bundle.execute import execute_notebook
-from tests.grading import JUDGE_SEED_VARIABLE, REFERENCE_CACHE_VARIABLE
+from tests.grading import JUDGE_SEED_VARIABLE, REFERENCE_CACHE_VARIABLE, SHARED_VARIABLE
+from tests.lesson_cache import lesson_run_env
 
 #: Test modules that run kernels, notebooks or a grading run.
 SLOW_MODULES = {
@@ -34,8 +35,21 @@ SLOW_MODULES = {
     "test_plugin",
 }
 
-#: Test modules that read solution_runs or release_runs (besides tests/browser).
-NOTEBOOK_RUN_MODULES = {"test_lesson", "test_prose"}
+#: Test modules that read solution_runs or release_runs, or run the lesson's script (besides
+#: tests/browser): one process runs them all, so its lesson compile cache (tests/lesson_cache.py)
+#: serves every run after the first.
+NOTEBOOK_RUN_MODULES = {"test_lesson", "test_prose", "test_figures"}
+
+#: The process groups that take longest, longest first (on 2 cores, about 385, 310, 305, 95 and
+#: 60 s): handed out in this order, the rest after them as collected, so that no long group is
+#: left to one process at the end while the other waits.
+LONGEST_GROUPS = (
+    "tests/test_autograder_scores.py",
+    "notebook-runs-and-browser",
+    "tests/test_grading_engine.py",
+    "tests/test_plugin.py",
+    "tests/test_instructor_cycle.py",
+)
 
 
 def _runs_the_session(config) -> bool:
@@ -46,11 +60,13 @@ def pytest_configure(config):
     if _runs_the_session(config):
         os.environ[REFERENCE_CACHE_VARIABLE] = tempfile.mkdtemp(prefix="autograder-tests-reference-")
         os.environ[JUDGE_SEED_VARIABLE] = str(secrets.randbits(62) or 1)
+        os.environ[SHARED_VARIABLE] = tempfile.mkdtemp(prefix="autograder-tests-shared-")
 
 
 def pytest_sessionfinish(session, exitstatus):
     if _runs_the_session(session.config):
         shutil.rmtree(os.environ.pop(REFERENCE_CACHE_VARIABLE, ""), ignore_errors=True)
+        shutil.rmtree(os.environ.pop(SHARED_VARIABLE, ""), ignore_errors=True)
         os.environ.pop(JUDGE_SEED_VARIABLE, None)
 
 
@@ -63,7 +79,7 @@ def pytest_collection_modifyitems(config, items):
 def process_group(test_file: str) -> str:
     """`make test` runs on two processes (pytest-xdist), a group at a time on each: a module's
     tests stay together so that its fixtures are built once, and the modules that share this
-    file's notebook runs or the browser's session stay together too."""
+    file's notebook runs, the lesson's compile cache or the browser's session stay together too."""
     path = Path(test_file)
     if "browser" in path.parts or path.stem in NOTEBOOK_RUN_MODULES:
         return "notebook-runs-and-browser"
@@ -77,6 +93,13 @@ def pytest_xdist_make_scheduler(config, log):
     class ByProcessGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return process_group(nodeid.split("::", 1)[0])
+
+        def _assign_work_unit(self, node) -> None:
+            def rank(group: str) -> int:
+                return LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)
+
+            self.workqueue.move_to_end(min(self.workqueue, key=rank), last=False)  # the first of the lowest rank
+            super()._assign_work_unit(node)
 
     return ByProcessGroup(config, log)
 
@@ -94,7 +117,7 @@ class NotebookRuns:
 
 def _execute_all(folder: Path, runs_dir: Path) -> NotebookRuns:
     # Records go to a scratch runs folder, never into the bundle's own runs/.
-    env = {"REMAT_LESSON_RUNS_DIR": str(runs_dir)}
+    env = {"REMAT_LESSON_RUNS_DIR": str(runs_dir), **lesson_run_env()}
     return NotebookRuns(runs_dir, {name: execute_notebook(folder / name, env=env) for name in NOTEBOOKS})
 
 

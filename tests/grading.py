@@ -9,17 +9,24 @@ Every run of a test session also draws the judge's fresh inputs from one seed, d
 session starts: the programs of those inputs are then in the kept reference's compile cache, as
 they are in a real run's (its reference and its students share its seed). A new session draws a
 new one, so the inputs still change from run to run.
+
+The bundled samples are graded once per session (`graded_samples`): the instructor's cycle and
+formgrader's browser test each work on a copy of that OUT.
 """
 
 from __future__ import annotations
 
+import fcntl
+import io
 import os
+import shutil
 from pathlib import Path
 
 from autograder.options import GradingOptions
 
 REFERENCE_CACHE_VARIABLE = "AUTOGRADER_TESTS_REFERENCE_CACHE"
 JUDGE_SEED_VARIABLE = "AUTOGRADER_TESTS_JUDGE_SEED"
+SHARED_VARIABLE = "AUTOGRADER_TESTS_SHARED"
 
 
 def reference_cache() -> Path:
@@ -37,3 +44,27 @@ def session_seed() -> int:
 def options(own_reference: bool = False, **changes) -> GradingOptions:
     changes.setdefault("judge_seed", session_seed())
     return GradingOptions(reference_cache=None if own_reference else reference_cache(), **changes)
+
+
+def graded_samples(into: Path) -> Path:
+    """A copy, at `into`, of OUT after autograding autograder/samples/ with `options()`.
+
+    The samples are graded once per session, in whichever process (pytest-xdist worker) asks
+    first, under a lock in the session's shared folder; a process that asks meanwhile waits
+    for that grading instead of doing it again. A grading that failed leaves nothing behind,
+    so the next one to ask grades them itself (and meets the same failure).
+    """
+    from autograder.grade import grade
+    from autograder.paths import AUTOGRADER
+
+    shared = Path(os.environ[SHARED_VARIABLE]) / "samples-graded"
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    with open(shared.parent / "samples-graded.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not shared.is_dir():
+            scratch = shared.with_name("samples-grading")
+            shutil.rmtree(scratch, ignore_errors=True)
+            grade(AUTOGRADER / "samples", scratch, options(), io.StringIO())
+            scratch.rename(shared)
+    shutil.copytree(shared, into)
+    return into

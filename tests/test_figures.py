@@ -8,6 +8,7 @@ import pytest
 
 from autograder.paths import DATA
 from bundle.figures import FIGURE_STEM, NUMBER, comparable, differences, is_measured, regenerate
+from tests.lesson_cache import lesson_run_env
 
 PROVENANCE_KEYS = {
     "utc",
@@ -26,7 +27,7 @@ PROVENANCE_KEYS = {
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory):
     out = tmp_path_factory.mktemp("figures")
-    return out, regenerate(out)
+    return out, regenerate(out, lesson_run_env())
 
 
 def test_committed_data_has_schema_and_provenance():
@@ -144,7 +145,7 @@ def test_the_comparison_tells_a_changed_count_from_a_changed_timing():
 
 
 def test_unavailable_memory_analysis_gives_nulls_and_the_availability_panel(tmp_path):
-    data = regenerate(tmp_path, {"REMAT_LESSON_NO_MEMORY_ANALYSIS": "1"})
+    data = regenerate(tmp_path, {"REMAT_LESSON_NO_MEMORY_ANALYSIS": "1", **lesson_run_env()})
     assert data["memory"] == {"plain": None, "remat": None, "whole": None}
     assert data["memory_analysis_available"] == {"plain": False, "remat": False, "whole": False}
     assert data["residual_entries"] == {"plain": 9, "remat": 6, "whole": 2}  # entries do not depend on it

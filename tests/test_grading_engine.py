@@ -9,6 +9,7 @@ lives in `make bench-grading`.
 from __future__ import annotations
 
 import csv
+import functools
 import html
 import io
 import json
@@ -31,6 +32,7 @@ from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, S
 from autograder.tls import SchedulerSecurity
 from tests.grading import options, reference_cache
 from tests.hidden import hidden_test_lines
+from tests.lesson_cache import lesson_run_env
 
 PY = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -390,8 +392,8 @@ def test_timeouts_and_hidden_errors_score_zero_and_are_named(tmp_path):
         assert gb.find_submission_notebook("01-understand", ASSIGNMENT, "sneaky").flagged
 
 
-def _cli(*args, cwd=ROOT):
-    return subprocess.run([PY, "-m", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+def _cli(*args, cwd=ROOT, env=ENV):
+    return subprocess.run([PY, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp_path):
@@ -424,7 +426,8 @@ def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path)
     # An instructor's own course folder without the grader's lines: nbgrader's own pipeline.
     config = course / "nbgrader_config.py"
     config.write_text(without_the_grader(config.read_text()))
-    env = stock_nbgrader_env()
+    # The lesson's compile cache changes how long the kernels compile, not nbgrader's pipeline.
+    env = {**stock_nbgrader_env(), **lesson_run_env()}
     for command in (["generate_assignment", ASSIGNMENT, "--force"], ["autograde", ASSIGNMENT, "--force"]):
         if command[0] == "autograde":
             for name in NOTEBOOKS:
@@ -466,15 +469,16 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
 
 
 def test_validate_fails_a_failing_notebook_and_passes_a_passing_one(tmp_path):
-    blank = _cli("bundle.validate", str(RELEASE / "01-understand.ipynb"))
+    validate = functools.partial(_cli, "bundle.validate", env={**ENV, **lesson_run_env()})
+    blank = validate(str(RELEASE / "01-understand.ipynb"))
     assert blank.returncode == 1, blank.stdout + blank.stderr
     assert "VALIDATION FAILED" in blank.stdout
     # The solution, alone in a folder: validate brings the shipped modules from notebooks/.
     shutil.copyfile(SOLUTIONS / "01-understand.ipynb", tmp_path / "01-understand.ipynb")
-    perfect = _cli("bundle.validate", str(tmp_path / "01-understand.ipynb"))
+    perfect = validate(str(tmp_path / "01-understand.ipynb"))
     assert perfect.returncode == 0, perfect.stdout + perfect.stderr
     assert "Success" in perfect.stdout
-    missing = _cli("bundle.validate", str(tmp_path / "nope.ipynb"))
+    missing = validate(str(tmp_path / "nope.ipynb"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 

@@ -3,7 +3,8 @@ regrade (and are flagged for a re-check when the answer behind them changed), a 
 assignment is refused until the instructor starts a fresh gradebook, the LMS export's layout and
 numbers, and feedback regenerated from the gradebook with the manual grade and comment in it.
 
-The samples (autograder/samples/) are graded once; every test works on its own copy of that OUT.
+The samples (autograder/samples/) are graded once per session; every test works on its own copy of
+that OUT.
 Manual grades are entered through nbgrader's Gradebook API, the way formgrader's handlers
 enter them. The browser path is tests/browser/test_formgrader.py.
 """
@@ -27,7 +28,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from autograder.class_gradebook import GradebookError
 from autograder.grade import grade
 from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SOLUTIONS
-from tests.grading import options
+from tests.grading import graded_samples, options
 
 SAMPLES = AUTOGRADER / "samples"
 LMS_FILE = f"lms-{ASSIGNMENT}.csv"
@@ -94,10 +95,8 @@ def _with_answer(path: Path, grade_id: str, extra: str) -> None:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory) -> Path:
-    """OUT of the samples, autograded once; no manual grade yet."""
-    out = tmp_path_factory.mktemp("graded") / "out"
-    grade(SAMPLES, out, options(), io.StringIO())
-    return out
+    """OUT of the samples, autograded once per session (tests/grading.py); no manual grade yet."""
+    return graded_samples(tmp_path_factory.mktemp("graded") / "out")
 
 
 @pytest.fixture

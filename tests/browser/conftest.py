@@ -33,6 +33,8 @@ from pathlib import Path
 import pytest
 from labdriver import BUNDLE, RELEASE, ROOT, SHOTS, UI_TIMEOUT_MS, VENV
 
+from tests.lesson_cache import lesson_run_env
+
 CHROMIUM = os.environ.get("BROWSER_TEST_CHROMIUM", "/usr/bin/chromium")
 # As root, without a sandbox; the background-networking flags keep Chromium from dialling out
 # (its connections are refused on a closed network and slow everything down).
@@ -289,7 +291,7 @@ def lab_server(chromium_path, lab_bundle, shots_dir) -> LabServer:
     assert jupyter.is_file(), f"{jupyter} is missing: run `make venv` first"
     env = private_jupyter_env(
         lab_bundle.parent / "jupyter-private",
-        {"REMAT_LESSON_RUNS_DIR": str(lab_bundle / "runs" / "performance-05")},
+        {"REMAT_LESSON_RUNS_DIR": str(lab_bundle / "runs" / "performance-05"), **lesson_run_env()},
     )
     with run_jupyter(
         [str(jupyter), "lab", "notebooks"],

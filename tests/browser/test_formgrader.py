@@ -1,11 +1,11 @@
 """The instructor's manual grading in formgrader, in a real JupyterLab, in headless Chromium.
 
-The bundled samples (autograder/samples/, 3 students) are autograded into a temporary OUT; then
-formgrader is started as the README says (`make formgrader OUT=...`: JupyterLab from the venv,
-with nbgrader's server extensions, in OUT/course, where it finds nbgrader_config.py and
-gradebook.db). In the browser the instructor goes Manual Grading -> performance-05 ->
-04-exercise -> sample-complete, types a score and a comment into the written answer
-`answer-why-hvp`, and reloads the page to see them kept. Then, from the command line:
+The bundled samples (autograder/samples/, 3 students), autograded once per test session, are
+copied into a temporary OUT; then formgrader is started as the README says (`make formgrader
+OUT=...`: JupyterLab from the venv, with nbgrader's server extensions, in OUT/course, where it
+finds nbgrader_config.py and gradebook.db). In the browser the instructor goes Manual Grading ->
+performance-05 -> 04-exercise -> sample-complete, types a score and a comment into the written
+answer `answer-why-hvp`, and reloads the page to see them kept. Then, from the command line:
 `python -m autograder.export` regenerates cells.csv from the gradebook (not rebuilt: the grade
 formgrader wrote to is still the same row), `nbgrader export` in the course folder carries the
 score, and `python -m autograder.feedback` regenerates the student's feedback page with the
@@ -17,7 +17,6 @@ Screenshots of every step: runs/browser/test_formgrader_manual_grade_to_export-N
 from __future__ import annotations
 
 import csv
-import io
 import os
 import re
 import subprocess
@@ -50,14 +49,12 @@ def _cells_csv(path: Path) -> dict[tuple[str, str, str], str]:
 
 @pytest.fixture(scope="module")
 def graded_class(chromium_path, tmp_path_factory) -> Path:
-    """OUT after autograding the samples (the browser is checked first: no grading to skip)."""
-    from autograder.grade import grade
-    from autograder.paths import AUTOGRADER
-    from tests.grading import options
+    """OUT after autograding the samples, a copy of the session's grading of them
+    (tests/grading.py; the browser is checked first: no grading to skip)."""
+    from tests.grading import graded_samples
 
-    out = tmp_path_factory.mktemp("formgrader") / "out"
-    result = grade(AUTOGRADER / "samples", out, options(), io.StringIO())
-    assert result.students == ["sample-complete", "sample-partial", "sample-two-mistakes"], result.students
+    out = graded_samples(tmp_path_factory.mktemp("formgrader") / "out")
+    assert sorted(_grades_csv(out / "grades.csv")) == ["sample-complete", "sample-partial", "sample-two-mistakes"]
     assert _cells_csv(out / "cells.csv")[(STUDENT, NOTEBOOK, CELL)] == "", (
         "the written answer should await manual grading"
     )
