@@ -54,6 +54,24 @@ MAX_KERNEL_MESSAGE = 64 << 20
 GRADING_ENV = {"NBGRADER_EXECUTION": "autograde"}
 #: Seconds between two looks at a kernel's processes.
 WATCH_INTERVAL = 0.1
+#: The longest path a Unix socket may have: sun_path holds 108 bytes, the last one a NUL.
+SOCKET_PATH_MAX = 107
+#: jupyter names a kernel's sockets <prefix>-<port> with ports counted from 1: room for "/kernel-99999".
+SOCKET_NAME_ROOM = len("/kernel-99999")
+
+
+def connection_folder(folder: Path) -> Path:
+    """A new folder for a session's kernel sockets: `folder`/connection, or, where that path is too
+    long for a Unix socket (an instructor's deep TMPDIR), a private folder of /tmp's."""
+    near = Path(folder) / "connection"
+    if len(os.fsencode(near)) + SOCKET_NAME_ROOM <= SOCKET_PATH_MAX:
+        near.mkdir(parents=True, exist_ok=True)
+        return near
+    short = Path(tempfile.mkdtemp(prefix="autograder-sockets-", dir="/tmp"))
+    if len(os.fsencode(short)) + SOCKET_NAME_ROOM > SOCKET_PATH_MAX:  # (only a strange /tmp gets here)
+        shutil.rmtree(short, ignore_errors=True)
+        raise OSError(f"no folder short enough for a kernel's Unix sockets: {near}")
+    return short
 
 
 #: The sessions open in this process, by name: configuration carries the name, never the object
@@ -92,8 +110,8 @@ class SandboxSession:
         self.sandbox, self.folder, self.assignment = sandbox, Path(folder), Path(assignment)
         self.cache, self.cache_writable, self.fork = cache, cache_writable, fork
         self.extra_env = dict(env or {})
-        self.connection = self.folder / "connection"
-        self.connection.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.connection = connection_folder(self.folder)
         if sandbox.kernel_uid is not None:
             # The kernel's own uid writes its sockets (and the cache, in the reference run).
             for folder in [self.connection, *([cache] if cache is not None and cache_writable else [])]:
@@ -210,6 +228,7 @@ class SandboxSession:
             self._judge_helpers.close()
             self._judge_helpers = None
         shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.connection, ignore_errors=True)  # where it is not in the folder (connection_folder)
 
 
 def _rss(pid: int) -> int:

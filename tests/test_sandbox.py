@@ -16,6 +16,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -308,6 +309,27 @@ def test_each_notebook_starts_afresh(session_factory, fork):
     assert left == set(), f"processes of the first notebook still run: {left}"
     if fork:
         assert stdout(first, 0).split()[0] != kernel, "each notebook is a fork of its own"
+
+
+def test_a_session_in_a_folder_too_deep_for_a_unix_socket_keeps_its_sockets_in_a_short_folder(tmp_path, assignment):
+    """An instructor's TMPDIR may be deep (a cluster's job folder, macOS's /var/folders/...): a
+    socket's path holds 107 bytes, so the sockets go to a private folder of /tmp's, removed with
+    the session."""
+    deep = tmp_path / ("a-deep-temporary-folder-" * 4) / "session"
+    assert len(str(deep / "connection" / "kernel-1")) > 107
+    session = SandboxSession(find_sandbox(Limits()), deep, assignment)
+    try:
+        sockets = session.connection
+        assert sockets.parent == Path("/tmp") and sockets.stat().st_mode & 0o077 == 0
+        assert stdout(run(session, "print(6 * 7)"), 0) == "42\n"
+    finally:
+        session.remove()
+    assert not sockets.exists() and not deep.exists()
+    short = Path(tempfile.mkdtemp(dir="/tmp")) / "session"
+    near = SandboxSession(find_sandbox(Limits()), short, assignment)
+    near.remove()
+    assert near.connection == short / "connection"
+    short.parent.rmdir()
 
 
 def test_the_scratch_space_is_mounted_before_the_folders_it_would_hide(monkeypatch):
