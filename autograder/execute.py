@@ -156,9 +156,22 @@ class SandboxedExecute(Execute):
         self._caps = OutputCaps(limits.output, limits.notebook_output)
         self._configured_timeout = self.timeout
         self._deadline = time.monotonic() + self.budget if self.budget else float("inf")
-        own = None
-        if self.session is None:
-            own = self._session_of_our_own(resources or {})  # under `nbgrader autograde`: one per notebook
+        if self.session is not None:
+            return self._preprocess_in(self.session, nb, resources, km)
+        # Under `nbgrader autograde`: a sandbox of its own for this notebook, in a scratch folder
+        # that goes with it (the shipped files' copy too).
+        scratch = Path(tempfile.mkdtemp(prefix="autograder-notebook-"))
+        try:
+            own = self._session_of_our_own(resources or {}, scratch)
+            try:
+                return self._preprocess_in(own, nb, resources, km)
+            finally:
+                own.remove()
+                self.config.SandboxedKernelManager.session_name = ""
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _preprocess_in(self, session: SandboxSession, nb, resources, km):
         settings = JudgeSettings(self.judge_source, self.judge_checks_module, self.judge_seed)
         self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline)
         try:
@@ -166,16 +179,11 @@ class SandboxedExecute(Execute):
         except Exception as error:
             self.record.failure = failure_of(error, self.record.current_cell)
             raise
-        finally:
-            if own is not None:
-                own.remove()
-                self.config.SandboxedKernelManager.session_name = ""
-        session = own or self.session
-        if session is not None and session.sandbox.unsafe:
+        if session.sandbox.unsafe:
             _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed
         return nb, resources
 
-    def _session_of_our_own(self, resources) -> SandboxSession:
+    def _session_of_our_own(self, resources, scratch: Path) -> SandboxSession:
         """Under nbgrader's own `nbgrader autograde` (autograder/plugin.py), nobody hands this
         preprocessor a student's sandbox: it makes one for this notebook, from the course folder,
         with the shipped files of the assignment's source; and finds the judge's source there."""
@@ -188,7 +196,6 @@ class SandboxedExecute(Execute):
             sandbox = sandbox_for_grading(Limits.from_config(self.limits), self.unsafe)
         except SandboxUnavailable as error:
             refuse_to_grade(error)
-        scratch = Path(tempfile.mkdtemp(prefix="autograder-notebook-"))
         shipped = scratch / "assignment"
         shipped.mkdir()
         for path in sorted(source.iterdir()) if source.is_dir() else []:

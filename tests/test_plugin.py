@@ -44,12 +44,22 @@ def _nbgrader(course: Path, *args, env: dict, timeout: int = 1200) -> subprocess
     )
 
 
-def _env(home: Path, stock: bool = False) -> dict:
+def _env(home: Path, stock: bool = False, tmp: Path | None = None) -> dict:
     """nbgrader's environment for an instructor whose home is `home`: no PYTHONPATH, the grader
     found because it is installed (`make venv` installs it). stock: no config file read but the
-    course's own (the venv's, written by `make venv`, holds the grader's lines)."""
+    course's own (the venv's, written by `make venv`, holds the grader's lines). tmp: the
+    instructor's temporary folder (TMPDIR), to see what is left in it."""
     env = stock_nbgrader_env() if stock else {k: v for k, v in nbgrader_env().items() if k != "PYTHONPATH"}
+    if tmp is not None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(tmp)
     return {**env, "HOME": str(home), "INSTRUCTOR_HOME": str(home)}
+
+
+def _left_by_the_grader(tmp: Path) -> list[str]:
+    """What the grader's notebooks left in the instructor's temporary folder (each notebook's
+    scratch folder, its copy of the shipped files included, goes when the notebook is graded)."""
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("autograder-"))
 
 
 def _scores(course: Path, assignment: str) -> dict[tuple[str, str, str], float | None]:
@@ -74,7 +84,7 @@ def test_nbgrader_autograde_with_the_plugin_scores_the_lesson_as_make_autograde(
     home, secret = instructor_home
     course = new_course(tmp_path / "course")
     assert "autograder.plugin import configure" in (course / "nbgrader_config.py").read_text()
-    env = _env(home)
+    env = _env(home, tmp=tmp_path / "tmp")
     assert _nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", env=env).returncode == 0
     for student in STUDENTS:
         shutil.copytree(fixtures.SUBMISSIONS / student, course / "submitted" / student / ASSIGNMENT)
@@ -87,6 +97,7 @@ def test_nbgrader_autograde_with_the_plugin_scores_the_lesson_as_make_autograde(
         if row["student_id"] in STUDENTS
     }
     assert expected and {k: found.get(k) for k in expected} == expected
+    assert _left_by_the_grader(tmp_path / "tmp") == []
     # The forged reports earned nothing: its stage 2 is unanswered.
     assert (
         sum(v or 0 for (s, nb, _), v in found.items() if (s, nb) == ("hostile-forged-stdout-report", "02-build")) == 0
@@ -115,12 +126,13 @@ def test_a_second_assignment_is_graded_as_stock_nbgrader_grades_it_and_its_hosti
     tmp_path, instructor_home
 ):
     home, secret = instructor_home
-    env = _env(home)
+    env = _env(home, tmp=tmp_path / "tmp")
     honest = ("right", "partly-wrong")
     stock = _second_course(tmp_path / "stock", False, _env(home, stock=True), students=honest)
     Path(second_assignment.ESCAPE).unlink(missing_ok=True)
     safe = _second_course(tmp_path / "safe", True, env)
     assert safe == second_assignment.EXPECTED
+    assert _left_by_the_grader(tmp_path / "tmp") == []
     assert {key: value for key, value in safe.items() if key[0] in honest} == stock
     autograded = (
         tmp_path / "safe" / "autograded" / "hostile" / second_assignment.ASSIGNMENT / "arithmetic.ipynb"
