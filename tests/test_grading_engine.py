@@ -468,6 +468,18 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     assert not (tmp_path / "out").exists()
 
 
+def test_the_help_of_each_off_switch_says_what_it_turns_off(capsys):
+    """--no-fork and --no-compile-cache turn a speed-up off: their help must not read as if they
+    turned it on."""
+    from autograder.grade import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--no-fork turn off: each notebook's kernel is forked from one warm host" in shown
+    assert "--no-compile-cache turn off: kernels share the reference run's compiled programs" in shown
+
+
 def test_validate_fails_a_failing_notebook_and_passes_a_passing_one(tmp_path):
     validate = functools.partial(_cli, "bundle.validate", env={**ENV, **lesson_run_env()})
     blank = validate(str(RELEASE / "01-understand.ipynb"))
