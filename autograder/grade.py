@@ -257,7 +257,8 @@ def _limit(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def main(argv=None) -> int:
+def command_line() -> argparse.ArgumentParser:
+    """`autograder grade`'s arguments (the usage in this module's docstring and autograder/README.md shows them all)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     about = GradingOptions.help
     parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
@@ -303,7 +304,11 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--reference-cache", type=Path, metavar="DIR", help=about("reference_cache"))
     parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true", help=about("unsafe"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = command_line().parse_args(argv)
     if bool(args.course) != bool(args.assignment):
         print("error: --course and --assignment go together", file=sys.stderr)
         return 2

@@ -468,6 +468,20 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     assert not (tmp_path / "out").exists()
 
 
+def test_the_usage_texts_show_every_option_of_the_command():
+    """The usage in autograder/grade.py's docstring and in autograder/README.md's first lines lists
+    each option `autograder grade` takes (one had drifted without four of them)."""
+    import autograder.grade
+    from autograder.paths import AUTOGRADER
+
+    options = {o for a in autograder.grade.command_line()._actions for o in a.option_strings} - {"-h", "--help"}
+    usage = autograder.grade.__doc__.split("\n\n")[1]
+    readme = (AUTOGRADER / "README.md").read_text().split("\n\n")[1]
+    for text in (usage, readme):
+        shown = set(re.findall(r"--[a-z][a-z-]*", text))
+        assert shown == options, f"missing: {sorted(options - shown)}, unknown: {sorted(shown - options)}"
+
+
 def test_the_help_of_each_off_switch_says_what_it_turns_off(capsys):
     """--no-fork and --no-compile-cache turn a speed-up off: their help must not read as if they
     turned it on."""
