@@ -20,6 +20,7 @@ from .course import assignment_in
 from .options import GradingOptions
 from .reference import ReferenceRun, run_reference
 from .submissions import UsageError
+from .tls import PRELOAD
 from .worker import StudentResult, grade_student, release_sandboxes, warm_up
 
 
@@ -115,6 +116,10 @@ class DaskRunner:
                     security=True,
                     protocol="tls://",
                     host="127.0.0.1",
+                    # No HTTP port (autograder/tls.py's dask_setup): the scheduler's would name the
+                    # students being graded to anyone on this machine, without a certificate.
+                    scheduler_kwargs={"preload": [PRELOAD]},
+                    preload=[PRELOAD],
                 )
                 self.client = Client(self.cluster, timeout="30s")
             else:

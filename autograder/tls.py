@@ -12,6 +12,9 @@ FOLDER (created with permissions for its owner only):
 The authority's own key is not kept: no further certificate can be signed with it, so making
 new files means making them all again. Every certificate names the hosts given with --host
 (default: this machine's name and localhost) and is valid for --days (default 30).
+
+TLS is then the only way in: started with `--preload autograder.tls`, a scheduler or worker
+stops the HTTP server every Dask server starts (`dask_setup`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROLES = ("scheduler", "worker", "client")
+#: The preload (`dask scheduler|worker --preload PRELOAD`) that closes a server's HTTP port.
+PRELOAD = "autograder.tls"
+
+
+def dask_setup(server) -> None:
+    """Run by Dask in each server started with `--preload autograder.tls`, once it listens.
+
+    Every scheduler and worker serves HTTP besides its TLS port, even with `--no-dashboard`, to
+    anyone who connects, without a certificate: the scheduler on port 8787 of every interface. Its
+    pages name the tasks (a grading task's name holds the student's id), the workers and their call
+    stacks and logs. Stopped here, the TLS port with the course's certificates is the only way in."""
+    http = getattr(server, "http_server", None)
+    if http is not None:
+        http.stop()
 
 
 @dataclass(frozen=True)

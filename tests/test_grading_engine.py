@@ -323,9 +323,12 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
                 pass
             assert time.monotonic() < deadline, (tmp_path / "dask.log").read_text()
             time.sleep(1)
-        # Without the course's certificate nobody gets in, a learner's kernel included.
+        # Without the course's certificate nobody gets in, a learner's kernel included: nor
+        # through the HTTP port each Dask server opens beside its TLS one (--preload autograder.tls).
         with pytest.raises((OSError, TypeError)):
             Client(address, timeout="3s")
+        with Client(address, security=security, timeout="5s") as client:
+            assert _http_ports_that_answer(client.scheduler_info()) == []
         graded = subprocess.run(line(commands[4]), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
         _assert_same(_normalised(serial.out), _normalised(tmp_path / "remote"))
@@ -338,6 +341,32 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
             except subprocess.TimeoutExpired:
                 process.kill()
         logs.close()
+
+
+def _http_ports_that_answer(info: dict) -> list[str]:
+    """The HTTP ports (Dask's "dashboard" service, opened with or without a dashboard) of a
+    scheduler and its workers that accept a connection on this machine."""
+    servers = {"scheduler": info, **{f"worker {address}": worker for address, worker in info["workers"].items()}}
+    answering = []
+    for name, server in servers.items():
+        port = server.get("services", {}).get("dashboard")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        except (OSError, TypeError):
+            continue
+        answering.append(f"{name}: {port}")
+    return answering
+
+
+def test_a_local_grading_cluster_serves_no_http():
+    """The scheduler's HTTP pages name each task, and a grading task's name holds the student's
+    id: a local run's cluster (on 127.0.0.1, for anyone on the machine) opens no such port."""
+    from autograder.runners import DaskRunner
+
+    with DaskRunner(options(jobs=1)) as runner:
+        info = runner.client.scheduler_info()
+        assert info["services"]["dashboard"] and len(info["workers"]) == 1
+        assert _http_ports_that_answer(info) == []
 
 
 def test_an_unencrypted_or_unauthenticated_scheduler_is_refused(klass, tmp_path):
