@@ -3,7 +3,7 @@
 Every grading run of the tests with the same source, host and options that change the reference
 run shares one clean reference run (`GradingOptions.reference_cache`), as an instructor's regrades
 do: the instructor's notebooks run once per key, not once per test. A test about the reference run
-itself, or one that records what a whole run sends, grades with `own_reference=True`.
+itself calls `reference.run_reference`, or grades with its own options and no cache.
 
 Every run of a test session also draws the judge's fresh inputs from one seed, drawn as the
 session starts: the programs of those inputs are then in the kept reference's compile cache, as
@@ -41,9 +41,10 @@ def session_seed() -> int:
     return int(os.environ.get(JUDGE_SEED_VARIABLE, "0"))
 
 
-def options(own_reference: bool = False, **changes) -> GradingOptions:
+def options(**changes) -> GradingOptions:
     changes.setdefault("judge_seed", session_seed())
-    return GradingOptions(reference_cache=None if own_reference else reference_cache(), **changes)
+    changes.setdefault("reference_cache", reference_cache())
+    return GradingOptions(**changes)
 
 
 def graded_samples(into: Path) -> Path:

@@ -8,6 +8,7 @@ lives in `make bench-grading`.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import html
@@ -56,12 +57,11 @@ def klass(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def serial(klass, tmp_path_factory):
-    """The class graded in this process, every message sent to a kernel recorded (`sent`)."""
+@contextlib.contextmanager
+def recorded_kernel_messages():
+    """Every message this process sends a kernel meanwhile, as JSON text, in the list yielded."""
     from jupyter_client.session import Session
 
-    out = tmp_path_factory.mktemp("serial")
     sent, send = [], Session.send
 
     def recording(self, stream, msg_or_type, content=None, *args, **kwargs):
@@ -71,9 +71,27 @@ def serial(klass, tmp_path_factory):
 
     Session.send = recording
     try:
-        result = grade(klass, out, options(own_reference=True), io.StringIO())
+        yield sent
     finally:
         Session.send = send
+
+
+def hidden_lines_in(sent: list[str]) -> list[str]:
+    """The hidden-test lines found in these messages (a request is JSON inside a string: its
+    text is searched with the escapes undone as well)."""
+    text = "\n".join(sent)
+    unescaped = text.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+    return [line for line in hidden_test_lines() if line in text or line in unescaped]
+
+
+@pytest.fixture(scope="module")
+def serial(klass, tmp_path_factory):
+    """The class graded in this process, every message sent to a learner's kernel recorded
+    (`sent`); the reference run is the session's kept one (its own messages are searched in
+    test_no_message_of_a_reference_run_to_its_kernel_holds_a_line_of_a_hidden_test)."""
+    out = tmp_path_factory.mktemp("serial")
+    with recorded_kernel_messages() as sent:
+        result = grade(klass, out, options(), io.StringIO())
     result.sent = sent
     return result
 
@@ -178,16 +196,28 @@ def test_feedback_shows_check_messages_but_never_hidden_tests(serial):
 
 
 def test_no_message_to_a_kernel_holds_a_line_of_a_hidden_test(serial):
-    """Every message this process sent to a kernel while grading (the reference run's and each
-    learner's: cells, the judge's requests, everything) is searched for each hidden-test line."""
-    lines = hidden_test_lines()
-    assert len(lines) > 40 and len(serial.sent) > 100
-    sent = "\n".join(serial.sent)
-    # a request is JSON inside a string: search its text with the escapes undone as well
-    unescaped = sent.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
-    leaked = [line for line in lines if line in sent or line in unescaped]
+    """Every message this process sent to a learner's kernel while grading (cells, the judge's
+    requests, everything) is searched for each hidden-test line."""
+    assert len(hidden_test_lines()) > 40 and len(serial.sent) > 100
+    leaked = hidden_lines_in(serial.sent)
     assert leaked == [], f"{len(leaked)} hidden-test line(s) reached a kernel, e.g. {leaked[:3]}"
     assert any("performance05_agent" in message for message in serial.sent)  # the judge did ask
+
+
+def test_no_message_of_a_reference_run_to_its_kernel_holds_a_line_of_a_hidden_test(tmp_path):
+    """The reference run runs the instructor's own notebooks, hidden tests in their test cells:
+    every message it sends its kernel is searched for each hidden-test line. 02-build holds the
+    most of them (128 of the lesson's lines), in checks of every kind the judge runs."""
+    from autograder.class_course import source_files, update_class_course
+    from autograder.reference import run_reference
+
+    course = update_class_course(tmp_path / "course", fresh=True)
+    with recorded_kernel_messages() as sent:
+        run = run_reference("02-build.ipynb", source_files(course), options())
+    leaked = hidden_lines_in(sent)
+    assert leaked == [], f"{len(leaked)} hidden-test line(s) reached the reference run's kernel, e.g. {leaked[:3]}"
+    assert run.problems == [] and run.entries and len(sent) > 50
+    assert any("performance05_agent" in message for message in sent)  # its test cells were judged
 
 
 def _normalised(out: Path) -> dict[str, str]:
