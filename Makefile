@@ -37,7 +37,7 @@ venv: $(VENV)/.installed $(VENV)/etc/jupyter/nbgrader_config.py
 
 $(VENV)/.installed: requirements-cpu.txt
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet pip==26.3  # pinned, as everything the venv holds
 	$(PY) -m pip install --quiet -r requirements-cpu.txt
 	# The grader as an installed package, editable: Dask workers and schedulers started from this
 	# venv import it from here, no PYTHONPATH (the dependencies are already pinned above).
