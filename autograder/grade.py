@@ -138,11 +138,13 @@ def grade(
     with runner, contextlib.ExitStack() as claim:
         update_class_course(course, fresh=options.fresh_gradebook, origin=origin)
         source = source_files(course)
-        key, kept = kept_for(options.reference_cache, source, options) if options.reference_cache else ("", None)
+        key, kept, kept_key = (
+            kept_for(options.reference_cache, source, options) if options.reference_cache else ("", None, "")
+        )
         if key and kept is None:
             waiting = functools.partial(log.info, "waiting for another run's reference run (key %s)", key[:12])
             claim.enter_context(claimed_reference(options.reference_cache, key, waiting))
-            _, kept = kept_for(options.reference_cache, source, options)  # kept while this run waited
+            _, kept, kept_key = kept_for(options.reference_cache, source, options)  # kept while this run waited
         if kept is None:
             runner.start_reference(source)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
@@ -163,7 +165,10 @@ def grade(
         mark = time.perf_counter()
         runs = kept if kept is not None else runner.reference_runs()
         if kept is not None:
-            progress.note(f"reference run: kept from an earlier run with the same key ({key[:12]})")
+            if kept_key == key:
+                progress.note(f"reference run: kept from an earlier run with the same key ({key[:12]})")
+            else:  # kept_for: a run without the sandbox may take a sandboxed run's
+                progress.note(f"reference run: kept from an earlier sandboxed run (its key {kept_key[:12]})")
         try:
             template = into_template(template, runs, progress.note, options.limits, options.compile_cache)
         except ReferenceProblem as error:

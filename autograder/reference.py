@@ -214,16 +214,23 @@ def kept_reference(folder: Path, key: str) -> list[ReferenceRun] | None:
         return None
 
 
-def kept_for(folder: Path, source: dict[str, bytes], options: GradingOptions) -> tuple[str, list[ReferenceRun] | None]:
-    """The key this run keeps its reference run under, and a kept run it may take instead of
-    running one: its own key's or, for a run without the sandbox, a sandboxed run's. A sandboxed
-    run never takes one made without the sandbox: a solution that only works outside it would
-    have passed there."""
+def kept_for(
+    folder: Path, source: dict[str, bytes], options: GradingOptions
+) -> tuple[str, list[ReferenceRun] | None, str]:
+    """The key this run keeps its reference run under, a kept run it may take instead of running
+    one, and the key that run was kept under ("" when there is none): its own key's or, for a run
+    without the sandbox, a sandboxed run's. A sandboxed run never takes one made without the
+    sandbox: a solution that only works outside it would have passed there."""
     key = reference_key(source, options)
     kept = kept_reference(folder, key)
-    if kept is None and options.unsafe:
-        kept = kept_reference(folder, reference_key(source, options.replace(unsafe=False)))
-    return key, kept
+    if kept is not None:
+        return key, kept, key
+    if options.unsafe:
+        sandboxed = reference_key(source, options.replace(unsafe=False))
+        kept = kept_reference(folder, sandboxed)
+        if kept is not None:
+            return key, kept, sandboxed
+    return key, None, ""
 
 
 @contextlib.contextmanager

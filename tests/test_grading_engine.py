@@ -268,8 +268,11 @@ def test_grading_without_the_speedups_matches(klass, serial, tmp_path):
 
 def test_feedback_is_the_same_without_a_sandbox(klass, serial, tmp_path):
     """--unsafe-no-sandbox changes what learner code can reach, not a score or a byte of feedback
-    (the kernel's scratch folder is written as /tmp, where a sandboxed kernel has it)."""
-    unsafe = grade(klass, tmp_path / "unsafe", options(unsafe=True), io.StringIO())
+    (the kernel's scratch folder is written as /tmp, where a sandboxed kernel has it). It takes
+    the sandboxed serial run's kept reference run, and says so."""
+    progress = io.StringIO()
+    unsafe = grade(klass, tmp_path / "unsafe", options(unsafe=True), progress)
+    assert "reference run: kept from an earlier sandboxed run (its key " in progress.getvalue()
     assert unsafe.broken.keys() == serial.broken.keys()
     _assert_same(_normalised(serial.out), _normalised(unsafe.out))
     assert "performance-05-grade-" not in "".join(

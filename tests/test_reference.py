@@ -152,10 +152,12 @@ def test_a_run_without_the_sandbox_may_take_a_sandboxed_runs_reference_and_never
     sandboxed, unsafe = GradingOptions(), GradingOptions(unsafe=True)
     runs = [ReferenceRun(name, "host", {"jit_f-abc": b"1"}, 1.0) for name in NOTEBOOKS]
     keep_reference(tmp_path / "a", reference_key(TEMPLATE, sandboxed), runs)
-    assert kept_for(tmp_path / "a", TEMPLATE, unsafe) == (reference_key(TEMPLATE, unsafe), runs)
+    # The third item names the key the run was kept under (the progress line shows it).
+    taken = kept_for(tmp_path / "a", TEMPLATE, unsafe)
+    assert taken == (reference_key(TEMPLATE, unsafe), runs, reference_key(TEMPLATE, sandboxed))
     keep_reference(tmp_path / "b", reference_key(TEMPLATE, unsafe), runs)
-    assert kept_for(tmp_path / "b", TEMPLATE, sandboxed) == (reference_key(TEMPLATE, sandboxed), None)
-    assert kept_for(tmp_path / "b", TEMPLATE, unsafe)[1] == runs
+    assert kept_for(tmp_path / "b", TEMPLATE, sandboxed) == (reference_key(TEMPLATE, sandboxed), None, "")
+    assert kept_for(tmp_path / "b", TEMPLATE, unsafe)[1:] == (runs, reference_key(TEMPLATE, unsafe))
 
 
 def test_a_run_with_a_problem_is_never_kept(tmp_path):
