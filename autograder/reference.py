@@ -13,9 +13,9 @@ A clean reference run may be kept (`GradingOptions.reference_cache`, `--referenc
 under a key of everything it depends on: the assignment's source, the grader's own code, this
 host and the run's options. A later run with the same key (a regrade after a late submission)
 takes it from there instead of running the instructor's notebooks again; any change makes a new
-key (a run without the sandbox may take a sandboxed run's, never the other way round). Two runs with the same key at once run it once: the second waits for the first's
-(`claimed_reference`). A run with a remote scheduler always runs its own (its workers are other
-hosts).
+key (a run without the sandbox may take a sandboxed run's, never the other way round). Two runs
+with the same key at once run it once: the second waits for the first's (`claimed_reference`).
+A run with a remote scheduler always runs its own (its workers are other hosts).
 """
 
 from __future__ import annotations
