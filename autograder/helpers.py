@@ -39,6 +39,10 @@ JAX_PACKAGES = ("jax", "jaxlib", "jax_plugins")
 REFUSING_PACKAGE = 'raise ModuleNotFoundError("No module named {name!r} (this process runs without JAX)")\n'
 
 
+#: The helpers by name, as the reference run notes which ones each notebook's checks asked.
+HELPER_NAMES = ("artifacts", "numpy_only")
+
+
 class HelperError(RuntimeError):
     """A helper process did not answer (it died, or ran past its time); the message says which."""
 
@@ -89,6 +93,7 @@ class HelperProcess:
         self.process: subprocess.Popen | None = None
         self._buffer = b""
         self._ready_by: float | None = None  # launched, its "ready" line not read yet: by when it must come
+        self.asked = False  # whether any request came (the reference run notes which helpers a notebook needs)
 
     # -- what differs between helpers -----------------------------------------------------------
     def extra_env(self) -> dict[str, str]:
@@ -149,6 +154,7 @@ class HelperProcess:
 
     def request(self, message: dict, timeout: float) -> dict:
         """One request and its answer; HelperError when the helper dies or runs past timeout."""
+        self.asked = True
         if self.process is None or self.process.poll() is not None:
             self.start()
         elif self._ready_by is not None:  # launched ahead of its first request
@@ -257,11 +263,19 @@ class JudgeHelpers:
         self.artifacts = ArtifactRunner(sandbox, self.folder / "artifacts", cache=cache, cache_writable=cache_writable)
         self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
 
-    def launch(self) -> None:
-        """Start both processes now, without waiting for them (see HelperProcess.launch)."""
-        for helper in (self.artifacts, self.numpy_only):
-            if helper.process is None:
+    def by_name(self) -> dict[str, HelperProcess]:
+        return {"artifacts": self.artifacts, "numpy_only": self.numpy_only}
+
+    def launch(self, names=HELPER_NAMES) -> None:
+        """Start these processes now, without waiting for them (see HelperProcess.launch); the
+        others still start on their first request."""
+        for name, helper in self.by_name().items():
+            if name in names and helper.process is None:
                 helper.launch()
+
+    def used(self) -> list[str]:
+        """The helpers that got a request."""
+        return [name for name, helper in self.by_name().items() if helper.asked]
 
     def close(self) -> None:
         self.artifacts.stop()

@@ -40,7 +40,7 @@ from .kernels import GRADING_ENV, SandboxSession
 from .options import GradingOptions
 from .paths import KERNEL_NAME
 from .sandbox import CACHE, Limits, sandbox_for_grading
-from .task_template import judge_checks_module, shipped_files, unpack, with_budgets
+from .task_template import judge_checks_module, shipped_files, unpack, with_budgets, with_helpers
 
 
 class ReferenceProblem(RuntimeError):
@@ -56,6 +56,9 @@ class ReferenceRun:
     entries: dict[str, bytes] = field(default_factory=dict)
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)  # errors and warnings, each with its cell
+    #: the judge's helpers its checks asked (autograder/helpers.py), started ahead for a learner's
+    #: notebook of the same name; None where that is not known (all are started ahead)
+    helpers: list[str] | None = None
 
 
 def problems_of(notebook) -> list[str]:
@@ -138,6 +141,7 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
         except Exception as error:  # no kernel, say: reported, and grading stops on it
             run.problems.append(f"the notebook could not run: {type(error).__name__}: {error}")
         finally:
+            run.helpers = session.judge_helpers().used() if executor.judge_source else []
             session.remove()
         run.problems += problems_of(executed) + solution_shortfalls(executed) + executor.record.trouble
         run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
@@ -169,6 +173,7 @@ def into_template(
     limits = limits or Limits()
     budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
     merged = with_budgets(merged, budgets)
+    merged = with_helpers(merged, {run.notebook: run.helpers for run in runs if run.helpers is not None})
     cache = f"{count} executables ({size / 1e6:.1f} MB)" if compile_cache else "off"
     say(
         f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
@@ -208,7 +213,9 @@ def kept_reference(folder: Path, key: str) -> list[ReferenceRun] | None:
         runs = []
         for item in json.loads((kept / "runs.json").read_text()):
             entries = {p.name: p.read_bytes() for p in sorted((kept / "entries" / item["notebook"]).glob("*"))}
-            runs.append(ReferenceRun(item["notebook"], item["host"], entries, float(item["seconds"])))
+            helpers = item.get("helpers")
+            helpers = None if helpers is None else [str(name) for name in helpers]
+            runs.append(ReferenceRun(item["notebook"], item["host"], entries, float(item["seconds"]), helpers=helpers))
         return runs
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -263,7 +270,7 @@ def keep_reference(folder: Path, key: str, runs: list[ReferenceRun]) -> None:
             entries.mkdir(parents=True)
             for name, data in run.entries.items():
                 (entries / name).write_bytes(data)
-        index = [{"notebook": r.notebook, "host": r.host, "seconds": r.seconds} for r in runs]
+        index = [{"notebook": r.notebook, "host": r.host, "seconds": r.seconds, "helpers": r.helpers} for r in runs]
         (scratch / "runs.json").write_text(json.dumps(index))
         os.rename(scratch, folder / key)
     except OSError:  # kept already (another run was first), or the folder cannot take it: not kept

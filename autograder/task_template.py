@@ -16,6 +16,8 @@ from .course import assignment_in
 
 #: Where each notebook's time budget travels inside the template.
 BUDGETS = "time-budgets.json"
+#: Where the judge's helpers each notebook's checks asked in the reference run travel.
+HELPERS = "judge-helpers.json"
 
 
 def unpack(template: dict[str, bytes], folder: Path, prefix: str) -> None:
@@ -61,3 +63,17 @@ def time_budgets(template: dict[str, bytes]) -> dict[str, float]:
 def with_budgets(template: dict[str, bytes], budgets: dict[str, float]) -> dict[str, bytes]:
     """The template with each notebook's time budget in it."""
     return {**template, BUDGETS: json.dumps(budgets, sort_keys=True).encode()}
+
+
+def with_helpers(template: dict[str, bytes], helpers: dict[str, list[str]]) -> dict[str, bytes]:
+    """The template with the judge's helpers each notebook's checks asked in the reference run."""
+    return {**template, HELPERS: json.dumps(helpers, sort_keys=True).encode()}
+
+
+def helpers_asked(template: dict[str, bytes]) -> dict[str, list[str]]:
+    """{notebook: helper names} the reference run noted; {} when it noted none."""
+    try:
+        asked = json.loads(template.get(HELPERS, b"{}"))
+        return {str(name): [str(helper) for helper in helpers] for name, helpers in asked.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}

@@ -24,11 +24,12 @@ from .class_gradebook import db_url, quiet_gradebook_warnings
 from .compile_cache import ENTRIES, HOST, reading_env, usable_cache
 from .course import assignment_in, assignment_of, use_the_venvs_tools
 from .execute import Failure, NotebookRecord, failure_of
+from .helpers import HELPER_NAMES
 from .kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from .options import GradingOptions
 from .plugin import configure
 from .sandbox import CACHE, sandbox_for_grading
-from .task_template import shipped_files, time_budgets
+from .task_template import helpers_asked, shipped_files, time_budgets
 
 log = logging.getLogger(__name__)
 
@@ -164,29 +165,39 @@ def student_session(task: StudentTask, template: dict[str, bytes]) -> SandboxSes
     )
 
 
-def start_session(session: SandboxSession, kernel_name: str, judged: bool) -> None:
+def start_session(session: SandboxSession, kernel_name: str, helpers=()) -> None:
     """Start what the student's notebooks will need before the first one asks: the warm kernel host
-    (its imports, about a second) and the judge's helpers (a Python with JAX, one without)."""
+    (its imports, about a second) and these of the judge's helpers (a Python with JAX, one without)."""
     if session.fork:
         session.start_host(kernel_interpreter(kernel_name), session.kernel_environment(os.environ))
-    if judged:
-        session.judge_helpers().launch()
+    if helpers:
+        session.judge_helpers().launch(helpers)
 
 
-def make_next_session(task: StudentTask, template: dict[str, bytes], kernel_name: str, judged: bool) -> None:
+def helpers_ahead(template: dict[str, bytes], notebooks: list[str], judged: bool) -> set[str]:
+    """The judge's helpers to start as a student's grading begins: those the reference run's checks
+    asked in these notebooks (all of them for a notebook it noted nothing for). Any other one
+    starts on its first request: a student who handed in one notebook starts no JAX for another."""
+    if not judged:
+        return set()
+    asked = helpers_asked(template)
+    return {helper for name in notebooks for helper in asked.get(name, HELPER_NAMES)}
+
+
+def make_next_session(task: StudentTask, template: dict[str, bytes], kernel_name: str) -> None:
     """A sandbox for this process's next student, started now, while this one's later notebooks
     and feedback are graded: a fresh one (its own uid, nothing of this student's in it), taken by
     the next task with the same settings, or removed. Not made after a process's last student."""
     global _AHEAD
     if _AHEAD is None and task.options.fork_kernels and task.another_follows:
         session = student_session(task, template)
-        start_session(session, kernel_name, judged)
+        start_session(session, kernel_name)  # the helpers wait for the next student's notebooks
         _AHEAD = (_sandbox_settings(task, template), session)
 
 
-def _make_next_session_or_log(task: StudentTask, template: dict[str, bytes], kernel_name: str, judged: bool) -> None:
+def _make_next_session_or_log(task: StudentTask, template: dict[str, bytes], kernel_name: str) -> None:
     try:
-        make_next_session(task, template, kernel_name, judged)
+        make_next_session(task, template, kernel_name)
     except Exception as error:  # only time is lost: the next student makes their own
         log.warning("no sandbox could be made ahead for the next student: %s", error)
 
@@ -298,19 +309,20 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         session = student_session(task, template)
         api = autograde_api(course, task.options, session)
         kernel_name, judged = api.config.Execute.kernel_name, bool(api.config.SandboxedExecute.judge_source)
-        start_session(session, kernel_name, judged)  # while nbgrader prepares the first notebook
+        submitted_notebooks = [name for name in assignment.notebooks if name in task.notebooks]
+        # while nbgrader prepares the first notebook
+        start_session(session, kernel_name, helpers_ahead(template, submitted_notebooks, judged))
         autograded = course / "autograded" / task.student_id / assignment.id
 
         # Time is the course's to give, not the submission's to take: each notebook has the budget the
         # reference run set for it, and the student the sum of them, whatever the notebooks hold.
         budgets = time_budgets(template)
-        submitted_notebooks = [name for name in assignment.notebooks if name in task.notebooks]
         student_deadline = time.monotonic() + sum(budgets.get(name, 0.0) for name in submitted_notebooks)
         for position, name in enumerate(submitted_notebooks):
             if position == 1:
                 # After this student's first notebook: the next sandbox's imports then fill the
                 # waits of this student's later ones, instead of delaying the next first notebook.
-                _make_next_session_or_log(task, template, kernel_name, judged)
+                _make_next_session_or_log(task, template, kernel_name)
             budget = max(
                 1.0, min(budgets.get(name, task.options.budget_without_reference), student_deadline - time.monotonic())
             )
@@ -360,7 +372,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
                 result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
 
         if len(submitted_notebooks) < 2:
-            _make_next_session_or_log(task, template, kernel_name, judged)
+            _make_next_session_or_log(task, template, kernel_name)
         result.timestamp, result.notebooks = _read_grades(course, task.student_id)
         # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
         graded = {p.name for p in autograded.glob("*.ipynb")} if autograded.exists() else set()

@@ -75,6 +75,18 @@ def test_a_clean_reference_run_travels_in_the_template_with_each_notebooks_time_
     assert time_budgets({}) == {} and time_budgets({"time-budgets.json": b"junk"}) == {}
 
 
+def test_the_helpers_each_notebooks_checks_asked_travel_in_the_template_where_known():
+    from autograder.task_template import helpers_asked
+
+    runs = _runs()
+    runs[0].helpers, runs[1].helpers, runs[2].helpers = ["numpy_only"], ["artifacts", "numpy_only"], []
+    assert helpers_asked(into_template(TEMPLATE, runs)) == {
+        runs[0].notebook: ["numpy_only"],
+        runs[1].notebook: ["artifacts", "numpy_only"],
+        runs[2].notebook: [],
+    }
+
+
 def test_without_the_compile_cache_the_template_has_the_budgets_and_no_executable():
     from autograder.compile_cache import ENTRIES, HOST
 
@@ -112,6 +124,7 @@ def test_a_clean_run_is_kept_whole_and_read_back_as_it_was(tmp_path):
     from autograder.reference import keep_reference, kept_reference, reference_key
 
     runs = [ReferenceRun(name, "host", {"jit_f-abc": bytes([i, 0, 255])}, 1.5 + i) for i, name in enumerate(NOTEBOOKS)]
+    runs[0].helpers, runs[1].helpers = ["numpy_only"], []  # the helpers its checks asked; None: not known
     key = reference_key(TEMPLATE, GradingOptions())
     assert kept_reference(tmp_path, key) is None
     keep_reference(tmp_path, key, runs)

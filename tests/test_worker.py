@@ -154,8 +154,34 @@ def test_no_sandbox_is_made_ahead_when_no_student_follows_or_kernels_are_not_for
     monkeypatch.setattr(worker, "start_session", lambda *args: None)
     monkeypatch.setattr(worker, "_AHEAD", None)
     last = worker.StudentTask("last", {}, GradingOptions(), another_follows=False)
-    worker.make_next_session(last, {}, "python3", True)
-    worker.make_next_session(_task("unforked", 1, fork=False), {}, "python3", True)
+    worker.make_next_session(last, {}, "python3")
+    worker.make_next_session(_task("unforked", 1, fork=False), {}, "python3")
     assert made == [] and worker._AHEAD is None
-    worker.make_next_session(_task("next", 1), {}, "python3", True)
+    worker.make_next_session(_task("next", 1), {}, "python3")
     assert [t.student_id for t in made] == ["next"] and worker._AHEAD is not None
+
+
+def test_a_sandbox_made_ahead_starts_no_helper_before_its_student_is_known(monkeypatch):
+    started = []
+    monkeypatch.setattr(worker, "student_session", lambda task, template: object())
+    monkeypatch.setattr(worker, "start_session", lambda session, kernel_name, helpers=(): started.append(helpers))
+    monkeypatch.setattr(worker, "_AHEAD", None)
+    worker.make_next_session(_task("next", 1), {}, "python3")
+    assert started == [()]
+
+
+def test_the_helpers_started_ahead_are_those_the_reference_run_saw_the_submitted_notebooks_ask():
+    from autograder.helpers import HELPER_NAMES
+    from autograder.task_template import helpers_asked, with_helpers
+
+    template = with_helpers({}, {"01.ipynb": ["numpy_only"], "03.ipynb": ["artifacts"], "05.ipynb": []})
+    assert helpers_asked(template) == {"01.ipynb": ["numpy_only"], "03.ipynb": ["artifacts"], "05.ipynb": []}
+    assert worker.helpers_ahead(template, ["01.ipynb"], judged=True) == {"numpy_only"}
+    assert worker.helpers_ahead(template, ["05.ipynb"], judged=True) == set()
+    assert worker.helpers_ahead(template, ["01.ipynb", "03.ipynb"], judged=True) == {"numpy_only", "artifacts"}
+    # A notebook the reference run noted nothing for (or no record at all): every helper, as before.
+    assert worker.helpers_ahead(template, ["02.ipynb"], judged=True) == set(HELPER_NAMES)
+    assert worker.helpers_ahead({}, ["01.ipynb"], judged=True) == set(HELPER_NAMES)
+    assert worker.helpers_ahead({"judge-helpers.json": b"not json"}, ["01.ipynb"], judged=True) == set(HELPER_NAMES)
+    # Without the judge no helper is ever asked.
+    assert worker.helpers_ahead(template, ["02.ipynb"], judged=False) == set()
