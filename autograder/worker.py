@@ -142,7 +142,7 @@ def _compile_cache(template: dict[str, bytes]) -> Path | None:
 
 def student_session(task: StudentTask, template: dict[str, bytes]) -> SandboxSession:
     """The student's sandbox: the shipped files, the compile cache read-only, the grading mode; the
-    one made ahead for this kind of task when there is one (its host and helpers already starting)."""
+    one made ahead for this kind of task when there is one (its host already starting)."""
     global _AHEAD
     ahead, _AHEAD = _AHEAD, None
     if ahead is not None:
