@@ -264,7 +264,7 @@ class JudgeHelpers:
         self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
 
     def by_name(self) -> dict[str, HelperProcess]:
-        return {"artifacts": self.artifacts, "numpy_only": self.numpy_only}
+        return {name: getattr(self, name) for name in HELPER_NAMES}  # the attributes bear the names
 
     def launch(self, names=HELPER_NAMES) -> None:
         """Start these processes now, without waiting for them (see HelperProcess.launch); the
