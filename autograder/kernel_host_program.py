@@ -3,15 +3,18 @@
 The grader's side is autograder/kernel_host.py. This text is sent after confine.py's and run as
 `python -c TEXT CONFIG` (it imports nothing of the grader: the sandbox does not show it). It
 keeps a private line to the grader, drops to the kernel's unprivileged uid, and then, warm,
-imports what every kernel imports (ipykernel, NumPy, JAX, Matplotlib: about a second, paid once
-per student instead of once per notebook) and serves one request per line. For each request:
+imports what every kernel imports (ipykernel, NumPy, JAX: about a second, paid once per student
+instead of once per notebook) and serves one request per line. For each request:
 
 1. it ends every other process in the sandbox (what the previous notebook left running);
 2. it empties /tmp, /run/kernel and /dev/shm, and makes a fresh working copy of the
    assignment's shipped files in /tmp/submission, with an empty $HOME and IPYTHONDIR: nothing
    a notebook wrote (an IPython startup file, a package that would shadow a shipped module)
    reaches the next;
-3. it forks the kernel, which sets its limits (confine.set_limits) and starts ipykernel,
+3. from the second request on, it imports Matplotlib too, once (only some notebooks plot: a
+   student who hands in one notebook mostly needs none of it, one who hands in several pays for
+   it once), in that fresh workspace, so that nothing a kernel left can reach its configuration;
+4. it forks the kernel, which sets its limits (confine.set_limits) and starts ipykernel,
    listening on no TCP port.
 
 Forking is safe because the host starts no thread, JAX backend or ZeroMQ context; it is not
@@ -138,10 +141,12 @@ class Host:
         import_the_kernels_stack()
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are not waited for
         say(writer, READY)
-        for line in reader:
+        for served, line in enumerate(reader):
             request = json.loads(line)
             self.end_the_others()
             self.fresh_workspace()
+            if served == 1:
+                import_the_plotting_stack()
             pid = os.fork()
             if pid == 0:
                 try:
@@ -230,24 +235,28 @@ def print_in_pieces() -> None:
     iostream.OutStream._flush_buffers = in_pieces
 
 
+#: What IPKernelApp.initialize imports, and what every notebook of the lesson imports.
+KERNELS_STACK = (
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "IPython.core.oinspect",
+    "IPython.core.completerlib",
+    "IPython.extensions.storemagic",
+    "tornado.platform.asyncio",
+    "numpy",
+    "jax",
+    "jax.numpy",
+)
+#: What only the notebooks that plot import (about a third of a second).
+PLOTTING_STACK = ("matplotlib", "matplotlib.pyplot")
+
+
 def import_the_kernels_stack() -> None:
-    """What IPKernelApp.initialize imports (the debugger's modules too), and the lesson's stack."""
+    """KERNELS_STACK, and the debugger's modules (IPythonKernel imports them as it starts)."""
     import importlib
 
-    for name in (
-        "ipykernel.kernelapp",
-        "ipykernel.ipkernel",
-        "ipykernel.zmqshell",
-        "IPython.core.oinspect",
-        "IPython.core.completerlib",
-        "IPython.extensions.storemagic",
-        "tornado.platform.asyncio",
-        "numpy",
-        "jax",
-        "jax.numpy",
-        "matplotlib",
-        "matplotlib.pyplot",
-    ):
+    for name in KERNELS_STACK:
         importlib.import_module(name)
     try:
         importlib.import_module("ipykernel.debugger")
@@ -255,10 +264,20 @@ def import_the_kernels_stack() -> None:
         pass
 
 
+def import_the_plotting_stack() -> None:
+    """PLOTTING_STACK, where it can be imported (an assignment's environment may lack it)."""
+    import importlib
+
+    try:
+        for name in PLOTTING_STACK:
+            importlib.import_module(name)
+    except ImportError:
+        pass
+
+
 def main(config: dict) -> None:
     reader, writer = private_line()  # a kernel's own output travels over its sockets; raw writes go nowhere
     drop_privileges(config["uid"])  # from here on no capability is left
-    os.makedirs(os.path.join(config["scratch"], "matplotlib"), exist_ok=True)  # the imports may write there
     host = Host(config)
     if config["warm"]:
         host.serve(reader, writer)

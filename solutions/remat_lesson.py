@@ -457,13 +457,13 @@ RECORDED_VARIABLES = ("JAX_", "XLA_", "TF_CPP_", "REMAT_LESSON_NO_MEMORY_ANALYSI
 def provenance(command: str | None = None, **extra) -> dict:
     """When, with what and on what a result was produced: the one record of it for the lesson,
     its sweep, the evidence kit and the phase project (which adds what it needs in `extra`)."""
+    import importlib.metadata
+
     import jaxlib
 
-    try:
-        import matplotlib
-
-        matplotlib_version = matplotlib.__version__
-    except ImportError:  # the figure is optional; the record is not
+    try:  # read from its metadata: importing Matplotlib would cost a notebook that never plots a third of a second
+        matplotlib_version = importlib.metadata.version("matplotlib")
+    except importlib.metadata.PackageNotFoundError:  # the figure is optional; the record is not
         matplotlib_version = None
     devices = jax.devices()
     return {

@@ -127,16 +127,26 @@ import json, os, sys, time
 sys.path.insert(0, {root!r})
 import autograder.kernel_host_program as program
 
+SCRATCH = json.loads(sys.argv[1])["scratch"]
+PLOTTING = []  # what Matplotlib's folder held each time the host imported the plotting stack
+
+
 def start_ipykernel(cells):
-    seen = {{"cwd_files": sorted(os.listdir()), "env": dict(os.environ), "argv": sys.argv, "cells": cells}}
+    seen = {{
+        "cwd_files": sorted(os.listdir()), "env": dict(os.environ), "argv": sys.argv, "cells": cells,
+        "plotting": PLOTTING,
+    }}
     # Written whole, then renamed: the test reads the file as soon as it exists.
     path = os.path.join({report!r}, f"kernel-{{os.getpid()}}.json")
     with open(path + ".part", "w") as handle:
         json.dump(seen, handle)
     os.rename(path + ".part", path)
+    with open(os.path.join(SCRATCH, "matplotlib", "matplotlibrc"), "w") as handle:
+        handle.write("backend: module://planted\\n")  # what a kernel could leave for the host's import
     time.sleep(60)
 
 program.import_the_kernels_stack = lambda: None
+program.import_the_plotting_stack = lambda: PLOTTING.append(sorted(os.listdir(os.path.join(SCRATCH, "matplotlib"))))
 program.start_ipykernel = start_ipykernel
 program.main(json.loads(sys.argv[1]))
 """
@@ -147,28 +157,39 @@ def _host(layout, report: Path) -> KernelHost:
     return KernelHost(lambda config: [sys.executable, "-c", source, config], layout, dict(os.environ))
 
 
+def _seen_by(kernel, report: Path) -> dict:
+    """What the stand-in kernel reported (it writes its report as it starts)."""
+    deadline = time.monotonic() + 20
+    while not (report / f"kernel-{kernel.pid}.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return json.loads((report / f"kernel-{kernel.pid}.json").read_text())
+
+
 def test_a_warm_host_forks_a_kernel_per_request_and_ends_the_one_before(layout, tmp_path):
     report = tmp_path / "report"
     report.mkdir()
     host = _host(layout, report)
     try:
         first = host.launch({"key": "k"}, ["--quiet"], {"NBGRADER_EXECUTION": "autograde"})
-        deadline = time.monotonic() + 20
-        while not (report / f"kernel-{first.pid}.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        seen = json.loads((report / f"kernel-{first.pid}.json").read_text())
+        seen = _seen_by(first, report)
         connection = str(Path(layout["scratch"]) / ".kernel.json")
         assert seen == {
             "cwd_files": ["remat_lesson.py"],
             "env": {"NBGRADER_EXECUTION": "autograde"},
             "argv": ["ipykernel_launcher", "-f", connection, "--quiet"],
             "cells": str(Path(layout["scratch"]) / program.CELL_FILES),
+            "plotting": [],  # a student's first notebook pays for no plotting it may not do
         }
         assert json.loads(Path(connection).read_text()) == {"key": "k"}
         second = host.launch({"key": "k2"}, [], {})
         assert second.pid != first.pid
         first.wait(timeout=10)  # ended by the host before it forked the second
         assert not alive(first.pid) and alive(second.pid)
+        # From the second notebook on, the host has the plotting stack, imported once, in a
+        # workspace already emptied of what the first kernel left for its configuration.
+        assert _seen_by(second, report)["plotting"] == [[]]
+        third = host.launch({"key": "k3"}, [], {})
+        assert _seen_by(third, report)["plotting"] == [[]]
     finally:
         host.stop()
     # SIGKILL is sent by stop(); the process is gone once the kernel has delivered it.
