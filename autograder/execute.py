@@ -264,28 +264,19 @@ class SandboxedExecute(Execute):
         try:
             cell = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
         except CellTimeoutError:  # no output came after the reply (the IOPub channel broke)
-            why = (
-                "the kernel's output channel broke (the cell finished, but its output never came: a "
-                f"message larger than the grader takes, {MAX_KERNEL_MESSAGE >> 20} MiB, or a stalled output "
-                "thread), and the kernel was stopped"
-            )
-            self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
-            cell.outputs.append(_error("KernelStopped", f"{why}. Later cells did not run."))
-            self._stop_the_session()
-        except DeadKernelError:
-            hit = getattr(self.km, "limit_hit", None)
-            why = (
-                f"the kernel was stopped because {hit}"
-                if hit
-                else "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
-            )
-            self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
-            cell.outputs.append(
-                _error(
-                    "KernelDied",
-                    f"{why}. Later cells did not run; checks that finished before this cell keep their points.",
+            if getattr(self.km, "limit_hit", None):  # a limit's stop cut the channel: the limit is the cause
+                self._stopped_at_a_limit(cell, cell_index)
+            else:
+                why = (
+                    "the kernel's output channel broke (the cell finished, but its output never came: a "
+                    f"message larger than the grader takes, {MAX_KERNEL_MESSAGE >> 20} MiB, or a stalled output "
+                    "thread), and the kernel was stopped"
                 )
-            )
+                self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
+                cell.outputs.append(_error("KernelStopped", f"{why}. Later cells did not run."))
+                self._stop_the_session()
+        except DeadKernelError:
+            self._stopped_at_a_limit(cell, cell_index)
         finally:
             test = utils.is_grade(cell) and not utils.is_solution(cell)
             self.record.cells.append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
@@ -299,6 +290,22 @@ class SandboxedExecute(Execute):
                 )
         _note_limits(cell)
         return cell
+
+    def _stopped_at_a_limit(self, cell, cell_index: int) -> None:
+        """The kernel is gone: stopped at the limit the watcher names, or dead of its own doing."""
+        hit = getattr(self.km, "limit_hit", None)
+        why = (
+            f"the kernel was stopped because {hit}"
+            if hit
+            else "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
+        )
+        self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
+        cell.outputs.append(
+            _error(
+                "KernelDied",
+                f"{why}. Later cells did not run; checks that finished before this cell keep their points.",
+            )
+        )
 
     # -- outputs: every way into the notebook is capped ---------------------------------------
     def output(self, outs, msg, display_id, cell_index):

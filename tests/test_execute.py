@@ -159,6 +159,22 @@ def test_a_broken_output_channel_stops_the_kernel_and_says_so(executor, monkeypa
     assert executor._stopped.endswith("in cell 1")
 
 
+def test_an_output_channel_cut_by_a_limits_stop_names_the_limit(executor, monkeypatch):
+    """The watcher stops the sandbox between a cell's reply and its last output (hostile-memory-hog
+    on a loaded machine): the output never comes, and the cause is the limit, not the channel."""
+
+    async def stopped_before_its_output(self, cell, index, *args, **kwargs):
+        raise CellTimeoutError("no output")
+
+    monkeypatch.setattr(Execute, "async_execute_cell", stopped_before_its_output)
+    executor.km = type("Manager", (), {"limit_hit": "its processes used more than 6144 MiB of memory together"})()
+    cell = _run_cell(executor, _cell(), 39)
+    assert cell.outputs[-1]["ename"] == "KernelDied"
+    assert "stopped because its processes used more than 6144 MiB" in cell.outputs[-1]["evalue"]
+    assert "output channel" not in cell.outputs[-1]["evalue"]
+    assert executor._stopped.endswith("in cell 40")
+
+
 def test_a_notebook_past_its_budget_runs_no_further_cell(executor, monkeypatch):
     ran = []
 
