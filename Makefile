@@ -38,8 +38,8 @@ venv: $(VENV)/.installed $(VENV)/etc/jupyter/nbgrader_config.py
 $(VENV)/.installed: requirements-cpu.txt
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet pip==26.3  # pinned, as everything the venv holds
-	# Byte-compiled afterwards on every core at once: pip compiles one file after another, a
-	# third of the install's time. A file that does not compile stays source, as with pip.
+	# Byte-compiled afterwards on every core at once: pip compiles one file after another, about
+	# half of the install's time. A file that does not compile stays source, as with pip.
 	$(PY) -m pip install --quiet --no-compile -r requirements-cpu.txt
 	$(PY) -m compileall -q -j 0 $(VENV)/lib || true
 	# The grader as an installed package, editable: Dask workers and schedulers started from this
