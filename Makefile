@@ -20,7 +20,8 @@ OUT ?= runs/autograde
 STUDENT ?=
 NB ?=
 PYTEST_ARGS ?=
-# make test's processes (pytest-xdist): much of a grading test waits on kernels and timeouts.
+# make test's and make test-fast's processes (pytest-xdist): much of a grading test waits on
+# kernels and timeouts; the fast tier's hypothesis tests alone take a quarter of a minute.
 TEST_PROCESSES ?= 2
 AUDIT_EVIDENCE ?= runs/performance-audit
 K ?= 16
@@ -64,7 +65,7 @@ test: venv lint
 
 ## test-fast: the tests that start no kernel, in well under a minute: the edit-test loop
 test-fast: venv
-	$(PY) -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not browser" --numprocesses $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 ## lint: ruff's lint and format check over the whole tree (`make format` rewrites)
 lint: venv
