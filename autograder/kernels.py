@@ -389,7 +389,12 @@ class SandboxedKernelManager(AsyncKernelManager):
     )
 
     _watcher: Watcher | None = None
-    limit_hit: str | None = None
+
+    @property
+    def limit_hit(self) -> str | None:
+        """The limit the watcher stopped this kernel at (None while none was), read from the watcher
+        itself: a cell whose last output the stop cut off asks before anything checked the kernel."""
+        return self._watcher.hit if self._watcher is not None else None
 
     @property
     def sandbox_session(self) -> SandboxSession | None:  # (`session` is jupyter_client's message session)
@@ -412,7 +417,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         if not self.connection_file:
             private = tempfile.mkdtemp(prefix="connection-", dir=session.folder)
             self.connection_file = os.path.join(private, "connection.json")
-        self.limit_hit = None
+        self._watcher = None  # the last kernel's limit is not this one's
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -446,18 +451,9 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     interrupt_kernel = _async_interrupt_kernel  # AsyncKernelManager binds the name to its own
 
-    async def _async_is_alive(self) -> bool:
-        alive_now = await super()._async_is_alive()
-        if not alive_now and self._watcher is not None and self._watcher.hit:
-            self.limit_hit = self._watcher.hit
-        return alive_now
-
-    is_alive = _async_is_alive
-
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         if self._watcher is not None:
             self._watcher.stop()
-            self.limit_hit = self.limit_hit or self._watcher.hit
         folder = os.path.dirname(self.connection_file) if self.connection_file else None
         await super()._async_cleanup_resources(restart=restart)
         session = self.sandbox_session

@@ -175,6 +175,18 @@ def test_an_output_channel_cut_by_a_limits_stop_names_the_limit(executor, monkey
     assert executor._stopped.endswith("in cell 40")
 
 
+def test_the_kernel_managers_limit_is_the_watchers_word_before_anything_checked_the_kernel():
+    """The cell above asks the manager at once: nothing has yet found the kernel dead (which is
+    where nbclient would ask is_alive), so the manager reads the limit from its watcher."""
+    from autograder.kernels import SandboxedKernelManager
+
+    manager = SandboxedKernelManager()
+    assert manager.limit_hit is None
+    hit = "its processes used more than 6144 MiB of memory together (the memory limit)"
+    manager._watcher = type("Watcher", (), {"hit": hit})()
+    assert manager.limit_hit == hit
+
+
 def test_a_notebook_past_its_budget_runs_no_further_cell(executor, monkeypatch):
     ran = []
 
