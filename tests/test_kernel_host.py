@@ -123,7 +123,7 @@ def test_outside_a_sandbox_a_host_ends_the_kernels_it_started_and_no_other_proce
 
 
 STAND_IN = """
-import json, os, sys, time
+import gc, json, os, sys, time
 sys.path.insert(0, {root!r})
 import autograder.kernel_host_program as program
 
@@ -134,7 +134,7 @@ PLOTTING = []  # what Matplotlib's folder held each time the host imported the p
 def start_ipykernel(cells):
     seen = {{
         "cwd_files": sorted(os.listdir()), "env": dict(os.environ), "argv": sys.argv, "cells": cells,
-        "plotting": PLOTTING,
+        "plotting": PLOTTING, "frozen": gc.get_freeze_count() > 0,
     }}
     # Written whole, then renamed: the test reads the file as soon as it exists.
     path = os.path.join({report!r}, f"kernel-{{os.getpid()}}.json")
@@ -179,6 +179,7 @@ def test_a_warm_host_forks_a_kernel_per_request_and_ends_the_one_before(layout, 
             "argv": ["ipykernel_launcher", "-f", connection, "--quiet"],
             "cells": str(Path(layout["scratch"]) / program.CELL_FILES),
             "plotting": [],  # a student's first notebook pays for no plotting it may not do
+            "frozen": True,  # what the host holds is out of the kernel's garbage collections
         }
         assert json.loads(Path(connection).read_text()) == {"key": "k"}
         second = host.launch({"key": "k2"}, [], {})
