@@ -104,6 +104,10 @@ class DaskRunner:
         # A task that kills its worker fails at once (not after three workers) and is retried here,
         # once; a worker is handed its next student only when it is free (run() sends the largest first).
         settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}
+        # Nobody reads a local cluster's profiles or its second-by-second monitor (it serves no
+        # pages): Dask samples every worker's stacks 100 times a second and its process counters
+        # twice a second by default, CPU taken from the kernels being graded.
+        settings |= {"distributed.worker.profile.enabled": False, "distributed.admin.system-monitor.interval": "5s"}
         with dask.config.set(settings):
             if self.scheduler is None:
                 self.cluster = LocalCluster(

@@ -402,6 +402,9 @@ def test_a_local_grading_cluster_serves_no_http():
         info = runner.client.scheduler_info()
         assert info["services"]["dashboard"] and len(info["workers"]) == 1
         assert _http_ports_that_answer(info) == []
+        # Nor does it sample its workers' stacks for profiles nobody can read: the CPU is the kernels'.
+        profiling = runner.client.run(lambda dask_worker: dask_worker.periodic_callbacks.get("profile") is not None)
+        assert list(profiling.values()) == [False]
 
 
 def test_an_unencrypted_or_unauthenticated_scheduler_is_refused(klass, tmp_path):
