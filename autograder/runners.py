@@ -80,6 +80,19 @@ class HereRunner:
         return results
 
 
+#: A local cluster's housekeeping, made rare: it serves no pages, so nobody reads its profiles or
+#: its monitor, and every wake-up of its five event loops is CPU taken from the kernels being
+#: graded. Dask's defaults (a health tick every 20 ms, each worker's stacks sampled 100 times a
+#: second, process counters twice a second) cost an idle cluster of two workers 5.5 CPU-s a
+#: minute; these, 1.0.
+LOCAL_CLUSTER_QUIET = {
+    "distributed.admin.tick.interval": "1s",  # still well under the 3 s after which Dask warns of a blocked loop
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.deploy.cluster-repr-interval": "5s",  # a notebook widget's refresh
+}
+
+
 class DaskRunner:
     """Grading on a local Dask cluster of `jobs` single-threaded worker processes, or on a
     running scheduler (a `tls://` address and the instructor's SchedulerSecurity).
@@ -104,10 +117,7 @@ class DaskRunner:
         # A task that kills its worker fails at once (not after three workers) and is retried here,
         # once; a worker is handed its next student only when it is free (run() sends the largest first).
         settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}
-        # Nobody reads a local cluster's profiles or its second-by-second monitor (it serves no
-        # pages): Dask samples every worker's stacks 100 times a second and its process counters
-        # twice a second by default, CPU taken from the kernels being graded.
-        settings |= {"distributed.worker.profile.enabled": False, "distributed.admin.system-monitor.interval": "5s"}
+        settings |= LOCAL_CLUSTER_QUIET
         with dask.config.set(settings):
             if self.scheduler is None:
                 self.cluster = LocalCluster(

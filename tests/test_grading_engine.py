@@ -402,9 +402,17 @@ def test_a_local_grading_cluster_serves_no_http():
         info = runner.client.scheduler_info()
         assert info["services"]["dashboard"] and len(info["workers"]) == 1
         assert _http_ports_that_answer(info) == []
-        # Nor does it sample its workers' stacks for profiles nobody can read: the CPU is the kernels'.
-        profiling = runner.client.run(lambda dask_worker: dask_worker.periodic_callbacks.get("profile") is not None)
-        assert list(profiling.values()) == [False]
+
+        # Nor does it spend the kernels' CPU on its own housekeeping: no profiles nobody can read,
+        # no health tick 50 times a second, in the workers or the scheduler.
+        def housekeeping(dask_worker=None, dask_scheduler=None):
+            server = dask_worker or dask_scheduler
+            tick = server.periodic_callbacks["tick"].callback_time
+            return {"profiling": "profile" in server.periodic_callbacks, "tick_ms": tick}
+
+        quiet = {"profiling": False, "tick_ms": 1000}
+        assert list(runner.client.run(housekeeping).values()) == [quiet]
+        assert runner.client.run_on_scheduler(housekeeping) == quiet
 
 
 def test_an_unencrypted_or_unauthenticated_scheduler_is_refused(klass, tmp_path):
