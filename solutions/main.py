@@ -1311,12 +1311,14 @@ def compare_with_plain_scan(depth, width, batch, segment_length, seed):
     found = loss_and_gradient(bind(sqrt_segments_loss, ARG, ARG, segment_length), weights, x)
     label = f"L={depth}, D={width}, B={batch}, segment_length={segment_length}"
     for index, what in enumerate(("loss", "weight gradient", "x gradient")):
-        # Summation order may differ between programs: compare at each array's own scale.
+        # Summation order may differ between programs: compare at each array's own scale. In
+        # float32, through up to 20 layers, two right programs have differed by 3.5e-5 of the x
+        # gradient's largest entry; a wrong segmentation differs by the entries themselves.
         checks.close(
             found[index],
             reference_scan(depth, width, batch, seed)[index],
-            rtol=1e-5,
-            atol=1e-5 * float(np.abs(reference_scan(depth, width, batch, seed)[index]).max()),
+            rtol=3e-4,
+            atol=3e-4 * float(np.abs(reference_scan(depth, width, batch, seed)[index]).max()),
             what=f"{what} ({label})",
         )
 

@@ -367,6 +367,18 @@ def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, truste
     assert earned == 1 and "your code raised ValueError: forged" in report  # the NumPy-only item runs elsewhere
 
 
+def test_sqrt_segments_keep_their_points_at_a_float32_distance_from_plain_scan(monkeypatch, trusted):
+    """Two right float32 programs, through up to 20 layers, have differed by 3.5e-5 of the x
+    gradient's largest entry (a reference run refused for it): an answer 5e-5 off keeps every
+    point; one a percent off loses both comparisons with plain scan, and only them."""
+    for scale, points in ((1 + 5e-5, 4), (1.01, 2)):
+        judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+        right = kernel.namespace["sqrt_segments_loss"]
+        kernel.namespace["sqrt_segments_loss"] = lambda w, x, k, right=right, scale=scale: scale * right(w, x, k)
+        earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-sqrt-segments"), 4)
+        assert earned == points, report
+
+
 def test_an_unanswered_stub_reads_as_not_answered(monkeypatch, trusted):
     judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
 
