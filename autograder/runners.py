@@ -81,8 +81,8 @@ class HereRunner:
 
 
 #: A local cluster's housekeeping, made rare: it serves no pages, so nobody reads its profiles or
-#: its monitor, and every wake-up of its five event loops is CPU taken from the kernels being
-#: graded. Dask's defaults (a health tick every 20 ms, each worker's stacks sampled 100 times a
+#: its monitor, and every wake-up of its event loops (the scheduler's, each nanny's and worker's)
+#: is CPU taken from the kernels being graded. Dask's defaults (a health tick every 20 ms, each worker's stacks sampled 100 times a
 #: second, process counters twice a second) cost an idle cluster of two workers 5.5 CPU-s a
 #: minute; these, 1.0.
 LOCAL_CLUSTER_QUIET = {
