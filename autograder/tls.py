@@ -14,7 +14,9 @@ new files means making them all again. Every certificate names the hosts given w
 (default: this machine's name and localhost) and is valid for --days (default 30).
 
 TLS is then the only way in: started with `--preload autograder.tls`, a scheduler or worker
-stops the HTTP server every Dask server starts (`dask_setup`).
+stops the HTTP server every Dask server starts (`dask_setup`). The same preload keeps the
+server's housekeeping rare (`keep_housekeeping_rare`): the CPU of a grading cluster is the
+kernels'.
 """
 
 from __future__ import annotations
@@ -43,6 +45,30 @@ def dask_setup(server) -> None:
     http = getattr(server, "http_server", None)
     if http is not None:
         http.stop()
+    keep_housekeeping_rare(server)
+
+
+#: A grading server's timers, in ms, at their longest (Dask's defaults serve a live dashboard).
+#: The tick: Dask warns of a blocked event loop after 3 s, which a 1 s tick still sees.
+RARE_HOUSEKEEPING_MS = {"tick": 1000, "monitor": 5000}
+#: A worker's profiler samples its threads' stacks 100 times a second for pages nobody can open.
+PROFILER_TIMERS = ("profile", "profile-cycle")
+
+
+def keep_housekeeping_rare(server) -> None:
+    """No profiler, a tick once a second and the process counters every 5 s, in a scheduler or
+    worker started with this preload, as a local grading run's cluster is configured (runners.py):
+    an idle scheduler and two workers then use about a fifth of the CPU they use by default. Run
+    before the server starts its timers, so none starts at Dask's rate."""
+    timers = server.periodic_callbacks
+    for name in PROFILER_TIMERS:
+        profiler = timers.pop(name, None)
+        if profiler is not None:
+            profiler.stop()
+    for name, longest in RARE_HOUSEKEEPING_MS.items():
+        timer = timers.get(name)
+        if timer is not None and timer.callback_time < longest:
+            timer.callback_time = longest  # read by tornado each time it schedules the next call
 
 
 @dataclass(frozen=True)

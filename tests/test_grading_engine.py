@@ -364,6 +364,8 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
             Client(address, timeout="3s")
         with Client(address, security=security, timeout="5s") as client:
             assert _http_ports_that_answer(client.scheduler_info()) == []
+            # The preload keeps each server's housekeeping rare, as a local cluster's is.
+            assert _housekeeping_of(client) == [QUIET] * 3
         graded = subprocess.run(line(commands[4]), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
         _assert_same(_normalised(serial.out), _normalised(tmp_path / "remote"))
@@ -376,6 +378,26 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
             except subprocess.TimeoutExpired:
                 process.kill()
         logs.close()
+
+
+#: A grading cluster's housekeeping (autograder/tls.py's keep_housekeeping_rare, runners.py's config).
+QUIET = {"profiling": False, "tick_ms": 1000, "monitor_ms": 5000}
+
+
+def _housekeeping_of(client) -> list[dict]:
+    """The scheduler's housekeeping, then each worker's: whether it profiles, how often it ticks
+    and reads its counters."""
+
+    # Defined here, so that it travels by value: a cluster's servers cannot import the tests.
+    def housekeeping(dask_worker=None, dask_scheduler=None) -> dict:
+        timers = (dask_worker or dask_scheduler).periodic_callbacks
+        return {
+            "profiling": "profile" in timers,
+            "tick_ms": timers["tick"].callback_time,
+            "monitor_ms": timers["monitor"].callback_time,
+        }
+
+    return [client.run_on_scheduler(housekeeping), *client.run(housekeeping).values()]
 
 
 def _http_ports_that_answer(info: dict) -> list[str]:
@@ -405,14 +427,7 @@ def test_a_local_grading_cluster_serves_no_http():
 
         # Nor does it spend the kernels' CPU on its own housekeeping: no profiles nobody can read,
         # no health tick 50 times a second, in the workers or the scheduler.
-        def housekeeping(dask_worker=None, dask_scheduler=None):
-            server = dask_worker or dask_scheduler
-            tick = server.periodic_callbacks["tick"].callback_time
-            return {"profiling": "profile" in server.periodic_callbacks, "tick_ms": tick}
-
-        quiet = {"profiling": False, "tick_ms": 1000}
-        assert list(runner.client.run(housekeeping).values()) == [quiet]
-        assert runner.client.run_on_scheduler(housekeeping) == quiet
+        assert _housekeeping_of(runner.client) == [QUIET] * 2
 
 
 def test_an_unencrypted_or_unauthenticated_scheduler_is_refused(klass, tmp_path):
