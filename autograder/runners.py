@@ -20,7 +20,7 @@ from .course import assignment_in
 from .options import GradingOptions
 from .reference import ReferenceRun, run_reference
 from .submissions import UsageError
-from .tls import PRELOAD
+from .tls import PRELOAD, RARE_HOUSEKEEPING_MS
 from .worker import StudentResult, grade_student, release_sandboxes, warm_up
 
 
@@ -82,13 +82,15 @@ class HereRunner:
 
 #: A local cluster's housekeeping, made rare: it serves no pages, so nobody reads its profiles or
 #: its monitor, and every wake-up of its event loops (the scheduler's, each nanny's and worker's)
-#: is CPU taken from the kernels being graded. Dask's defaults (a health tick every 20 ms, each worker's stacks sampled 100 times a
-#: second, process counters twice a second) cost an idle cluster of two workers 5.5 CPU-s a
-#: minute; these, 1.0.
+#: is CPU taken from the kernels being graded. Dask's defaults (a health tick every 20 ms, each
+#: worker's stacks sampled 100 times a second, process counters twice a second) cost an idle
+#: cluster of two workers 5.5 CPU-s a minute; these, 1.0. The rates are the preload's (tls.py's
+#: keep_housekeeping_rare, which an instructor's own cluster runs too); as configuration they
+#: also reach the nannies, where no preload of the workers runs.
 LOCAL_CLUSTER_QUIET = {
-    "distributed.admin.tick.interval": "1s",  # still well under the 3 s after which Dask warns of a blocked loop
+    "distributed.admin.tick.interval": f"{RARE_HOUSEKEEPING_MS['tick']}ms",
     "distributed.worker.profile.enabled": False,
-    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.admin.system-monitor.interval": f"{RARE_HOUSEKEEPING_MS['monitor']}ms",
     "distributed.deploy.cluster-repr-interval": "5s",  # a notebook widget's refresh
 }
 

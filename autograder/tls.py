@@ -57,9 +57,8 @@ PROFILER_TIMERS = ("profile", "profile-cycle")
 
 def keep_housekeeping_rare(server) -> None:
     """No profiler, a tick once a second and the process counters every 5 s, in a scheduler or
-    worker started with this preload, as a local grading run's cluster is configured (runners.py):
-    an idle scheduler and two workers then use about a fifth of the CPU they use by default. Run
-    before the server starts its timers, so none starts at Dask's rate."""
+    worker started with this preload, as a local grading run's cluster is configured (runners.py).
+    Run before the server starts its timers, so none starts at Dask's rate."""
     timers = server.periodic_callbacks
     for name in PROFILER_TIMERS:
         profiler = timers.pop(name, None)
