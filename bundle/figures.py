@@ -5,7 +5,7 @@ Writes, into data/ (or --out):
                            reports cut to their points line: hidden checks stay hidden; paths
                            relative to the bundle); ships with the release for learners;
 - storage-views.json       the figure's data (entries, compiler bytes, errors) with provenance;
-- storage-views.png/.svg   the two-panel figure drawn from that run.
+- storage-views.png/.svg   the figure drawn from that run (three panels with stage 3's sweep).
 """
 
 from __future__ import annotations
@@ -44,13 +44,15 @@ def regenerate(out: Path, env_overrides: dict | None = None) -> dict:
     provenance = {**evidence["provenance"], "command": "make figures (python solutions/main.py)"}
     figure_data = {
         "description": "Data behind storage-views.png: saved residual entries (unit: entries) and the "
-        "compiler's memory estimates (unit: bytes; null = analysis unavailable) per policy.",
+        "compiler's memory estimates (unit: bytes; null = analysis unavailable) per policy; the third "
+        "panel's stage 3 sweep, planned temporary bytes by policy and depth.",
         "residual_entries": evidence["residual_entries"],
         "memory": evidence["memory"],
         "memory_analysis_available": {p: m is not None for p, m in evidence["memory"].items()},
         "max_abs_error": evidence["max_abs_error"],
         "directional_derivative": evidence["directional_derivative"],
         "timings_s": evidence["timings_s"],
+        "sweep_temp_bytes": evidence["sweep_temp_bytes"],
         "provenance": provenance,
     }
     (out / f"{FIGURE_STEM}.json").write_text(json.dumps(figure_data, indent=2) + "\n")

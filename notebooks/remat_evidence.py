@@ -42,6 +42,9 @@ def collect(command: str | None = None) -> dict:
         "timing_summary_s": {policy: _spread(timings.get(policy)) for policy in ("plain", "remat")},
         "timings_by_order_s": build.get("timings_by_order_s"),
         "predictions": records["01-understand"].get("predictions"),
+        # Stage 3's sweep, {policy: {depth: planned temporary bytes}}: where the tie of the small
+        # network gives way (None where stage 3 did not run its sweep).
+        "sweep_temp_bytes": experiment.get("sweep_temp_bytes"),
         "missing_stages": [stage for stage in STAGES if not records[stage]],
         "provenance": provenance(command),
     }
@@ -127,13 +130,23 @@ def _faster(timings: dict):
 
 
 def draw_storage_figure(evidence: dict, directory: Path, stem: str = FIGURE_STEM) -> list[Path]:
-    """Two panels with their own units: entries above, estimated temp bytes below. PNG + SVG."""
+    """Panels with their own units: entries, estimated temp bytes of the lesson's network, and,
+    when stage 3 recorded its sweep, temp bytes against depth. PNG + SVG."""
     import matplotlib.pyplot as plt
 
     policies = [p for p in POLICIES if evidence["residual_entries"].get(p) is not None]
     labels = {"plain": "plain", "remat": "per-layer\ncheckpoint", "whole": "whole-objective\ncheckpoint"}
     colors = {"plain": "#4c72b0", "remat": "#dd8452", "whole": "#55a868"}
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.0), constrained_layout=True)
+    sweep = {
+        policy: {int(depth): temp for depth, temp in by_depth.items() if temp is not None}
+        for policy, by_depth in (evidence.get("sweep_temp_bytes") or {}).items()
+    }
+    sweep = {policy: by_depth for policy, by_depth in sweep.items() if by_depth}
+    if sweep:
+        figure, (top, bottom, deep) = plt.subplots(3, 1, figsize=(6.4, 9.0), constrained_layout=True)
+        _draw_sweep(deep, sweep)
+    else:
+        figure, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.0), constrained_layout=True)
     figure.suptitle("Two storage views of the same gradient: different units, different stories", fontsize=11)
 
     if not policies:
@@ -179,8 +192,9 @@ def draw_storage_figure(evidence: dict, directory: Path, stem: str = FIGURE_STEM
     figure.text(
         0.5,
         -0.01,
-        "Upper panel in entries (values autodiff saves); lower panel in bytes (compiler estimate). "
-        "Different units: read each on its own.",
+        "Top panel in entries (values autodiff saves); middle panel in bytes (compiler estimate)"
+        + ("; bottom panel in MiB against depth (stage 3's sweep)" if sweep else "")
+        + ". Different units: read each on its own.",
         ha="center",
         va="top",
         fontsize=8,
@@ -194,10 +208,35 @@ def draw_storage_figure(evidence: dict, directory: Path, stem: str = FIGURE_STEM
     return paths
 
 
+def _draw_sweep(axis, sweep: dict) -> None:
+    """Stage 3's planned temporary bytes against depth, one line per policy (log-log)."""
+    styles = {
+        "plain": ("#4c72b0", "o"),
+        "checkpoint_per_layer": ("#dd8452", "s"),
+        "checkpoint_dots": ("#8172b3", "^"),
+        "scan": ("#937860", "v"),
+        "scan_checkpointed_body": ("#55a868", "D"),
+    }
+    for policy, by_depth in sweep.items():
+        depths = sorted(by_depth)
+        color, marker = styles.get(policy, ("0.3", "x"))
+        axis.plot(
+            depths, [by_depth[d] / 2**20 for d in depths], marker=marker, color=color, label=policy.replace("_", " ")
+        )
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xlabel("depth L (layers)")
+    axis.set_ylabel("compiled temp (MiB)")
+    axis.set_title("Stage 3's sweep: planned temporary bytes as the network deepens", fontsize=10)
+    axis.legend(fontsize=7)
+
+
 FIGURE_ALT_TEXT = (
     "Two stacked bar charts. Upper panel, unit entries: saved residual entries per policy. "
     "Lower panel, unit bytes: the compiler's temporary-byte estimate per policy, or a hatched "
-    "box reading 'memory analysis unavailable on this backend' when there is no estimate."
+    "box reading 'memory analysis unavailable on this backend' when there is no estimate. "
+    "Third panel, when stage 3 ran its sweep, unit MiB: the compiler's temporary bytes against "
+    "depth for each policy of the sweep, on log-log axes."
 )
 
 

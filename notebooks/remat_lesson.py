@@ -17,6 +17,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -406,6 +407,50 @@ def compile_gradient(fn, *args):
 def compile_gradient_with_analysis(fn, *args):
     """compile_gradient, with the backend's memory analysis whatever REMAT_LESSON_NO_MEMORY_ANALYSIS says."""
     return _recipe(jax.jit(jax.grad(fn)).lower(*args).compile(), "compile_gradient_with_analysis", fn, *args)
+
+
+# ---------------------------------------------------------------------------------------
+# The program XLA compiled: what it runs and what its backward part reads.
+# ---------------------------------------------------------------------------------------
+_HLO_LINE = re.compile(
+    r"^\s*(?:ROOT )?%(?P<name>[\w.\-]+) = (?P<shape>\S+) (?P<op>[\w\-]+)\((?P<operands>[^)]*)\)(?P<rest>.*)$"
+)
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def _hlo_instructions(text: str):
+    for line in text.splitlines():
+        match = _HLO_LINE.match(line)
+        if match:
+            yield match
+
+
+def compiled_op_counts(executable) -> collections.Counter:
+    """How often each operation is written in the compiled program's text (`as_text()`), the
+    computations inside fusions included. A loop body is counted once, however often it runs."""
+    return collections.Counter(match["op"] for match in _hlo_instructions(executable.as_text()))
+
+
+def forward_values_read_by_backward(executable) -> collections.Counter:
+    """The values the compiled program's forward part computes and its backward part reads, by
+    the operation that made them ("tanh", "dot_general", ...), each value counted once.
+
+    XLA keeps JAX's names in each instruction's metadata: an instruction of the backward part
+    carries `transpose(` in its op_name. Parameters and constants are buffers that exist anyway
+    and are not counted. The program's entry computation is read; fusions count as what their
+    metadata names (a fused `tanh` is a tanh output).
+    """
+    text = executable.as_text()
+    entry = text[text.index("ENTRY") :]
+    made_by, read = {}, set()
+    for match in _hlo_instructions(entry):
+        op_name = _OP_NAME.search(match["rest"])
+        path = op_name.group(1) if op_name else ""
+        if "transpose(" in path:
+            read.update(operand.strip().lstrip("%") for operand in match["operands"].split(","))
+        elif match["op"] not in ("parameter", "constant"):
+            made_by[match["name"]] = path.rsplit("/", 1)[-1] or match["op"]
+    return collections.Counter(made_by[name] for name in read if name in made_by)
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,8 +19,11 @@
 #
 # - **Before this lesson:** reading compiled HLO and the roofline model (the phase's previous
 #   lesson, *Reason with HLO and the roofline model*). Nothing else is assumed.
-# - **The whole lesson:** about 105 minutes over five stages: 15, 28, 42, 14 and 6 minutes.
-# - **This stage:** about 15 minutes.
+# - **The whole lesson:** about 195 minutes over five stages: 25, 60, 65, 30 and 15 minutes,
+#   best taken in two or three sittings. The estimate is a model, not a stopwatch: prose read at
+#   150 words a minute, half a minute for each code cell plus the time it computes, 2 minutes
+#   for each point of a task and for each prediction. Optional *going deeper* cells come on top.
+# - **This stage:** about 25 minutes.
 # - **Needs:** nothing from another stage.
 # - **Points:** 3, checked automatically (one graded cell).
 # - **Compare with:** `reference-execution.txt` beside this notebook holds what a complete run
@@ -77,9 +80,13 @@ print("two_steps, no checkpoint:")
 print_saved_residuals(two_steps, jnp.arange(3.0))
 
 # %% [markdown]
-# The derivative of `sin(u)` needs `cos(u)`, and the derivative of `cos(v)` needs `sin(v)`, so
-# both are kept. Wrapped in `jax.checkpoint`, only the input is kept; everything else is
-# recomputed from it during the backward pass:
+# Read the two lines with care: each names the operation that *made* the saved value, and both
+# values were made for the backward pass, not by the forward one. `output of sin` is `sin(v)`,
+# the coefficient of the derivative of `cos(v)` (which is `−sin(v)`); `output of cos` is
+# `cos(cos(v))`, the derivative of the outer `sin`. The forward result `sin(cos(v))` is not
+# kept at all: reverse mode needs the derivatives' coefficients, not the forward values.
+# Wrapped in `jax.checkpoint`, only the input is kept; everything else is recomputed from it
+# during the backward pass:
 
 # %%
 print("jax.checkpoint(two_steps):")
@@ -114,7 +121,8 @@ print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
 #
 # The compiler fuses operations and reuses buffers, and its common-subexpression elimination
 # (CSE) merges two identical computations into one, which can fold a recomputation back into
-# the value it repeats. So fewer entries need not mean fewer bytes, and an estimate of bytes
+# the value it repeats (`jax.checkpoint` guards against that by default, and stage 3 reads in
+# the compiled program what the guard costs). So fewer entries need not mean fewer bytes, and an estimate of bytes
 # is not a measured peak. Stages 2 and 3 show the first with numbers, and stage 3 sets the
 # estimates beside peaks measured in fresh processes.
 
@@ -134,6 +142,10 @@ print(textwrap.fill(" ".join(thesis.split()), width=88))
 #
 # Before any result is shown, predict what per-layer `jax.checkpoint` does to the lesson's
 # network: four layers `v ← tanh(W @ v)` with a 16×16 matrix `W`, objective `sum(v²)`.
+# "Compiled temp bytes" is one field of the compiler's estimate in the table above
+# (`temp_size_in_bytes` of `memory_analysis()`): the bytes of the buffers the compiled
+# gradient needs only while it runs, neither its arguments nor its outputs. Residuals kept
+# between the forward and the backward part of the program are among them.
 # Set `PREDICTIONS` to a dict with these four keys, each `True` or `False`:
 #
 # ```python

@@ -8,7 +8,7 @@
 # %% [markdown]
 # ## Your map
 #
-# - **This stage:** about 28 minutes.
+# - **This stage:** about 60 minutes, a natural break after the oracle task.
 # - **Needs:** stage 1's rule for one layer backward (you write it again here, for the whole
 #   network); no record of stage 1 is read.
 # - **Points:** 15, checked automatically (five graded cells).
@@ -96,8 +96,9 @@ for rematerialize in (False, True):
 # once and keeps that trace for every later call with the same shapes (it caches the trace of
 # each function it wraps: `_trace_to_jaxpr` in `jax/_src/ad_checkpoint.py`). The programs
 # are *written* with a `tanh` for every layer and another for every recomputation; whether
-# the compiler runs both is another matter (stage 3 shows that on CPU it merges them). Four
-# consequences follow, each shown below.
+# the compiler runs both is another matter (stage 3 reads the compiled program: on CPU the
+# recomputed `tanh` survives and only the duplicate products are merged). Four consequences
+# follow, each shown below.
 #
 # **Python runs at trace time only, and a kept trace can go stale.** A layer that reads a
 # Python value bakes it into the trace. Change the value, and the checkpointed layer goes on
@@ -158,7 +159,10 @@ for options in ({}, {"static_argnums": (1,)}):
 # **Effects: JAX replays the ones it allows and refuses the rest.** A debug callback is
 # allowed inside a checkpoint, so it runs again when the layer is recomputed. A host callback
 # with side effects (`io_callback`, here given a derivative rule the way a logging library
-# would) is refused as soon as the checkpoint is differentiated:
+# would) is another matter. Forward mode (`jax.jvp`) differentiates it like any function; the
+# transforms that split a computation into a forward part and a later backward part
+# (`jax.grad`, `jax.vjp`, `jax.linearize`, all through JAX's partial evaluation) refuse it
+# inside a checkpoint, with the message printed below:
 
 # %%
 from jax.experimental import io_callback
@@ -184,10 +188,22 @@ def logged(v):
 
 logged.defjvp(lambda primals, tangents: (logged(primals[0]), tangents[0]))
 
-try:
-    jax.grad(lambda v: jnp.sum(jax.checkpoint(lambda u: jnp.tanh(W @ logged(u)))(v)))(x)
-except NotImplementedError as error:
-    print("io_callback inside a checkpoint:", str(error).split(":")[0])
+
+def logged_objective(v):
+    return jnp.sum(jax.checkpoint(lambda u: jnp.tanh(W @ logged(u)))(v))
+
+
+for transform, attempt in (
+    ("jax.jvp", lambda: jax.jvp(logged_objective, (x,), (x,))),
+    ("jax.linearize", lambda: jax.linearize(logged_objective, x)),
+    ("jax.vjp", lambda: jax.vjp(logged_objective, x)),
+    ("jax.grad", lambda: jax.grad(logged_objective)(x)),
+):
+    try:
+        jax.block_until_ready(attempt())
+        print(f"io_callback inside a checkpoint, under {transform}: differentiated")
+    except NotImplementedError as error:
+        print(f"io_callback inside a checkpoint, under {transform}:", str(error).split(":")[0])
 
 # %% [markdown]
 # **Randomness: pass the key in.** Dropout draws a random mask. With the key as an argument,
@@ -749,6 +765,37 @@ if memory["plain"] is not None:
 # estimate: it is closed over, so it enters the compiled program as a constant, not as an
 # argument (the 64 argument bytes are `x` alone) or a temporary (the 256 temporary bytes are
 # fewer than `W`'s 1024). When you weigh a residual list, weigh only its new arrays.
+
+# %% [markdown]
+# ## What the compiled programs keep
+#
+# Plain's new arrays outnumber remat's two to one, and both programs plan the same temporary
+# bytes. The compiled programs say why. `executable.as_text()` is the program XLA runs, in
+# HLO, and XLA keeps JAX's names in it: the instructions of the backward part carry
+# `transpose(` in theirs. Which values computed by the forward part does the backward part
+# read?
+
+# %%
+from remat_lesson import compiled_op_counts, forward_values_read_by_backward
+
+for name, executable in compiled_gradients.items():
+    read = forward_values_read_by_backward(executable)
+    ops = compiled_op_counts(executable)
+    print(
+        f"{name}: the backward part reads {sum(read.values())} values of the forward part, by what made them: "
+        f"{dict(sorted(read.items()))}; {sum(read.values()) * x.nbytes} bytes. The program runs {ops['tanh']} tanh "
+        f"and {ops['subtract']} subtract, {ops['fusion']} fused kernels."
+    )
+
+# %% [markdown]
+# Each program keeps one 16-float vector per layer for its backward part. Plain keeps the
+# `tanh` outputs of three layers and the last layer's product; remat keeps the products of
+# three layers and one `tanh` output, the input of the last layer, from which it recomputes
+# that layer. Neither keeps a `1 − h` (a `sub`): the compiler computes it again inside the
+# fused kernels of the backward part, a small recomputation of its own that no policy asked
+# for. Remat also runs the `tanh` of three layers again (its `tanh` count above). Both keep
+# as many bytes as the 256 temporary bytes each plans: the residual lists differ, the compiled
+# programs keep the same amount. Stage 3 reads larger compiled programs the same way.
 
 # %% [markdown]
 # ## Timing, honestly

@@ -9,8 +9,9 @@
 # %% [markdown]
 # ## Your map
 #
-# - **This stage:** about 42 minutes, the longest of the five; a natural break comes before
-#   the sweep.
+# - **This stage:** about 65 minutes, the longest of the five; a natural break comes before
+#   the sweep. Cells headed *Going deeper (optional)* add about 10 minutes; nothing graded
+#   needs them.
 # - **Needs:** nothing recorded by another stage. It uses the lesson's network and policies
 #   from `remat_lesson.py` and the sweep from `remat_sweep.py`; stage 2's list of what each
 #   policy saves is the starting point.
@@ -154,7 +155,9 @@ for name, fn in (("plain", plain), ("remat", remat), ("whole", whole)):
 # 2. at the start of the backward pass, run the forward pass again, *keeping* every residual;
 # 3. run the backward pass on those.
 #
-# The two entries are only what crosses the outer boundary. Inside the backward pass, step 2
+# This is the boundary principle of rematerialization: a checkpoint keeps what enters it (its
+# inputs) and can drop only what is computed inside it. The two entries are only what crosses
+# the outer boundary. Inside the backward pass, step 2
 # rebuilds all of plain's residuals, and they are held together again. `most_residuals_held`
 # counts that: the most residual values (what the forward pass handed over, and what the
 # backward pass recomputes) alive at once while the backward program runs, one equation at a
@@ -338,20 +341,27 @@ for title, fn in (
 # is recomputed in the backward pass. Saving anything except `"first"` keeps the three `cos`,
 # as no checkpoint does: they are unnamed, so allowed, and they are what the backward pass
 # needs; neither name is needed.
+
+# %% [markdown] tags=["going-deeper"]
+# #### Going deeper (optional): the mark on saved values
 #
 # Why does a value saved by its name print as `output of reduce_precision`? JAX puts every
-# value a checkpoint saves through a `reduce_precision` to its own format (the guard against
-# rounding differences between the forward and the backward pass that stage 2 cited). For
+# value that a checkpoint computes and saves through a `reduce_precision` to its own format
+# (the guard against rounding differences between the forward and the backward pass that
+# stage 2 cited); the checkpoint's own inputs, such as the argument here, are saved as they
+# came in, with no such mark. For
 # float32 that changes no bit, but `print_saved_residuals` of JAX 0.9.2 names a value by the
 # operation that produced it, and that is now the `reduce_precision`. The source of JAX
 # 0.11.0 looks through it and prints `named 'first' from ...` instead (read there, not run
 # here). So identify a saved value by its value, as the `named values kept` lines do, never by
 # its printed label. The forward program shows the guard:
 
-# %%
+# %% tags=["going-deeper"]
 forward, _ = forward_and_backward(jax.checkpoint(chain, policy=policies.save_only_these_names("first")), v0)
 marks = [eqn for eqn in forward.jaxpr.eqns if eqn.primitive.name == "reduce_precision"]
+saved_by_name = saved_residual_lines(jax.checkpoint(chain, policy=policies.save_only_these_names("first")), v0)
 print(
+    f"{len(saved_by_name)} values saved (the argument and 'first'), "
     f"{len(marks)} reduce_precision in the forward program, with exponent_bits={marks[0].params['exponent_bits']} "
     f"and mantissa_bits={marks[0].params['mantissa_bits']}; float32 has {jnp.finfo(jnp.float32).nexp} and "
     f"{jnp.finfo(jnp.float32).nmant}"
@@ -599,8 +609,8 @@ for name, body_policy in (
 # backward loop recomputes only the `tanh`. The sweep below measures what a checkpointed body
 # does to the compiler's bytes.
 
-# %% [markdown]
-# ## Offloading: keep a value, somewhere else
+# %% [markdown] tags=["going-deeper"]
+# ## Going deeper (optional): offloading, keeping a value somewhere else
 #
 # A third answer besides keeping and recomputing is to move a saved value to another memory
 # and bring it back for the backward pass. JAX names two such policies:
@@ -609,7 +619,7 @@ for name, body_policy in (
 # recomputes the rest; `offload_dot_with_no_batch_dims(offload_src, offload_dst)` offloads the
 # products the dots policy above would keep. Source and destination are memory kinds. Here:
 
-# %%
+# %% tags=["going-deeper"]
 device = jax.devices()[0]
 print("device:", device.platform, "| its memory kinds:", [memory.kind for memory in device.addressable_memories()])
 offloaded = jax.checkpoint(plain, policy=policies.offload_dot_with_no_batch_dims("device", "pinned_host"))
@@ -617,7 +627,7 @@ show_saved("whole objective, offload_dot_with_no_batch_dims('device', 'pinned_ho
 np.testing.assert_allclose(np.asarray(jax.grad(offloaded)(x)), gradient_plain, rtol=1e-6, atol=0)
 print("the gradient is plain's")
 
-# %% [markdown]
+# %% [markdown] tags=["going-deeper"]
 # The products are kept in `pinned_host` memory (the `<host>` in their type), and the
 # gradient is unchanged. On this CPU backend that moves nothing anywhere that matters: the
 # "device" is the host, so its memory kinds all live in the same RAM. Offloading is for an
@@ -734,6 +744,17 @@ for name, row in at_deepest.items():
 print("\nand what was measured (a fresh process's peak growth; median warm time over plain's):")
 for name, row in at_deepest.items():
     print(f"{name:>24}: peak {mib(row['peak_bytes'])} MiB, time {row['time_vs_plain']:.2f}x plain's")
+
+# %%
+from remat_lesson import load_record
+
+stage_record = load_record("03-experiment") or {}
+stage_record["sweep_temp_bytes"] = {
+    policy: {row["depth"]: row["temp_bytes"] for row in sweep_rows if row["policy"] == policy}
+    for policy in dict.fromkeys(row["policy"] for row in sweep_rows)
+}
+save_record("03-experiment", stage_record)
+print("recorded the sweep's planned temporary bytes for stage 5's figure")
 
 # %% [markdown]
 # Solid lines are the compiler's temporary bytes; crosses are the measured peak growth of a
@@ -1053,18 +1074,91 @@ if measured_rows:
     )
 
 # %% [markdown]
-# **Why per-layer `jax.checkpoint` saved nothing in the unrolled loop.** `jax.checkpoint` did
-# its part: the program JAX hands to XLA contains the recomputed product of every layer (the
-# extra dots before compilation, above) and, because `prevent_cse=True` is the default, an
-# optimization barrier around each recomputation, whose only job is to stop the compiler
-# from merging it with the forward pass's copy. After compilation the extra dots and the
-# barriers are gone, and the planned temporary bytes *rose*, to 1.83x plain's (printed above).
-# Which compiler pass removes what? XLA can write the program after every pass; the next cell
-# does that in a fresh process for a small per-layer checkpoint (4 layers) and reports the
-# passes that changed the number of barriers or dots.
+# ### Read the compiled program
+#
+# **Why per-layer `jax.checkpoint` cost memory in the unrolled loop.** `jax.checkpoint` did
+# its part: the program JAX hands to XLA recomputes every layer in the backward pass (the
+# extra dots before compilation, above), and because `prevent_cse=True` is the default it
+# wraps each recomputation in an optimization barrier, which keeps the compiler from merging
+# it with the forward pass's copy. What did the compiler make of it? Read the compiled
+# program itself: `compiled.as_text()` is its HLO, and counting its operations says what it
+# runs. Four versions of the unrolled loop at the small sweep's deepest size: plain, the
+# per-layer checkpoint as the sweep wrote it, the same checkpoint with `prevent_cse=False`,
+# and `checkpoint_dots`.
 
 # %%
-from remat_sweep import checkpoint_per_layer_loss, pass_trace, passes_that_changed
+from remat_lesson import compiled_op_counts
+from remat_sweep import checkpoint_dots_loss, checkpoint_per_layer_loss, final_loss, layer
+
+
+def per_layer_without_barriers(weights, x):
+    """The sweep's per-layer checkpoint with prevent_cse=False: no optimization barriers."""
+    checkpointed_layer = jax.checkpoint(layer, prevent_cse=False)
+    for w in weights:
+        x = checkpointed_layer(x, w)
+    return final_loss(x)
+
+
+unrolled = {
+    "plain": remat_sweep.plain_loss,
+    "checkpoint_per_layer": checkpoint_per_layer_loss,
+    "checkpoint_per_layer, prevent_cse=False": per_layer_without_barriers,
+    "checkpoint_dots": checkpoint_dots_loss,
+}
+# Four compilations of a 32-layer unrolled loop take seconds: skipped while autograding (not graded).
+if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+    print("The compiled programs are not read while autograding (this cell is not graded).")
+else:
+    compiled_depth = max(remat_sweep.SMALL_DEPTHS)
+    compiled_inputs = make_inputs(compiled_depth, SMALL_WIDTH, SMALL_BATCH)
+    print(f"Compiled gradients at L={compiled_depth}, D={SMALL_WIDTH}, B={SMALL_BATCH}:")
+    for name, loss in unrolled.items():
+        executable = jax.jit(jax.grad(loss)).lower(*compiled_inputs).compile()
+        ops = compiled_op_counts(executable)
+        print(
+            f"{name:>40}: {ops['tanh']} tanh, {ops['dot']} dots, {ops['opt-barrier']} barriers; planned temporary "
+            f"{mib(compiled_memory(executable)['temp_size_in_bytes'])} MiB"
+        )
+
+# %% [markdown]
+# Read each row against plain's. The per-layer checkpoint runs 63 `tanh` where plain runs 32:
+# the recomputed `tanh` of every layer but one survived compilation. Its dots are plain's 95: the recomputed products
+# did not, they were merged with the forward pass's products. So the compiled program
+# recomputes each `tanh` in the backward pass *from the product the forward pass computed*,
+# and keeps that product alive until then, on top of each layer's input, which the weight
+# gradient needs anyway. Two arrays per layer where plain keeps one (its `tanh` outputs serve
+# both as the next layer's input and for the derivative): 1.83x plain's temporary bytes.
+#
+# With `prevent_cse=False` the same checkpoint compiles to plain's program: 32 `tanh`, 95
+# dots, 4.50 MiB. On CPU, then, the barrier is the *cause* of the extra memory, not a guard
+# that failed. It stops the merge that would have undone the recomputation, and by the time a
+# later merge could happen (see "Going deeper" below) the recomputed `tanh` sits inside the
+# backward pass's fused kernels, where only the products, which are not fused, can still be
+# merged. The docstring's warning that the barrier "can foil other optimizations" applies
+# here, on a CPU.
+#
+# `checkpoint_dots` writes no extra products at all (95 before and after compilation, in the
+# sweep's table): its policy *asks* to keep each layer's product besides its input, and to
+# recompute only the `tanh`. Its 1.83x is what it asked for. The compiler turned the default
+# per-layer checkpoint into that same "keep the products" plan.
+#
+# The rule to carry away: a checkpoint keeps what crosses its boundary and can only drop
+# what lies inside it, and whether the compiled program drops it is read in the compiled
+# program, not in the policy.
+
+# %% [markdown] tags=["going-deeper"]
+# #### Going deeper (optional): where in XLA's pipeline
+#
+# Nothing graded needs this part. XLA can write the program after every pass of its
+# pipeline; the next cell does so in a fresh process for a 4-layer per-layer checkpoint and
+# reports the passes that changed the number of barriers, dots or `tanh`. A pass that changed
+# nothing writes no file, so the list skips every pass that left the program as it was (the
+# `cse` that runs before the barrier expander is one of them: it meets the barriers and can
+# merge nothing across them; XLA's pass log, `TF_CPP_VMODULE=hlo_pass_pipeline=1`, lists every
+# pass that ran).
+
+# %% tags=["going-deeper"]
+from remat_sweep import pass_trace, passes_that_changed
 
 # A fresh process and an XLA dump: skipped while autograding (this cell is not graded).
 trace = None if os.environ.get("NBGRADER_EXECUTION") == "autograde" else pass_trace(checkpoint_per_layer_loss, depth=4)
@@ -1072,29 +1166,30 @@ if not trace:
     print("No pass trace here (autograding, or no fresh process could run).")
 else:
     order = [row["after"] for row in trace]
-    for field in ("barriers", "dots"):
+    for field in ("barriers", "dots", "tanh"):
         for row in passes_that_changed(trace, field):
             print(
                 f"{field}: {row['from']} -> {row[field]} after pass '{row['after']}' (dump step {row['step']}, "
                 f"pipeline '{row['pipeline']}')"
             )
-    expander = order.index("cse_barrier_expander")
     print(
-        "the passes from the barrier expander to layout assignment:",
-        " -> ".join(order[expander : order.index("layout-assignment") + 1]),
+        "the passes that changed the program, in order:",
+        " -> ".join(name for name in order if name != "pipeline-start"),
     )
+    print("a pass named for rematerialization among them:", any("remat" in name for name in order))
 
-# %% [markdown]
-# On CPU, the barriers go in the pass `cse_barrier_expander` (XLA's `OptimizationBarrierExpander`),
-# which `xla/service/cpu/cpu_compiler.cc` runs just before layout assignment; the extra dots
-# go later, in the `cse` pass of the pipeline that runs after layout assignment (`HloCSE`):
-# once the barriers are gone, it finds two identical `dot(x, W_l)` per layer and keeps one.
-# Nothing on CPU undoes that merge: the CPU compiler has no pass that recomputes values to
-# save memory (`cpu_compiler.cc` runs no `HloRematerialization`). The "recomputed" value is
-# then simply the forward pass's value, kept alive until the backward pass needs it: nothing
-# is saved, and the rewritten program plans more temporary bytes than plain.
-# `checkpoint_dots` meets the same fate (its ratio is printed above too). To see where the
-# bytes go, dump XLA's buffer assignment with `XLA_FLAGS=--xla_dump_to=DIR`.
+# %% [markdown] tags=["going-deeper"]
+# In this jaxlib the barriers go in `cse_barrier_expander` (XLA's `OptimizationBarrierExpander`)
+# just before layout assignment; `fusion` then builds the kernels, the recomputed `tanh`
+# inside the backward pass's; and the `cse` of the pipeline after layout assignment merges the
+# duplicate products, which fusion left outside any kernel. The `tanh` count drops by one
+# there, for the one layer whose recomputed `tanh` no kernel had taken in: every other
+# recomputation of `tanh` is in the program that runs. No pass of the list recomputes values
+# to fit a memory budget (XLA's `HloRematerialization`, which other backends run); fusion
+# does recompute cheap elementwise values, as stage 5 finds in the 4-layer network, but to
+# save memory traffic, not to meet a limit. To see where the bytes go, dump XLA's buffer
+# assignment with `XLA_FLAGS=--xla_dump_to=DIR`. Pass names and their order belong to this
+# jaxlib's XLA and have changed between versions.
 
 # %% [markdown]
 # **Why scan changes that, and by how much.** A `lax.scan` is one loop in the compiled
@@ -1114,8 +1209,34 @@ else:
 #
 # So the docs' practical note (under `jax.jit` XLA makes its own choices in straight-line
 # code, and a checkpoint on a scan's body helps across the loop) holds here relative to the
-# plain scan. One choice XLA does not make on CPU is to recompute values to save memory: its
-# CPU pipeline has no such pass, and the unrolled checkpoints above were merged back by CSE.
+# plain scan. In the unrolled loop a per-layer checkpoint has nothing to offer on CPU: with
+# its barriers it keeps more than plain (above), and without them it compiles to plain's
+# program.
+
+# %% [markdown]
+# **What the recomputation costs: a model.** Count matrix products, the work that dominates
+# here. A layer's forward pass is one product; its backward pass is two (the gradient with
+# respect to the layer's input and to its weights). A gradient step without recomputation
+# is then three products per layer, and one that reruns the whole forward pass once is four:
+# at most 4/3 of the time, the "one extra forward pass" of the sqrt(L) literature. A program
+# whose recomputation was merged away costs what plain does. The model beside the sweep's
+# measured medians:
+
+# %%
+model_ratio = 4 / 3
+print(f"model: a program that reruns the forward pass once takes {model_ratio:.2f}x the time of one that does not")
+for numerator, denominator in (("scan_checkpointed_body", "scan"), ("checkpoint_per_layer", "plain")):
+    if numerator in at_deepest and denominator in at_deepest:
+        measured_ratio = at_deepest[numerator]["time_median_s"] / at_deepest[denominator]["time_median_s"]
+        print(f"measured at L={DEEPEST}: {numerator} takes {measured_ratio:.2f}x the median time of {denominator}")
+
+# %% [markdown]
+# The model counts arithmetic only, and gives the most a full recomputation can add. The
+# measured lines are medians of a few samples on whatever machine ran them: read them with
+# stage 2's rule, and do not expect them to land on the model. What the model leaves out can
+# move them either way: elementwise work (`tanh`, its derivative) adds time, and a program
+# that keeps less also writes and reads less memory, which on a CPU can pay for part or all
+# of the extra products. Time it on your own workload before you count on either.
 
 # %% [markdown]
 # **`prevent_cse` inside a scan.** The `jax.checkpoint` docstring calls the barrier
@@ -1167,33 +1288,42 @@ apart = max(cse_samples[True]) < min(cse_samples[False]) or max(cse_samples[Fals
 print("the two settings' timing samples", "do not overlap" if apart else "overlap: they rank neither setting")
 
 # %% [markdown]
-# The barrier is the only difference in the program JAX writes; the compiler plans the same
-# bytes and the same dots for both. Read the timings with stage 2's rule: a setting is faster
-# only where its samples do not overlap the other's. The docstring's warning about the
-# barrier's cost is about other backends, "especially GPU", which this lesson does not
-# measure.
+# The barrier is the only difference in the program JAX writes; inside the loop the compiler
+# plans the same bytes and the same dots for both, because the recomputation sits in the
+# backward loop's body, with nothing to merge it with. Read the timings with stage 2's rule:
+# a setting is faster only where its samples do not overlap the other's. So the barrier's
+# cost depends on where the checkpoint sits: nothing measurable inside a scan here, 1.83x
+# plain's temporary bytes in the unrolled loop above.
 
 # %% [markdown]
-# **On GPU and TPU: not measured here.** Every figure in this lesson comes from a CPU. What
-# the sources say, for reading on: the `jax.checkpoint` docstring warns that preventing CSE
-# "can incur high overheads on some backends, especially GPU", and that inside `lax.scan` it
-# is unnecessary (`prevent_cse=False`); the JAX docs' gradient-checkpointing page notes that
-# under `jax.jit` checkpointing "often isn't needed", except around staged-out control flow
-# such as `lax.scan`. In XLA's GPU compiler (`GpuCompiler::RunPostSchedulingPipelines` in
-# `xla/service/gpu/gpu_compiler.cc`), the barrier expander runs only after scheduling, right
-# after `HloRematerialization`, a pass that recomputes values to fit a memory limit: there the
-# barriers, and the recomputation they protect, are still in place while XLA schedules and
-# rematerializes. Whether an unrolled per-layer checkpoint then saves memory on a GPU, and
-# what TPUs do (their compiler is not open source), this lesson does not measure. On an
-# accelerator, measure with the device's own allocator statistics: the host-process peak
-# measured here says nothing about accelerator memory.
+# **On an accelerator: not measured here.** Every figure in this lesson comes from a CPU, and
+# what XLA does on a GPU or a TPU is another pipeline: the `jax.checkpoint` docstring warns
+# that preventing CSE "can incur high overheads on some backends, especially GPU", and the
+# GPU compiler runs passes the CPU pipeline above does not, a rematerialization pass among
+# them, in an order that has changed between XLA versions. Measure there rather than reason
+# from this CPU. JAX gives you the tools: `Device.memory_stats()` (the allocator's
+# `bytes_in_use` and `peak_bytes_in_use`, on GPU and TPU; `None` on this CPU, as the next
+# cell shows), `jax.profiler.save_device_memory_profile(path)` (a pprof profile of what is
+# allocated, by the line that allocated it), and `compiled.memory_analysis()` as here. The
+# host-process peak measured in this stage says nothing about an accelerator's memory.
 #
+# In a model library, the same transform has other names: Flax's `nnx.remat` (and
+# `nn.remat` in Linen) and Equinox's `eqx.filter_checkpoint` wrap `jax.checkpoint`, and
+# take the same `policy` and `prevent_cse` arguments.
+
+# %%
+print("memory_stats() of", jax.devices()[0].platform, "device:", jax.devices()[0].memory_stats())
+
+# %% [markdown]
 # **The curve and the theory.** Chen et al. (2016, *Training Deep Nets with Sublinear Memory
 # Cost*, arXiv:1604.06174) split a chain of `n` layers into segments of about `sqrt(n)`, keep
 # only segment boundaries, and recompute each segment once during the backward pass:
 # `O(sqrt n)` memory for one extra forward pass. That is the exercise you just wrote, and the
 # slope printed above is the planned counterpart of that exponent: a slope of the compiler's
 # plans, not of measured peaks.
+
+# %% [markdown] tags=["going-deeper"]
+# #### Going deeper (optional): nested checkpoints and the optimal schedule
 #
 # Applying the idea inside each segment again trades more recomputation for less memory. The
 # JAX docs show it in its recursive form: checkpoint the half of a chain that runs first, and
@@ -1201,7 +1331,7 @@ print("the two settings' timing samples", "do not overlap" if apart else "overla
 # Count it on a chain of `sin`, in entries, and in the `sin` and `cos` the two programs run:
 
 
-# %%
+# %% tags=["going-deeper"]
 def chain_of_sines(length):
     def f(v):
         for _ in range(length):
@@ -1234,7 +1364,7 @@ for length in (8, 16, 32):
         f"{len(saved_residual_lines(recursive_chain, point)):2d} and runs {trig_runs(recursive_chain, point):3d}"
     )
 
-# %% [markdown]
+# %% [markdown] tags=["going-deeper"]
 # Doubling the chain doubles plain's entries; the recursive checkpoint's grow by one, and the
 # `sin`/`cos` it runs grow faster than plain's: every level of nesting reruns its part of the
 # forward pass once more. Griewank and Walther's *revolve* (ACM Transactions
@@ -1243,7 +1373,23 @@ for length in (8, 16, 32):
 # schedules exactly that many. The next cell computes, for the sweep's deepest network, how
 # many snapshots each number of forward runs needs.
 
-# %%
+# %% tags=["going-deeper"]
 for forward_runs in (1, 2, 3):
     snapshots = next(s for s in range(1, DEEPEST + 1) if math.comb(s + forward_runs, forward_runs) >= DEEPEST)
     print(f"t = {forward_runs} forward run(s) per step: {snapshots} snapshots reverse L={DEEPEST} layers")
+
+
+# %% [markdown]
+# ## Carry forward
+#
+# - A checkpoint keeps what crosses its boundary and can only drop what lies inside it: around
+#   the whole objective, or around the last layer, it saves nothing.
+# - A policy says what a checkpoint *may* save; `checkpoint_name` and `save_only_these_names`
+#   choose by name, and the saved values are told apart by value, not by their printed labels.
+# - Read the compiled program (`as_text()`) before trusting a policy: on CPU, in an unrolled
+#   loop, the default `prevent_cse=True` made a per-layer checkpoint plan more than plain, and
+#   `prevent_cse=False` gave plain's program back.
+# - Inside `lax.scan` a checkpointed body keeps one activation per layer, and sqrt(L) segments
+#   keep about `L/k + k`: that is where rematerialization saved memory here, for about one
+#   extra forward pass of work.
+# - Entries, planned bytes and measured peaks stayed three numbers; stage 5 puts them together.

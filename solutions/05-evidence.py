@@ -8,7 +8,7 @@
 # %% [markdown]
 # ## Your map
 #
-# - **This stage:** about 6 minutes.
+# - **This stage:** about 15 minutes.
 # - **Needs:** the records stages 1 to 4 wrote to `runs/performance-05/` (run those stages
 #   first, in any order); it measures nothing itself.
 # - **Points:** 2, read by a person (your written explanation).
@@ -45,9 +45,10 @@ print("saved", *[str(path) for path in figure_paths])
 display(Image(filename=str(figure_paths[0]), width=560, metadata={"alt": FIGURE_ALT_TEXT}))
 
 # %% [markdown]
-# *Alt text:* two stacked bar charts. Upper, in entries: what autodiff saves per policy.
-# Lower, in bytes: the compiler's temporary-buffer estimate per policy, or a hatched box reading
-# "memory analysis unavailable on this backend" when the backend gives no estimate.
+# *Alt text:* stacked charts. Upper, in entries: what autodiff saves per policy. Middle, in
+# bytes: the compiler's temporary-buffer estimate per policy, or a hatched box reading "memory
+# analysis unavailable on this backend" when the backend gives no estimate. Lower, when stage 3
+# ran its sweep, in MiB: the compiler's temporary bytes against depth for each policy.
 
 # %%
 entries, memory = evidence["residual_entries"], evidence["memory"]
@@ -65,12 +66,30 @@ else:
     verdict = "equal" if temps["plain"] == temps["remat"] else "different"
     print(f"Lower panel: compiled temp bytes plain {temps['plain']}, remat {temps['remat']}: {verdict}.")
 
+# %%
+sweep = evidence["sweep_temp_bytes"]
+if not sweep:
+    print("Lowest panel: stage 3's sweep was not recorded (run stage 3).")
+else:
+    deepest = max(int(depth) for depth in sweep["plain"])
+    at = {policy: by_depth.get(str(deepest)) for policy, by_depth in sweep.items()}
+    if at["plain"] is None:
+        print("Lowest panel: no memory analysis on this backend.")
+    else:
+        for policy, temp in at.items():
+            if temp is not None and policy != "plain":
+                print(f"Lowest panel, L={deepest}: {policy} plans {temp / at['plain']:.2f}x plain's temporary bytes")
+
 # %% [markdown]
 # Fewer entries mean autodiff *planned* to keep fewer values, and not all of them cost memory:
 # stage 2 found that the constant `W` and the argument `v` are buffers that exist anyway, and
 # that `W` appears nowhere in the compiler's estimate. Equal temporary bytes mean the compiler,
 # after fusing and reusing buffers, *plans* as many temporary bytes for either program.
-# Neither panel is a measured peak. A claim about training memory needs the full training
+# The lowest panel is the lesson's real result: the tie of the small network does not hold as
+# the network deepens. There the unrolled per-layer checkpoint plans more than plain (the
+# lines above), and the scan with a checkpointed body plans far less than the plain scan,
+# its own baseline; stage 3's sqrt(L) segments went further.
+# No panel is a measured peak. A claim about training memory needs the full training
 # step (optimizer state and input buffers included) at representative shapes, its peak
 # measured on the target device; and since the point of saving memory is usually a larger
 # batch, that larger batch must then actually run, and the model's quality and the step's
@@ -124,16 +143,31 @@ for question, outcome in happened.items():
 # In `EXPLANATION`, explain in three to five sentences why fewer saved residuals do not
 # guarantee lower measured memory. Use what you measured. It goes into your evidence file.
 
+# %% [markdown]
+# **How this answer is graded** (2 points, by a person, who reads this cell beside your answer):
+#
+# - 1 point: entries are not bytes. The residual list is what autodiff plans to keep, counted
+#   in values before compilation; the compiler decides the bytes (fusion, recomputation inside
+#   its kernels, buffer reuse), and you cite what you measured (entries against temporary
+#   bytes, in stage 2 or the sweep).
+# - 1 point: bytes are not a peak. The compiler's estimate leaves out what a measured peak
+#   includes (arguments, outputs, the runtime, everything else the step holds), or you cite a
+#   measured peak beside an estimate.
+#
+# Any true account in your own words earns the points; a false mechanism stated as the reason
+# does not.
+
 # %% nbgrader={"solution": true, "grade": true, "grade_id": "explanation", "points": 2}
 ### BEGIN SOLUTION
 EXPLANATION = """
 The residual list is autodiff's plan before compilation: it counts values, not bytes, and
-some entries (the weights W, the argument) are buffers that exist anyway: W appears in no
-field of the compiler's estimate. The compiler then fuses
-operations and reuses buffers, and its CSE can merge a recomputation with the value it
-repeats, so the temporary bytes follow the compiled program, not the list: here 9 and 6
-entries became the same 256 temporary bytes. A measured peak adds arguments, outputs, the
-runtime and everything else the step holds (optimizer state, inputs), which no list sees.
+some entries (the weights W, the argument) are buffers that exist anyway. The compiler
+decides the bytes: it fuses operations, computes cheap values such as 1 - h again inside its
+kernels, and reuses buffers. Here the backward part of each compiled program reads four
+16-float vectors (plain: three tanh outputs and a product; remat: three products and a tanh
+output), so 9 and 6 entries both became 256 temporary bytes, and in stage 3's unrolled sweep
+the per-layer checkpoint even planned 1.83x plain's bytes. A measured peak adds arguments,
+outputs, the runtime and everything else the step holds, which no list sees.
 """
 ### END SOLUTION
 

@@ -223,6 +223,7 @@ _LOWERED_DOT = re.compile(r"stablehlo\.dot(?:_general)?\b")
 _LOWERED_BARRIER = re.compile(r"stablehlo\.optimization_barrier\b")
 _COMPILED_DOT = re.compile(r"\sdot\(")
 _COMPILED_BARRIER = re.compile(r"\sopt-barrier\(")
+_COMPILED_TANH = re.compile(r"\stanh\(")
 
 
 def op_counts(lowered_text: str, compiled_text: str | None) -> dict[str, int | None]:
@@ -230,9 +231,11 @@ def op_counts(lowered_text: str, compiled_text: str | None) -> dict[str, int | N
 
     These count ops as written, not as executed: a loop body is counted once however many
     times it runs. XLA expands every barrier before it prints the compiled program (on CPU in
-    the pass `cse_barrier_expander`, just before layout assignment, with a CSE pass after it:
-    see `pass_trace`), so no barrier after compilation proves nothing by itself: whether a
-    recomputation survived shows in the dots.
+    the pass `cse_barrier_expander`, just before layout assignment: see `pass_trace`), so no
+    barrier after compilation proves nothing by itself. Whether a recomputation survived shows
+    in what it recomputes: in the unrolled per-layer checkpoint the duplicate dots are merged
+    after fusion while the recomputed `tanh` stays (count both with
+    `remat_lesson.compiled_op_counts`).
     """
     return {
         "dots_lowered": len(_LOWERED_DOT.findall(lowered_text)),
@@ -369,6 +372,7 @@ def _pass_trace_here(reference: str, depth: int, width: int, batch: int, folder:
                 "before": match["before"],
                 "dots": len(_COMPILED_DOT.findall(text)),
                 "barriers": len(_COMPILED_BARRIER.findall(text)),
+                "tanh": len(_COMPILED_TANH.findall(text)),
             }
         )
     return rows
@@ -377,13 +381,13 @@ def _pass_trace_here(reference: str, depth: int, width: int, batch: int, folder:
 def pass_trace(
     loss: Loss, depth: int = 4, width: int = 16, batch: int = 32, timeout_s: float = 300
 ) -> list[dict] | None:
-    """Dots and optimization barriers in the program after each pass of XLA's pipeline.
+    """Dots, optimization barriers and `tanh` in the program after each pass of XLA's pipeline.
 
     Runs a fresh Python process with XLA_FLAGS=--xla_dump_to=<scratch> --xla_dump_hlo_pass_re=.*
     (XLA writes the program after every pass that changed it, each file named
     <step>.<pipeline>.after_<pass>.before_<next pass>.txt), compiles the gradient of `loss` there,
     with JAX's persistent compile cache off, and reads the files back: one row per file with the
-    pass that ran, the next one, and the dots and barriers it left. None where a fresh process
+    pass that ran, the next one, and the dots, barriers and `tanh` it left. None where a fresh process
     cannot import `loss` or fails.
     """
     import tempfile
@@ -421,7 +425,7 @@ def pass_trace(
 
 
 def passes_that_changed(rows: list[dict], field: str) -> list[dict]:
-    """The rows of a pass trace at which `field` (dots or barriers) changed, with the value before."""
+    """The rows of a pass trace at which `field` (dots, barriers or tanh) changed, with the value before."""
     changed, previous = [], None
     for row in rows:
         if previous is not None and row[field] != previous:

@@ -55,6 +55,9 @@ def test_regeneration_reproduces_the_deterministic_fields(regenerated):
     assert fresh["residual_entries"] == committed["residual_entries"]
     assert fresh["memory"] == committed["memory"]
     assert fresh["memory_analysis_available"] == committed["memory_analysis_available"]
+    # The sweep's planned bytes are the compiler's, as deterministic as the small network's.
+    assert fresh["sweep_temp_bytes"] == committed["sweep_temp_bytes"]
+    assert {"plain", "checkpoint_per_layer", "scan_checkpointed_body"} <= set(fresh["sweep_temp_bytes"])
     for name, error in fresh["max_abs_error"].items():
         assert error < 1e-6 and committed["max_abs_error"][name] < 1e-6
     assert fresh["directional_derivative"]["finite"] == pytest.approx(

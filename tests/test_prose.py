@@ -201,3 +201,46 @@ def test_each_stage_is_marked_in_the_recorded_execution():
         marker = f"Stage {number} of 5 · "
         assert recorded.count(marker) == 1, f"{marker!r} in reference-execution.txt: {recorded.count(marker)} times"
         assert marker.strip(" ·") in _map(nbformat.read(SOLUTIONS / name, as_version=4)) or number == 1
+
+
+def test_each_map_states_the_time_model_and_the_readme_agrees():
+    """The minutes in the maps are the time model's (bundle/time_model.py: words, code cells, points,
+    measured compute), not a guess: a stage that grows must state more time."""
+    from bundle.time_model import lesson_times
+
+    times = lesson_times()
+    for name, modelled in zip(NOTEBOOKS, times, strict=True):
+        stated = re.search(
+            r"\*\*This stage:\*\* about (\d+) minutes", _map(nbformat.read(SOLUTIONS / name, as_version=4))
+        )
+        assert int(stated.group(1)) == modelled.minutes, f"{name}: the map says {stated.group(1)}, the model {modelled}"
+    total = sum(t.minutes for t in times)
+    assert f"about {total} minutes" in (SOLUTIONS.parent / "README.md").read_text()
+    optional = {t.stage: t.optional_minutes for t in times if t.optional_minutes}
+    for stage, minutes in optional.items():
+        text = _map(nbformat.read(SOLUTIONS / f"{stage}.ipynb", as_version=4))
+        assert f"add about {minutes} minutes" in text, f"{stage}: the map does not state its optional {minutes} minutes"
+
+
+def test_the_time_model_counts_what_it_says(tmp_path):
+    """Words, code cells, points and predictions are counted from a source as the model states;
+    going-deeper cells are counted apart."""
+    from bundle import time_model
+
+    source = tmp_path / "01-understand.py"
+    source.write_text(
+        "# %% [markdown]\n# one two three four five six\n\n"
+        "# %%\nx = 1\n\n"
+        '# %% nbgrader={"solution": true, "grade_id": "guess"}\nGUESS = 1\n\n'
+        '# %% nbgrader={"solution": true, "grade_id": "task"}\nANSWER = 1\n\n'
+        '# %% nbgrader={"grade": true, "grade_id": "test-task", "points": 3}\nassert ANSWER\n\n'
+        '# %% [markdown] tags=["going-deeper"]\n# seven eight nine\n\n'
+        '# %% tags=["going-deeper"]\ny = 2\n'
+    )
+    counted = time_model.stage_time(source)
+    assert (counted.words, counted.code_cells, counted.points, counted.predictions) == (6, 4, 3.0, 1)
+    assert (counted.optional_words, counted.optional_code_cells) == (3, 1)
+    expected = 6 / time_model.READING_WORDS_PER_MINUTE + 4 * time_model.CODE_CELL_MINUTES
+    expected += time_model.COMPUTE_SECONDS["01-understand"] / 60 + 3 * time_model.MINUTES_PER_POINT
+    expected += time_model.PREDICTION_MINUTES
+    assert counted.minutes == math.ceil(expected / time_model.ROUND_TO) * time_model.ROUND_TO
