@@ -43,6 +43,7 @@ import os
 import pickle
 import subprocess
 import sys
+import textwrap
 import time
 import zlib
 from collections.abc import Mapping
@@ -219,6 +220,21 @@ def report_lines(items: list[dict], where: str) -> tuple[list[str], float, float
     return lines, earned, checked
 
 
+#: nbgrader's validator cuts every line of a cell's error past 87 characters (its width, 90, less
+#: "..."), its own indent of 4 included: the report a learner sees is wrapped below that.
+REPORT_WIDTH = 80
+
+
+def _wrapped(lines: list[str]) -> list[str]:
+    wrapped = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        wrapped += textwrap.wrap(
+            line, REPORT_WIDTH, subsequent_indent=indent + "    ", break_long_words=False, break_on_hyphens=False
+        ) or [line]
+    return wrapped
+
+
 def points_line(earned: float, checked: float, declared: float) -> str:
     """The last line of a report: what was checked, and what is left for grading."""
     if math.isclose(checked, declared):
@@ -355,7 +371,7 @@ class Checks:
             raise RuntimeError(f"this graded cell declares {self.points} points but its checks add up to {checked}")
         if self._mode == "judge":
             return earned
-        report = "\n".join([*lines, points_line(earned, checked, self.points)])
+        report = "\n".join(_wrapped([*lines, points_line(earned, checked, self.points)]))
         if self._mode == "learner" and any(item["failure"] is not None for item in self.items):
             # The report is the error: printed once, and what `make validate` shows of the cell.
             raise CheckFailed(report)

@@ -92,6 +92,15 @@ def test_a_learner_sees_the_failure_once_and_the_cell_raises(checks, monkeypatch
     assert shown[:2] == ["[PASS] 1/1  right", "[FAIL] 0/1  wrong"]
     assert "\n".join(shown).count("expected the count: 1, found 2") == 1
     assert shown[-1] == "1 of 2 points checked here; the cell is worth 3: 1 more are checked when graded"
+    # nbgrader's validator cuts each line of a cell's error at 87 characters, its indent included.
+    long = checks.Checks(1, where="'a section with a long name': a function with a long name")
+    with long.item(1, "an item whose description alone is long enough to need a second line of its own"):
+        long.close(np.linspace(0, 1, 16), np.linspace(0, 1, 16) + 1e-3, rtol=1e-6, what="a vector with a long name")
+    with pytest.raises(checks.CheckFailed) as raised:
+        long.score()
+    shown = raised.value._render_traceback_()
+    assert max(len(line) for line in shown) <= 83 and len(shown) > 5
+    assert "entry 0 of 16: found 0, expected 0.001, off by 0.001" in " ".join(line.strip() for line in shown)
     passing = checks.Checks(1, where="here")
     with passing.item(1, "right"):
         passing.equal(1, 1, what="x")
