@@ -1007,50 +1007,46 @@ checks = Checks(3, where="'Your turn: a named-residual policy': named_policy_obj
 
 def what_is_saved(fn, weights, point, depth, rename=None):
     """The values fn's VJP keeps at point, told apart by value: each layer's pre-activation
-    `weights @ v`, the weights, the argument. What the loss keeps outside the checkpoints
-    depends on how it is written (`v * v` keeps the last output, `v**2` keeps 2v): it is only
-    asked to keep something of its own. rename=(old, new): the same, with every
-    checkpoint_name `old` in fn called `new`."""
-    weights64, v = np.asarray(weights, np.float64), np.asarray(point, np.float64)
-    preactivations = []
+    `weights @ v`, each layer's input v (the first is the argument), the weights. What the loss
+    keeps outside the checkpoints depends on how it is written (`v * v` keeps the last output,
+    `v**2` keeps 2v): it is only asked to keep something of its own. rename=(old, new): the
+    same, with every checkpoint_name `old` in fn called `new`."""
+    weights64, inputs, preactivations = np.asarray(weights, np.float64), [np.asarray(point, np.float64)], []
     for _ in range(depth):
-        preactivations.append(weights64 @ v)
-        v = np.tanh(preactivations[-1])
+        preactivations.append(weights64 @ inputs[-1])
+        inputs.append(np.tanh(preactivations[-1]))
 
-    def same(value, target):
-        return value.shape == target.shape and bool(np.allclose(value, target, rtol=1e-5, atol=1e-6))
+    def layer_of(value, targets):
+        match = (value.shape == z.shape and bool(np.allclose(value, z, rtol=1e-5, atol=1e-6)) for z in targets)
+        return next((k + 1 for k, same in enumerate(match) if same), None)
 
-    layers, weights_kept, argument, other = [], 0, 0, 0
-    for value in (np.asarray(kept, np.float64) for kept in vjp_residuals(fn, point, rename=rename)):
-        layer = next((k + 1 for k, z in enumerate(preactivations) if same(value, z)), None)
-        if layer is not None:
-            layers.append(layer)
-        elif same(value, weights64):
-            weights_kept += 1
-        elif same(value, np.asarray(point, np.float64)):
-            argument += 1
+    kept = {"pre-activations": [], "inputs": [], "weights": 0, "other": 0}
+    for value in (np.asarray(v, np.float64) for v in vjp_residuals(fn, point, rename=rename)):
+        if layer_of(value, preactivations) is not None:
+            kept["pre-activations"].append(layer_of(value, preactivations))
+        elif layer_of(value, inputs[:-1]) is not None:
+            kept["inputs"].append(layer_of(value, inputs[:-1]))
+        elif layer_of(value, [weights64]) is not None:
+            kept["weights"] += 1
         else:
-            other += 1
+            kept["other"] += 1
     return {
-        "pre-activations kept, by layer": sorted(layers),
-        "weights": weights_kept,
-        "the argument": argument,
-        "the loss keeps a value outside the checkpoints": other > 0,
+        "pre-activations kept, by layer": sorted(kept["pre-activations"]),
+        "layer inputs kept, by layer (the first is the argument)": sorted(kept["inputs"]),
+        "weights": kept["weights"],
+        "the loss keeps a value outside the checkpoints": kept["other"] > 0,
     }
 
 
+LAYERS = "pre-activations kept, by layer"
+INPUTS = "layer inputs kept, by layer (the first is the argument)"
 with checks.item(
     1, "the lesson network saves the weights, its 4 pre-activations and what the loss keeps; its gradient is plain's"
 ):
     objective = named_policy_objective(W, DEPTH)
     checks.equal(
         what_is_saved(objective, W, x, DEPTH),
-        {
-            "pre-activations kept, by layer": [1, 2, 3, 4],
-            "weights": 1,
-            "the argument": 0,
-            "the loss keeps a value outside the checkpoints": True,
-        },
+        {LAYERS: [1, 2, 3, 4], INPUTS: [], "weights": 1, "the loss keeps a value outside the checkpoints": True},
         what="the saved residuals, told apart by value",
         hint="name each pre-activation W @ v, and wrap each layer (not the loss) in jax.checkpoint with "
         'save_only_these_names("preactivation")',
@@ -1067,27 +1063,30 @@ with checks.item(1, 'the name selects what is saved: kept while called "preactiv
     # policy keyed on that name no longer finds it, so each layer keeps its input instead; a
     # policy that keeps the products by their operation keeps them whatever they are called.
     objective = named_policy_objective(W, DEPTH)
-    kept = {
-        'named "preactivation"': what_is_saved(objective, W, x, DEPTH)["pre-activations kept, by layer"],
-        'renamed "not-preactivation"': what_is_saved(
-            objective, W, x, DEPTH, rename=("preactivation", "not-preactivation")
-        )["pre-activations kept, by layer"],
-    }
-    if not kept['named "preactivation"']:
+    kept = {}
+    for label, rename in (('named "preactivation"', None), ("renamed", ("preactivation", "not-preactivation"))):
+        saved = what_is_saved(objective, W, x, DEPTH, rename=rename)
+        kept[label] = {"pre-activations": saved[LAYERS], "layer inputs": saved[INPUTS]}
+    if not kept['named "preactivation"']["pre-activations"]:
         hint = (
             'nothing is kept under the name: pass W @ v through checkpoint_name(..., "preactivation") and give '
             'each layer\'s jax.checkpoint the policy save_only_these_names("preactivation")'
         )
-    else:
+    elif kept["renamed"]["pre-activations"]:
         hint = (
             "the pre-activations are kept whatever they are called, so the name selects nothing: a policy that "
             "keeps products by their operation (checkpoint_dots, dots_with_no_batch_dims_saveable) or keeps every "
             'name does not use it; use save_only_these_names("preactivation")'
         )
+    else:
+        hint = "once renamed, each layer (each in its own jax.checkpoint) keeps its input instead"
     checks.equal(
         kept,
-        {'named "preactivation"': [1, 2, 3, 4], 'renamed "not-preactivation"': []},
-        what="the pre-activations kept, by layer",
+        {
+            'named "preactivation"': {"pre-activations": [1, 2, 3, 4], "layer inputs": []},
+            "renamed": {"pre-activations": [], "layer inputs": [1, 2, 3, 4]},
+        },
+        what="the values kept, by layer",
         hint=hint,
     )
 
@@ -1111,9 +1110,9 @@ with checks.item(1, "a fresh network: it keeps exactly its pre-activations, and 
     checks.equal(
         what_is_saved(objective, w_fresh, x_fresh, depth),
         {
-            "pre-activations kept, by layer": list(range(1, depth + 1)),
+            LAYERS: list(range(1, depth + 1)),
+            INPUTS: [],
             "weights": 1,
-            "the argument": 0,
             "the loss keeps a value outside the checkpoints": True,
         },
         what=f"the saved residuals of a depth-{depth} network, told apart by value",

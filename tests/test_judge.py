@@ -583,3 +583,25 @@ def test_an_inexact_hvp_is_shown_by_its_worst_entry_against_the_tolerance(monkey
         r"plain HVP within atol=\S+ of the reference \(\d+ of 16 entries are outside\); entry \d+ of 16", report
     )
     assert re.search(r"off by \S+ where \S+ is allowed, \S+ times that", report)
+
+
+def test_a_kernel_that_forges_the_renamed_program_gains_nothing(monkeypatch, trusted):
+    """A kernel that answers the renamed export with a program that keeps no pre-activation (its
+    objective under one checkpoint that saves nothing) still shows no layer's input kept: a dots
+    policy without names keeps losing the names item."""
+    import jax
+
+    def forge(message, response):
+        if message["op"] != "export" or not message.get("wrap"):
+            return response
+        objective = agent._handles()[message["target"]["$handle"]]
+        forged = {**message, "wrap": None, "target": {"$handle": agent._keep(jax.checkpoint(objective))}}
+        return loads(dumps(agent.respond(dumps(forged))))
+
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted, tamper=forge)
+    kernel.namespace["named_policy_objective"] = _layered_objective(
+        jax.checkpoint_policies.checkpoint_dots, named=False
+    )
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    assert earned == 2 and NAMES_ITEM in report, report
+    assert "'renamed': {'layer inputs': [1], 'pre-activations': []}" in report
