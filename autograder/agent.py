@@ -13,8 +13,9 @@ Requests (JSON):
 
     {"op": "describe", "names": [...]}   each name of the learner's: a value, a handle, or missing
     {"op": "call", "target": <value>, "args": [...], "kwargs": [[name, value], ...]}
-    {"op": "export", "target": <value>, "bind": [...] | null, "transform": "call" | "grad" |
-        "value_and_grad" | "residuals", "argnums": [...], "avals": [[shape, dtype], ...]}
+    {"op": "export", "target": <value>, "bind": [...] | null, "wrap": <value> | null,
+        "transform": "call" | "grad" | "value_and_grad" | "residuals", "argnums": [...],
+        "avals": [[shape, dtype], ...]}
 
 A timed executable ({"$timed": ...}) asks the judge, through the kernel's stdin channel, at each
 call and at each wait for a result: the judge answers when it chooses, and notes when it was
@@ -193,13 +194,16 @@ def _program(request):
     target = _value(request["target"])
     bind = request.get("bind")
     if bind is None:
-        return target
-    template = [_value(item) for item in bind]
+        program = target
+    else:
+        template = [_value(item) for item in bind]
 
-    def program(*inputs):
-        return target(*[inputs[a.index] if isinstance(a, _Argument) else a for a in template])
+        def program(*inputs):
+            return target(*[inputs[a.index] if isinstance(a, _Argument) else a for a in template])
 
-    return program
+    # A shipped module's function of a program (remat_lesson.renaming, say): applied before the transform.
+    wrap = request.get("wrap")
+    return program if wrap is None else _value(wrap)(program)
 
 
 def _transformed(program, transform: str, argnums):

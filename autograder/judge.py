@@ -203,10 +203,10 @@ class LearnerFunction(LearnerObject):
     def __call__(self, *args, **kwargs):
         return self._judge.call(self, args, kwargs)
 
-    def __performance05_remote__(self, operation: str, args, bind=None, argnums=0):
+    def __performance05_remote__(self, operation: str, args, bind=None, argnums=0, wrap=None):
         if operation == "numpy_only":
             return self._judge.numpy_only(self._name)
-        return self._judge.artifact(self, operation, args, bind, argnums)
+        return self._judge.artifact(self, operation, args, bind, argnums, wrap)
 
 
 class NumpyOnlyFunction:
@@ -366,9 +366,10 @@ class Judge:
         }
         return self._result(self.kernel_request(message), self.inbound)
 
-    def artifact(self, function: LearnerFunction, operation: str, args, bind, argnums):
-        """Ask the kernel for the program (function, bound, transformed) at args' shapes, then
-        run it on args, or compile it for its plan, in the artifact helper."""
+    def artifact(self, function: LearnerFunction, operation: str, args, bind, argnums, wrap=None):
+        """Ask the kernel for the program (function, bound, wrapped, transformed) at args' shapes,
+        then run it on args, or compile it for its plan, in the artifact helper. wrap: an object of
+        the shipped modules (sent as its recipe) that the kernel applies to the program first."""
         import jax.numpy as jnp
 
         if operation not in TRANSFORMS:
@@ -381,6 +382,7 @@ class Judge:
             "op": "export",
             "target": {"$handle": function._handle},
             "bind": template,
+            "wrap": None if wrap is None else self.outbound(wrap),
             "transform": TRANSFORMS[operation],
             "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
             "avals": avals,

@@ -17,7 +17,8 @@ The same cell runs three ways:
 
 - **A learner** (JupyterLab, `make validate`, `solutions/main.py`): every judgment is decided
   here; the report says how many of the cell's points were checked here (hidden checks run
-  only when graded), and a failure raises so the cell turns red.
+  only when graded). A cell that passes prints it; a failure raises it as a `CheckFailed`,
+  whose report IPython shows in place of a traceback, so the cell turns red and says it once.
 - **Stock `nbgrader autograde`** (an instructor's own course, without the bundle's grader):
   the whole cell, hidden checks included, runs and is judged here; the cell's value is the
   points earned, nbgrader's partial credit.
@@ -42,6 +43,7 @@ import os
 import pickle
 import subprocess
 import sys
+import textwrap
 import time
 import zlib
 from collections.abc import Mapping
@@ -106,16 +108,6 @@ def _array(encoded: dict) -> np.ndarray:
     return np.array([float(v) for v in encoded["values"]], dtype=np.float64).reshape(encoded["shape"])
 
 
-def _brief(encoded) -> str:
-    if not isinstance(encoded, dict) or "values" not in encoded:
-        return repr(encoded)
-    flat = [float(v) for v in encoded["values"]]
-    shown = ", ".join(f"{v:.6g}" for v in flat[:4])
-    if not encoded["shape"]:
-        return f"{flat[0]:.6g}"
-    return f"[{shown}{', ...' if len(flat) > 4 else ''}]"
-
-
 def _show(value) -> str:
     return repr(value) if not isinstance(value, dict) or "object" not in value else f"a {value['object']}"
 
@@ -131,6 +123,19 @@ def judge(judgment: dict) -> str | None:
     return None if message is None else message + (f" ({hint})" if hint else "")
 
 
+def _tolerance(rtol: float, atol: float) -> str:
+    if atol == 0.0:
+        return f"rtol={rtol:g}"
+    return f"atol={atol:.3g}" if rtol == 0.0 else f"rtol={rtol:g} + atol={atol:.3g}"
+
+
+def _entry(index: int, shape) -> str:
+    if len(shape) == 0:
+        return ""
+    place = np.unravel_index(index, shape)
+    return f"entry {place[0] if len(shape) == 1 else tuple(int(i) for i in place)} of {math.prod(shape)}: "
+
+
 def _close(found, expected, what, judgment) -> str | None:
     if not isinstance(found, dict) or "values" not in found:
         kind = found.get("not_numbers", type(found).__name__) if isinstance(found, dict) else type(found).__name__
@@ -141,13 +146,24 @@ def _close(found, expected, what, judgment) -> str | None:
     if not bool(np.isfinite(got).all()):
         return f"expected finite {what}, found NaN or infinity"
     rtol, atol = float(judgment["rtol"]), float(judgment.get("atol", 0.0))
-    if got.size and not bool((np.abs(got - want) <= atol + rtol * np.abs(want)).all()):
-        error = float(np.max(np.abs(got - want)))
-        return (
-            f"expected {what} within rtol={rtol:g} of {_brief(expected)}, found {_brief(found)} "
-            f"(largest difference {error:.3g})"
-        )
-    return None
+    allowed = atol + rtol * np.abs(want)
+    off = np.abs(got - want)
+    outside = (off > allowed).ravel()
+    if not got.size or not bool(outside.any()):
+        return None
+    # The entry furthest past its own tolerance: two vectors printed to a few digits can look
+    # the same, so show that entry in full, its difference, and what was allowed there.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        excess = np.where(allowed > 0, off / np.where(allowed > 0, allowed, 1.0), np.inf).ravel()
+    worst = int(np.argmax(np.where(outside, excess, -1.0)))
+    diff, room = float(off.ravel()[worst]), float(allowed.ravel()[worst])
+    times = f", {diff / room:.3g} times that" if room > 0 else ""
+    count = f" ({int(outside.sum())} of {got.size} entries are outside)" if got.size > 1 else ""
+    return (
+        f"expected {what} within {_tolerance(rtol, atol)} of the reference{count}; "
+        f"{_entry(worst, got.shape)}found {float(got.ravel()[worst]):.9g}, expected {float(want.ravel()[worst]):.9g}, "
+        f"off by {diff:.3g} where {room:.3g} is allowed{times}"
+    )
 
 
 def _equal(found, expected, what, judgment) -> str | None:
@@ -169,7 +185,7 @@ def _bounded(found, bound, what, judgment, *, below: bool) -> str | None:
     index = int(np.flatnonzero(failing.ravel())[0])
     value, edge = float(got.ravel()[index]), float(np.broadcast_to(limit, got.shape).ravel()[index])
     where = f" (number {index + 1} of {got.size})" if got.size > 1 else ""
-    return f"expected {what} {'below' if below else 'of at least'} {edge:g}, found {value:g}{where}"
+    return f"expected {what} {'below' if below else 'at least'} {edge:g}, found {value:g}{where}"
 
 
 def _raises(found, expected, what, judgment) -> str | None:
@@ -204,6 +220,21 @@ def report_lines(items: list[dict], where: str) -> tuple[list[str], float, float
     return lines, earned, checked
 
 
+#: nbgrader's validator cuts every line of a cell's error past 87 characters (its width, 90, less
+#: "..."), its own indent of 4 included: the report a learner sees is wrapped below that.
+REPORT_WIDTH = 80
+
+
+def _wrapped(lines: list[str]) -> list[str]:
+    wrapped = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        wrapped += textwrap.wrap(
+            line, REPORT_WIDTH, subsequent_indent=indent + "    ", break_long_words=False, break_on_hyphens=False
+        ) or [line]
+    return wrapped
+
+
 def points_line(earned: float, checked: float, declared: float) -> str:
     """The last line of a report: what was checked, and what is left for grading."""
     if math.isclose(checked, declared):
@@ -226,6 +257,11 @@ def raised_names(error: BaseException) -> list[str]:
 # ---------------------------------------------------------------------------------------
 class CheckFailed(Exception):
     """A judgment did not hold; the message is written for the learner."""
+
+    def _render_traceback_(self):
+        # IPython shows these lines in place of a traceback: the cell's report, once, without
+        # frames of this module (nbgrader's validator shows the same lines as the cell's error).
+        return str(self).splitlines()
 
 
 class Checks:
@@ -335,16 +371,12 @@ class Checks:
             raise RuntimeError(f"this graded cell declares {self.points} points but its checks add up to {checked}")
         if self._mode == "judge":
             return earned
-        print("\n".join([*lines, points_line(earned, checked, self.points)]))
-        if self._mode == "autograde":
-            return earned
-        failures = [f"{item['what']}: {item['failure']}" for item in self.items if item["failure"] is not None]
-        if failures:
-            raise CheckFailed(
-                f"{checked - earned:g} of {checked:g} points lost. Where to look: {self.where}.\n- "
-                + "\n- ".join(failures)
-            )
-        return None
+        report = "\n".join(_wrapped([*lines, points_line(earned, checked, self.points)]))
+        if self._mode == "learner" and any(item["failure"] is not None for item in self.items):
+            # The report is the error: printed once, and what `make validate` shows of the cell.
+            raise CheckFailed(report)
+        print(report)
+        return earned if self._mode == "autograde" else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -506,6 +538,53 @@ def sine_sum(frequency: float):
         return np.sum(np.sin(frequency * np.asarray(v)))
 
     return _recipe("remat_checks", "sine_sum", frequency)(wave)
+
+
+def difference_diagnosis(fn, point, direction, eps: float, found: float, exact: float, rtol: float) -> str:
+    """What a difference quotient `found` (of fn at point along direction, step eps) most likely
+    got wrong, against the exact slope: the step lost to rounding, a one-sided formula, a factor,
+    a reversed sign, or a step so small that f's rounding swamps the slope. fn is a NumPy
+    objective; it is evaluated here in the dtype of what it is given, as the learner's code was."""
+    point, direction = np.asarray(point), np.asarray(direction)
+    if not (math.isfinite(found) and math.isfinite(exact)) or exact == 0.0:
+        return ""
+    plus, minus = point + eps * direction, point - eps * direction
+    f_plus, f_zero, f_minus = float(fn(plus)), float(fn(point)), float(fn(minus))
+    off, dtype = found - exact, np.result_type(plus)
+    unit_roundoff = float(np.finfo(dtype).eps) / 2 if np.issubdtype(dtype, np.floating) else 0.0
+    moving = direction != 0
+    lost = int((plus[moving] == point[moving]).sum())
+    if lost and lost == int(moving.sum()):
+        return (
+            f"the step is lost: in {dtype}, x + {eps:g}·d rounds back to x in every entry, so f(x + εd) and "
+            f"f(x − εd) are the same number; choose a larger EPSILON (the lesson uses 1e-3)"
+        )
+    # Too small a step first: there, every formula gives noise, and a formula cannot be read off it.
+    rounding = unit_roundoff * abs(f_zero) / eps / abs(exact)
+    if rounding >= rtol / 3:
+        return (
+            f"ε = {eps:g} is too small for {dtype}: each value of f is rounded by about u·|f| (u = {unit_roundoff:.2g}), "
+            f"and the quotient divides that by ε: about {rounding:.2g} {'times' if rounding >= 1 else 'of'} the slope "
+            f"here, against a tolerance of "
+            f"{rtol:g}"
+            + (f"; x + εd even rounds back to x in {lost} of {int(moving.sum())} entries" if lost else "")
+            + "; a larger EPSILON (the lesson uses 1e-3) keeps rounding below the tolerance"
+        )
+    one_sided = {"(f(x + εd) − f(x))/ε": (f_plus - f_zero) / eps, "(f(x) − f(x − εd))/ε": (f_zero - f_minus) / eps}
+    for formula, value in one_sided.items():
+        if abs(found - value) <= 0.1 * abs(off):
+            return (
+                f"this is the one-sided difference {formula}, off by about ε·(dᵀHd)/2, an error that shrinks only "
+                f"like ε; the central difference (f(x + εd) − f(x − εd))/(2ε) cancels it"
+            )
+    for factor, reading in ((2.0, "twice"), (0.5, "half"), (-1.0, "minus")):
+        if abs(found - factor * exact) <= 0.01 * abs(exact):
+            return f"{reading} the slope: the quotient is (f(x + εd) − f(x − εd)) divided by 2ε"
+    if found == 0.0:
+        return "exactly 0: f(x + εd) and f(x − εd) came out equal, or nothing was computed from them"
+    return f"off by {off:.3g}, {abs(off / exact):.2g} of the slope; a central difference with this step gives " + (
+        f"{(f_plus - f_minus) / (2 * eps):.7g}"
+    )
 
 
 NOT_JAX = """

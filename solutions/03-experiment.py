@@ -442,59 +442,89 @@ from remat_lesson import DEPTH, Checks, W, fresh_network, gradient, plain, vjp_r
 checks = Checks(3, where="'Your turn: a named-residual policy': named_policy_objective")
 
 
-def what_is_saved(fn, weights, point, depth):
+def what_is_saved(fn, weights, point, depth, rename=None):
     """The values fn's VJP keeps at point, told apart by value: each layer's pre-activation
-    `weights @ v`, the weights, the argument. What the loss keeps outside the checkpoints
-    depends on how it is written (`v * v` keeps the last output, `v**2` keeps 2v): it is only
-    asked to keep something of its own."""
-    weights64, v = np.asarray(weights, np.float64), np.asarray(point, np.float64)
-    preactivations = []
+    `weights @ v`, each layer's input v (the first is the argument), the weights. What the loss
+    keeps outside the checkpoints depends on how it is written (`v * v` keeps the last output,
+    `v**2` keeps 2v): it is only asked to keep something of its own. rename=(old, new): the
+    same, with every checkpoint_name `old` in fn called `new`."""
+    weights64, inputs, preactivations = np.asarray(weights, np.float64), [np.asarray(point, np.float64)], []
     for _ in range(depth):
-        preactivations.append(weights64 @ v)
-        v = np.tanh(preactivations[-1])
+        preactivations.append(weights64 @ inputs[-1])
+        inputs.append(np.tanh(preactivations[-1]))
 
-    def same(value, target):
-        return value.shape == target.shape and bool(np.allclose(value, target, rtol=1e-5, atol=1e-6))
+    def layer_of(value, targets):
+        match = (value.shape == z.shape and bool(np.allclose(value, z, rtol=1e-5, atol=1e-6)) for z in targets)
+        return next((k + 1 for k, same in enumerate(match) if same), None)
 
-    layers, weights_kept, argument, other = [], 0, 0, 0
-    for value in (np.asarray(kept, np.float64) for kept in vjp_residuals(fn, point)):
-        layer = next((k + 1 for k, z in enumerate(preactivations) if same(value, z)), None)
-        if layer is not None:
-            layers.append(layer)
-        elif same(value, weights64):
-            weights_kept += 1
-        elif same(value, np.asarray(point, np.float64)):
-            argument += 1
+    kept = {"pre-activations": [], "inputs": [], "weights": 0, "other": 0}
+    for value in (np.asarray(v, np.float64) for v in vjp_residuals(fn, point, rename=rename)):
+        if layer_of(value, preactivations) is not None:
+            kept["pre-activations"].append(layer_of(value, preactivations))
+        elif layer_of(value, inputs[:-1]) is not None:
+            kept["inputs"].append(layer_of(value, inputs[:-1]))
+        elif layer_of(value, [weights64]) is not None:
+            kept["weights"] += 1
         else:
-            other += 1
+            kept["other"] += 1
     return {
-        "pre-activations kept, by layer": sorted(layers),
-        "weights": weights_kept,
-        "the argument": argument,
-        "the loss keeps a value outside the checkpoints": other > 0,
+        "pre-activations kept, by layer": sorted(kept["pre-activations"]),
+        "layer inputs kept, by layer (the first is the argument)": sorted(kept["inputs"]),
+        "weights": kept["weights"],
+        "the loss keeps a value outside the checkpoints": kept["other"] > 0,
     }
 
 
-with checks.item(1, "the lesson network saves the weights, its 4 pre-activations and what the loss keeps"):
+LAYERS = "pre-activations kept, by layer"
+INPUTS = "layer inputs kept, by layer (the first is the argument)"
+with checks.item(
+    1, "the lesson network saves the weights, its 4 pre-activations and what the loss keeps; its gradient is plain's"
+):
+    objective = named_policy_objective(W, DEPTH)
     checks.equal(
-        what_is_saved(named_policy_objective(W, DEPTH), W, x, DEPTH),
-        {
-            "pre-activations kept, by layer": [1, 2, 3, 4],
-            "weights": 1,
-            "the argument": 0,
-            "the loss keeps a value outside the checkpoints": True,
-        },
+        what_is_saved(objective, W, x, DEPTH),
+        {LAYERS: [1, 2, 3, 4], INPUTS: [], "weights": 1, "the loss keeps a value outside the checkpoints": True},
         what="the saved residuals, told apart by value",
         hint="name each pre-activation W @ v, and wrap each layer (not the loss) in jax.checkpoint with "
         'save_only_these_names("preactivation")',
     )
-with checks.item(1, "the lesson network: the gradient is plain's"):
     checks.close(
-        gradient(named_policy_objective(W, DEPTH), x),
+        gradient(objective, x),
         jax.grad(plain)(x),  # a NumPy reference here would show the reverse-oracle task's answer
         rtol=1e-5,
         atol=1e-7,
         what="gradient",
+    )
+with checks.item(1, 'the name selects what is saved: kept while called "preactivation", recomputed once renamed'):
+    # The same program with every checkpoint_name "preactivation" in it called otherwise: a
+    # policy keyed on that name no longer finds it, so each layer keeps its input instead; a
+    # policy that keeps the products by their operation keeps them whatever they are called.
+    objective = named_policy_objective(W, DEPTH)
+    kept = {}
+    for label, rename in (('named "preactivation"', None), ("renamed", ("preactivation", "not-preactivation"))):
+        saved = what_is_saved(objective, W, x, DEPTH, rename=rename)
+        kept[label] = {"pre-activations": saved[LAYERS], "layer inputs": saved[INPUTS]}
+    if not kept['named "preactivation"']["pre-activations"]:
+        hint = (
+            'nothing is kept under the name: pass W @ v through checkpoint_name(..., "preactivation") and give '
+            'each layer\'s jax.checkpoint the policy save_only_these_names("preactivation")'
+        )
+    elif kept["renamed"]["pre-activations"]:
+        hint = (
+            "the pre-activations are kept whatever they are called, so the name selects nothing: a policy that "
+            "keeps products by their operation (checkpoint_dots, dots_with_no_batch_dims_saveable) or keeps every "
+            'name does not use it; use save_only_these_names("preactivation")'
+        )
+    else:
+        hint = "once renamed, each layer (each in its own jax.checkpoint) keeps its input instead"
+    checks.equal(
+        kept,
+        {
+            'named "preactivation"': {"pre-activations": [1, 2, 3, 4], "layer inputs": []},
+            "renamed": {"pre-activations": [], "layer inputs": [1, 2, 3, 4]},
+        },
+        what="the values kept, by layer",
+        hint=hint,
     )
 
 
@@ -517,9 +547,9 @@ with checks.item(1, "a fresh network: it keeps exactly its pre-activations, and 
     checks.equal(
         what_is_saved(objective, w_fresh, x_fresh, depth),
         {
-            "pre-activations kept, by layer": list(range(1, depth + 1)),
+            LAYERS: list(range(1, depth + 1)),
+            INPUTS: [],
             "weights": 1,
-            "the argument": 0,
             "the loss keeps a value outside the checkpoints": True,
         },
         what=f"the saved residuals of a depth-{depth} network, told apart by value",
@@ -904,7 +934,7 @@ import functools
 import numpy as np
 
 import remat_sweep
-from remat_lesson import ARG, Checks, bind, planned_memory, value_and_gradient
+from remat_lesson import ARG, Checks, bind, planned_memory, value_and_gradient, vjp_residuals
 
 checks = Checks(4, where="Part 3, 'Your turn: sqrt(L) segments': sqrt_segments_loss")
 
@@ -937,21 +967,55 @@ def compare_with_plain_scan(depth, width, batch, segment_length, seed):
         )
 
 
+def activations_kept(loss, weights, x):
+    """How many activations of shape (B, D) the backward pass of loss is handed (its VJP's
+    residuals): what the checkpoint boundaries keep, before the compiler plans anything. The
+    weights, which every policy keeps, are not activations."""
+    batch, width = x.shape
+    return sum(
+        int(np.prod(residual.shape[:-2]))
+        for residual in (np.asarray(r) for r in vjp_residuals(loss, weights, x))
+        if residual.ndim >= 2 and residual.shape[-2:] in ((batch, width), (width, batch))
+    )
+
+
 with checks.item(1, "same loss and gradient as plain scan: 16 layers of width 8, segments of 4"):
     compare_with_plain_scan(16, 8, 32, 4, seed=0)
+with checks.item(1, "16 layers in segments of 4 keep one activation per segment, not one per layer"):
+    # Checkpointed segments hand the backward pass each segment's input (L/k = 4) and the last
+    # output the loss reads; a scan without the checkpoint keeps several per layer (49 here), a
+    # checkpointed body one per layer (17), a checkpoint around the whole loss only x (1).
+    weights, x = remat_sweep.make_inputs(16, 8, 32)
+    kept = activations_kept(bind(sqrt_segments_loss, ARG, ARG, 4), weights, x)
+    checks.at_least(
+        kept,
+        4,
+        what="activations of shape (32, 8) kept for the backward pass",
+        hint="fewer than one per segment: a checkpoint around the whole loss keeps only x and recomputes all L "
+        "layers at once; wrap each segment (the outer scan's body) in jax.checkpoint",
+    )
+    checks.below(
+        kept,
+        4 + 3,
+        what="activations of shape (32, 8) kept for the backward pass",
+        hint="about one per layer or more: without jax.checkpoint on the segment (the outer scan's body) the scans "
+        "keep every layer's residuals",
+    )
 with checks.item(1, "a segment length that does not divide L raises ValueError"):
     weights, x = remat_sweep.make_inputs(16, 8, 32)
     checks.raises(ValueError, sqrt_segments_loss, weights, x, 5, what="sqrt_segments_loss(weights of L=16, x, 5)")
 
 ### BEGIN HIDDEN TESTS
-with checks.item(1, "same gradient as plain scan on fresh sizes, for every segment length that divides L"):
+with checks.item(
+    1,
+    "fresh sizes: the gradient of plain scan for every segment length that divides L; at L=64, segments of 8 plan "
+    "well under the checkpointed-body scan's temporary bytes",
+):
     rng = checks.rng()
     depth = int(rng.choice([6, 12, 20]))
     width, batch = int(rng.integers(3, 9)), int(rng.integers(9, 17))
     for segment_length in [k for k in range(1, depth + 1) if depth % k == 0]:
         compare_with_plain_scan(depth, width, batch, segment_length, seed=int(rng.integers(1 << 30)))
-
-with checks.item(1, "segments of 8 at L=64 plan well under the checkpointed-body scan's temporary bytes"):
     # B >> D, so the kept activations dominate the plan: the checkpointed body keeps one per layer
     # (64), checkpointed segments about L/k + k (16).
     inputs = remat_sweep.make_inputs(64, 16, 1024)

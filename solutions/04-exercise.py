@@ -71,21 +71,47 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, numpy_only, plain, scaled_square, sine_sum, tanh_network, x
+from remat_lesson import (
+    DEPTH,
+    Checks,
+    W,
+    difference_diagnosis,
+    numpy_only,
+    plain,
+    scaled_square,
+    sine_sum,
+    tanh_network,
+    x,
+)
 
 checks = Checks(3, where="'Your turn: a central difference': central_difference and EPSILON")
+
+
+def check_slope(fn, point, direction, eps, exact, rtol, atol):
+    """The learner's central difference of fn (a NumPy objective) against the exact slope; a miss
+    says which usual mistake fits it (a one-sided formula, a factor, too small a step)."""
+    found = numpy_only(central_difference)(fn, point, direction, eps)
+    try:
+        diagnosis = difference_diagnosis(fn, point, direction, eps, float(found), exact, rtol)
+    except (TypeError, ValueError):  # not one number: the judgment below says what it is
+        diagnosis = ""
+    checks.close(found, exact, rtol=rtol, atol=atol, what="directional derivative", hint=diagnosis or None)
+
+
 with checks.item(1, "along (1, ..., 1) at the lesson's input, with EPSILON, it matches grad . d (rtol 3e-3)"):
     checks.equal(np.ndim(EPSILON), 0, what="EPSILON's number of dimensions (one number)")
     checks.at_least(EPSILON, 1e-12, what="EPSILON")
     checks.below(EPSILON, 0.1, what="EPSILON")
     direction = np.ones(x.shape, np.float32)
-    checks.close(
-        # The answer cell runs alone where JAX cannot be imported: the objective is the lesson's, in NumPy.
-        numpy_only(central_difference)(tanh_network(np.asarray(W), DEPTH), np.asarray(x), direction, EPSILON),
+    # The answer cell runs alone where JAX cannot be imported: the objective is the lesson's, in NumPy.
+    check_slope(
+        tanh_network(np.asarray(W), DEPTH),
+        np.asarray(x),
+        direction,
+        float(EPSILON),
         float(jnp.vdot(jax.grad(plain)(x), direction)),
         rtol=3e-3,
         atol=1e-6,
-        what="directional derivative",
     )
 ### BEGIN HIDDEN TESTS
 with checks.item(1, "a curved function where a forward difference is visibly wrong: scale * sum(v**2)"):
@@ -93,14 +119,7 @@ with checks.item(1, "a curved function where a forward difference is visibly wro
     scale, point = float(rng.uniform(20.0, 80.0)), 0.5 * rng.normal(size=4)
     d = rng.normal(size=4)
     d /= np.linalg.norm(d)
-    checks.close(
-        numpy_only(central_difference)(scaled_square(scale), point, d, 1e-2),
-        2.0 * scale * float(point @ d),
-        rtol=1e-3,
-        atol=1e-6,
-        what="directional derivative",
-        hint=f"the exact slope; a forward difference is off by {1e-2 * scale:.3g} here",
-    )
+    check_slope(scaled_square(scale), point, d, 1e-2, 2.0 * scale * float(point @ d), rtol=1e-3, atol=1e-6)
 with checks.item(1, "a fresh function, point and direction: sum(sin(k v)) agrees with its exact slope"):
     rng = checks.rng()
     while True:  # a draw that tells the answers apart: a clear slope, a visible curvature
@@ -112,13 +131,7 @@ with checks.item(1, "a fresh function, point and direction: sum(sin(k v)) agrees
         # a forward difference is off by about eps/2 * curvature, a central one by eps**2/6 * third
         if abs(slope) > 0.1 and 0.5e-3 * abs(curvature) > 10 * tolerance and 1e-6 / 6 * abs(third) < tolerance / 10:
             break
-    checks.close(
-        numpy_only(central_difference)(sine_sum(frequency), point, d, 1e-3),
-        slope,
-        rtol=1e-3,
-        atol=1e-5,
-        what="directional derivative",
-    )
+    check_slope(sine_sum(frequency), point, d, 1e-3, slope, rtol=1e-3, atol=1e-5)
 ### END HIDDEN TESTS
 checks.score()
 

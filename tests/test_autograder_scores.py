@@ -63,6 +63,19 @@ ACTIONABLE = {
     "mistake-hvp-uniform-direction": ("04-exercise", "test-hvp"),
     "mistake-segments-checkpointed-body-scan": ("03-experiment", "test-sqrt-segments"),
 }
+#: Mistakes whose report must say which mistake it is, not only that a value missed.
+NAMED_MISTAKES = {
+    "mistake-forward-difference": ("04-exercise", "test-central-difference", "one-sided difference"),
+    "mistake-epsilon-too-small": ("04-exercise", "test-central-difference", "is too small for float32"),
+    "mistake-hvp-finite-difference-of-grad": ("04-exercise", "test-hvp", "times that"),
+    "mistake-named-policy-checkpoint-dots-no-name": (
+        "03-experiment",
+        "test-named-policy",
+        "kept whatever they are called",
+    ),
+    "mistake-segments-not-checkpointed": ("03-experiment", "test-sqrt-segments", "found 49"),
+    "mistake-timing-no-block-until-ready": ("02-build", "test-timing-samples", "not waited for before the next call"),
+}
 #: Fixtures that tamper with the grading: the static scan must name each for review.
 MUST_BE_FLAGGED = (
     "hostile-patched-checks",
@@ -380,6 +393,16 @@ def test_a_lost_point_says_what_was_expected_and_where_to_look(graded, student):
     text = _autograded_cell_text(graded, student, notebook, grade_id)
     assert "[FAIL]" in text, f"{student}: no failing check reported in {grade_id}:\n{text}"
     assert "expected" in text and "where to look:" in text, f"{student}: the report is not actionable:\n{text}"
+
+
+@pytest.mark.parametrize("student", sorted(NAMED_MISTAKES))
+def test_a_lost_point_says_which_mistake_it_is_once(graded, student):
+    notebook, grade_id, says = NAMED_MISTAKES[student]
+    text = _autograded_cell_text(graded, student, notebook, grade_id)
+    assert says in text, f"{student}: the report does not name the mistake ({says!r}):\n{text}"
+    failures = [line for line in text.splitlines() if line.startswith("[FAIL]")]
+    assert len(failures) == len(set(failures)), f"{student}: a failure is reported twice:\n{text}"
+    assert "rtol=0 " not in text
 
 
 def test_a_dead_kernel_keeps_the_checks_it_finished_and_says_where_it_died(graded):

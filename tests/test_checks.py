@@ -38,7 +38,7 @@ def _judgment(checks, kind, found, expected, **params):
 def test_close_passes_within_the_tolerance_and_says_what_it_found_outside(checks):
     assert checks.judge(_judgment(checks, "close", [1.0, 2.0], [1.0, 2.0 + 1e-7], rtol=1e-6)) is None
     message = checks.judge(_judgment(checks, "close", [1.0, 2.1], [1.0, 2.0], rtol=1e-6))
-    assert "within rtol=1e-06" in message and "largest difference 0.1" in message
+    assert "within rtol=1e-06" in message and "entry 1 of 2: found 2.1, expected 2, off by 0.1" in message
     assert "shape (3,)" in checks.judge(_judgment(checks, "close", [1.0, 2.0], [1.0, 2.0, 3.0], rtol=1e-6))
     assert "NaN" in checks.judge(_judgment(checks, "close", [float("nan")], [1.0], rtol=1e-6))
     assert "as numbers" in checks.judge(_judgment(checks, "close", "text", [1.0], rtol=1e-6))
@@ -53,7 +53,9 @@ def test_equal_bounds_and_raises(checks):
     assert checks.judge(_judgment(checks, "equal", None, None)) is None
     assert checks.judge(_judgment(checks, "equal", {"a": 1}, None)) is not None
     assert checks.judge(_judgment(checks, "at_least", [0.01, 0.02], 0.009)) is None
-    assert "of at least" in checks.judge(_judgment(checks, "at_least", [0.01, 0.001], 0.009))
+    assert "x at least 0.009, found 0.001 (number 2 of 2)" in checks.judge(
+        _judgment(checks, "at_least", [0.01, 0.001], 0.009)
+    )
     assert checks.judge(_judgment(checks, "below", [0.01], 0.1)) is None
     assert "below" in checks.judge(_judgment(checks, "below", [0.2], 0.1))
     raised = {"kind": "raises", "what": "f()", "expected": "ValueError"}
@@ -73,16 +75,102 @@ def test_the_report_says_which_points_were_checked_here(checks):
     assert checks.points_line(2, 3, 3) == "2 of 3 points"
 
 
-def test_a_learner_sees_the_failure_and_the_cell_raises(checks, monkeypatch, capsys):
+def test_a_learner_sees_the_failure_once_and_the_cell_raises(checks, monkeypatch, capsys):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     cell = checks.Checks(3, where="'Your turn'")
     with cell.item(1, "right"):
         cell.close([1.0], [1.0], rtol=1e-6)
     with cell.item(1, "wrong"):
         cell.equal(2, 1, what="the count")
-    with pytest.raises(checks.CheckFailed, match="Where to look: 'Your turn'"):
+    with pytest.raises(checks.CheckFailed) as raised:
         cell.score()
-    assert "1 of 2 points checked here; the cell is worth 3: 1 more are checked when graded" in capsys.readouterr().out
+    # The report is the error, and nothing else says it: not printed before, and IPython shows
+    # the report's lines in place of a traceback (what nbgrader's validator shows of the cell).
+    assert capsys.readouterr().out == ""
+    shown = raised.value._render_traceback_()
+    assert shown == str(raised.value).splitlines()
+    assert shown[:2] == ["[PASS] 1/1  right", "[FAIL] 0/1  wrong"]
+    assert "\n".join(shown).count("expected the count: 1, found 2") == 1
+    assert shown[-1] == "1 of 2 points checked here; the cell is worth 3: 1 more are checked when graded"
+    # nbgrader's validator cuts each line of a cell's error at 87 characters, its indent included.
+    long = checks.Checks(1, where="'a section with a long name': a function with a long name")
+    with long.item(1, "an item whose description alone is long enough to need a second line of its own"):
+        long.close(np.linspace(0, 1, 16), np.linspace(0, 1, 16) + 1e-3, rtol=1e-6, what="a vector with a long name")
+    with pytest.raises(checks.CheckFailed) as raised:
+        long.score()
+    shown = raised.value._render_traceback_()
+    assert max(len(line) for line in shown) <= 83 and len(shown) > 5
+    assert "entry 0 of 16: found 0, expected 0.001, off by 0.001" in " ".join(line.strip() for line in shown)
+    passing = checks.Checks(1, where="here")
+    with passing.item(1, "right"):
+        passing.equal(1, 1, what="x")
+    assert passing.score() is None and capsys.readouterr().out == "[PASS] 1/1  right\n1 of 1 points\n"
+
+
+def test_close_shows_the_entry_furthest_past_its_tolerance_against_what_was_allowed(checks):
+    """Two float32 vectors printed to six digits can look the same: the message names the entry,
+    shows both values in full, the difference and the room it had, and never a tolerance of 0."""
+    expected = np.linspace(-1.0, 1.0, 16) * 1e-3
+    found = expected.copy()
+    found[5] += 3e-8
+    found[9] += 2e-8
+    message = checks.judge(_judgment(checks, "close", found, expected, rtol=0.0, atol=1e-8))
+    assert "rtol" not in message and "within atol=1e-08" in message
+    assert "(2 of 16 entries are outside)" in message and "entry 5 of 16" in message
+    assert f"found {found[5]:.9g}, expected {expected[5]:.9g}, off by 3e-08 where 1e-08 is allowed, 3 times that" in (
+        message
+    )
+    matrix = checks.judge(_judgment(checks, "close", [[1.0, 2.0], [3.0, 4.5]], [[1.0, 2.0], [3.0, 4.0]], rtol=1e-3))
+    assert "entry (1, 1) of 4: found 4.5, expected 4" in matrix and "within rtol=0.001 of" in matrix
+    scalar = checks.judge(_judgment(checks, "close", 1.1, 1.0, rtol=1e-3, atol=1e-6))
+    assert "within rtol=0.001 + atol=1e-06 of the reference; found 1.1, expected 1" in scalar
+
+
+def test_a_difference_quotient_that_misses_says_which_usual_mistake_fits(checks):
+    """The lesson's float32 network along (1, ..., 1): a one-sided formula, a factor, a reversed
+    sign, a step lost to rounding and a step merely too small each get their own reading."""
+    rng = np.random.default_rng(0)
+    weights = (0.1 * rng.normal(size=(16, 16))).astype(np.float32)
+    fn = checks.tanh_network(weights, 4)
+    point, direction = np.linspace(-0.5, 0.5, 16, dtype=np.float32), np.ones(16, np.float32)
+    exact = _float64_slope(weights, point, direction, 4)
+
+    def read(found, eps):
+        return checks.difference_diagnosis(fn, point, direction, eps, found, exact, 3e-3)
+
+    def value(formula, eps):
+        up, zero, down = (float(fn(point + s * eps * direction)) for s in (1, 0, -1))
+        return {"forward": (up - zero) / eps, "backward": (zero - down) / eps, "central": (up - down) / (2 * eps)}[
+            formula
+        ]
+
+    assert "one-sided difference (f(x + εd) − f(x))/ε" in read(value("forward", 1e-2), 1e-2)
+    assert "one-sided difference (f(x) − f(x − εd))/ε" in read(value("backward", 1e-2), 1e-2)
+    assert read(2 * exact, 1e-3).startswith("twice the slope")
+    assert read(0.5 * exact, 1e-3).startswith("half the slope")
+    assert read(-exact, 1e-3).startswith("minus the slope")
+    small = read(value("central", 1e-7), 1e-7)
+    assert small.startswith("ε = 1e-07 is too small for float32") and "one-sided" not in small
+    assert read(value("central", 1e-12), 1e-12).startswith("the step is lost: in float32")
+    assert read(0.0, 1e-3).startswith("exactly 0")
+    assert "off by" in read(exact * 1.3, 1e-3)
+    # A quadratic: the central difference is exact, a forward one off by eps * scale * |d|**2.
+    bowl, at, along = checks.scaled_square(40.0), np.array([0.3, -0.2]), np.array([0.6, 0.8])
+    slope = 2.0 * 40.0 * float(at @ along)
+    forward = (float(bowl(at + 1e-2 * along)) - float(bowl(at))) / 1e-2
+    assert forward - slope == pytest.approx(1e-2 * 40.0)
+    assert "one-sided" in checks.difference_diagnosis(bowl, at, along, 1e-2, forward, slope, 1e-3)
+
+
+def _float64_slope(weights, point, direction, depth):
+    """grad(sum(v_depth**2)) . direction, in float64, by the chain rule."""
+    weights, values = np.asarray(weights, np.float64), [np.asarray(point, np.float64)]
+    for _ in range(depth):
+        values.append(np.tanh(weights @ values[-1]))
+    bar = 2.0 * values[-1]
+    for h in values[:0:-1]:
+        bar = weights.T @ ((1.0 - h * h) * bar)
+    return float(bar @ np.asarray(direction, np.float64))
 
 
 def test_stock_nbgrader_gets_the_points_as_the_cells_value(checks, monkeypatch, capsys):
@@ -115,7 +203,7 @@ def test_bounds_may_be_one_per_number(checks):
     assert cell.items[-1]["failure"] is None
     with cell.item(1, "one sample past its own bound"):
         cell.at_least([0.02, 0.03], [0.01, 0.035], what="samples")
-    assert "of at least 0.035, found 0.03 (number 2 of 2)" in cell.items[-1]["failure"]
+    assert "samples at least 0.035, found 0.03 (number 2 of 2)" in cell.items[-1]["failure"]
     with cell.item(1, "as many bounds as numbers"):
         cell.below([0.02, 0.03, 0.04], [1.0, 1.0], what="samples")
     assert "expected 2 of samples, found 3" in cell.items[-1]["failure"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import re
 import shutil
 import time
 
@@ -428,3 +429,179 @@ def _without_jax(answer):
 def test_a_learner_exception_keeps_its_class_names():
     raised = LearnerRaised(["ValueError", "Exception"], "m")
     assert raised.learner_mro[0] == "ValueError" and str(raised) == "m"
+
+
+# ---------------------------------------------------------------------------------------
+# Each task's visible items test its point; a miss says which usual mistake it is.
+# ---------------------------------------------------------------------------------------
+def _layered_objective(policy, *, named=True, jit=False):
+    """named_policy_objective as a learner may write it: each layer checkpointed with policy,
+    the pre-activation named "preactivation" or not named at all, the layer jitted or not."""
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    def named_policy_objective(weights, depth):
+        w = jnp.asarray(weights)
+
+        def layer(v):
+            product = w @ v
+            return jnp.tanh(checkpoint_name(product, "preactivation") if named else product)
+
+        step = jax.checkpoint(layer, policy=policy)
+        step = jax.jit(step) if jit else step
+
+        def objective(v):
+            for _ in range(depth):
+                v = step(v)
+            return jnp.sum(v * v)
+
+        return objective
+
+    return named_policy_objective
+
+
+NAMES_ITEM = '[FAIL] 0/1  the name selects what is saved: kept while called "preactivation", recomputed once renamed'
+
+
+@pytest.mark.parametrize(
+    ("policy", "named"),
+    [
+        ("checkpoint_dots", False),
+        ("dots_with_no_batch_dims_saveable", False),
+        ("dots_with_no_batch_dims_saveable", True),
+        ("save_any_names_but_these", True),  # every name saved: "preactivation" selects nothing
+    ],
+)
+def test_a_named_policy_that_does_not_select_by_the_name_loses_exactly_the_names_item(
+    policy, named, monkeypatch, trusted
+):
+    import jax
+
+    chosen = getattr(jax.checkpoint_policies, policy)
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    kernel.namespace["named_policy_objective"] = _layered_objective(
+        chosen() if policy == "save_any_names_but_these" else chosen, named=named
+    )
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    assert earned == 2 and NAMES_ITEM in report and report.count("[FAIL]") == 1, report
+    assert "kept whatever they are called" in report
+    renamed = [m for m in map(json.loads, kernel.sent) if m["op"] == "export" and m.get("wrap")]
+    assert renamed and renamed[0]["wrap"]["$shipped"] == ["remat_lesson", "renaming"]
+
+
+def test_the_name_is_renamed_inside_a_jitted_layer_too(monkeypatch, trusted):
+    import jax
+
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    policy = jax.checkpoint_policies.save_only_these_names("preactivation")
+    kernel.namespace["named_policy_objective"] = _layered_objective(policy, jit=True)
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    assert earned == 3, report
+
+
+def test_a_policy_that_keeps_nothing_by_the_name_says_so(monkeypatch, trusted):
+    import jax
+
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    policy = jax.checkpoint_policies.save_only_these_names("pre_activation")
+    kernel.namespace["named_policy_objective"] = _layered_objective(policy)
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    assert earned == 0 and NAMES_ITEM in report and "nothing is kept under the name" in report, report
+
+
+def _unwrapped_segments(checkpoint):
+    from jax import lax
+    from remat_sweep import final_loss, layer
+
+    def sqrt_segments_loss(weights, x, segment_length):
+        depth, width, _ = weights.shape
+        if depth % segment_length:
+            raise ValueError("not divisible")
+        segments = weights.reshape(depth // segment_length, segment_length, width, width)
+
+        def run_segment(x, segment_weights):
+            x, _ = lax.scan(lambda carry, w: (layer(carry, w), None), x, segment_weights)
+            return x, None
+
+        x, _ = lax.scan(checkpoint(run_segment), x, segments)
+        return final_loss(x)
+
+    return sqrt_segments_loss
+
+
+@pytest.mark.parametrize(("checkpoint", "kept"), [("none", "found 49"), ("whole loss", "found 1")])
+def test_segments_that_keep_the_wrong_activations_fail_a_visible_item(checkpoint, kept, monkeypatch, trusted):
+    import jax
+
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    loss = _unwrapped_segments(lambda body: body)
+    if checkpoint == "whole loss":
+        loss = jax.checkpoint(loss, static_argnums=(2,))
+    kernel.namespace["sqrt_segments_loss"] = loss
+    source = _source("03-experiment.ipynb", "test-sqrt-segments")
+    earned, report = judge.run_cell(source, 4)
+    visible = "[FAIL] 0/1  16 layers in segments of 4 keep one activation per segment, not one per layer"
+    assert earned == 2 and visible in report and kept in report, report
+    assert visible.split("  ", 1)[1] in source[: source.index(BEGIN)]  # a visible item: make validate says so
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ("(float(fn(x + eps * direction)) - float(fn(x))) / eps", "one-sided difference (f(x + εd) − f(x))/ε"),
+        ("(float(fn(x + eps * direction)) - float(fn(x - eps * direction))) / eps", "twice the slope"),
+    ],
+)
+def test_a_wrong_central_difference_is_told_which_mistake_it_is(answer, says, monkeypatch, trusted):
+    judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
+    judge.answers = [f"def central_difference(fn, x, direction, eps):\n    return {answer}\n\n\nEPSILON = 1e-3\n"]
+    earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-central-difference"), 3)
+    assert earned == 0 and report.count(says) == 3, report
+
+
+def test_too_small_an_epsilon_is_told_apart_from_a_wrong_formula(monkeypatch, trusted):
+    judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
+    kernel.namespace["EPSILON"] = 1e-8
+    earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-central-difference"), 3)
+    assert earned == 2 and "ε = 1e-08 is too small for float32" in report and "one-sided" not in report, report
+
+
+def test_an_inexact_hvp_is_shown_by_its_worst_entry_against_the_tolerance(monkeypatch, trusted):
+    import jax
+
+    judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
+
+    def hvp(fn, x, direction):
+        gradient, eps = jax.grad(fn), 1e-2
+        return (gradient(x + eps * direction) - gradient(x - eps * direction)) / (2 * eps)
+
+    kernel.namespace["hvp"] = hvp
+    earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-hvp"), 3)
+    assert earned == 1 and "rtol" not in report, report
+    assert re.search(
+        r"plain HVP within atol=\S+ of the reference \(\d+ of 16 entries are outside\); entry \d+ of 16", report
+    )
+    assert re.search(r"off by \S+ where \S+ is allowed, \S+ times that", report)
+
+
+def test_a_kernel_that_forges_the_renamed_program_gains_nothing(monkeypatch, trusted):
+    """A kernel that answers the renamed export with a program that keeps no pre-activation (its
+    objective under one checkpoint that saves nothing) still shows no layer's input kept: a dots
+    policy without names keeps losing the names item."""
+    import jax
+
+    def forge(message, response):
+        if message["op"] != "export" or not message.get("wrap"):
+            return response
+        objective = agent._handles()[message["target"]["$handle"]]
+        forged = {**message, "wrap": None, "target": {"$handle": agent._keep(jax.checkpoint(objective))}}
+        return loads(dumps(agent.respond(dumps(forged))))
+
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted, tamper=forge)
+    kernel.namespace["named_policy_objective"] = _layered_objective(
+        jax.checkpoint_policies.checkpoint_dots, named=False
+    )
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    assert earned == 2 and NAMES_ITEM in report, report
+    assert "'renamed': {'layer inputs': [1], 'pre-activations': []}" in report
