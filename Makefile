@@ -105,7 +105,7 @@ validate: venv
 ##   merges into OUT/course/gradebook.db, keeping manual grades; FRESH=1 starts a new gradebook (old one backed up);
 ##   a clean reference run is kept in runs/reference and reused while nothing it depends on changes
 autograde: venv
-	$(PY) -m autograder.grade $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS) \
+	$(PY) -m autograder.grade $(SUBMISSIONS) --bundle $(CURDIR) --out $(OUT) --jobs $(JOBS) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER) $(TLS),--reference-cache runs/reference) \
 		$(if $(FRESH),--fresh-gradebook) $(foreach limit,$(LIMITS),--limit $(limit)) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
 

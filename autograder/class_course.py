@@ -189,7 +189,7 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
                     f"the class gradebook {course / 'gradebook.db'} holds another version of {name}:\n  "
                     + "\n  ".join(changes)
                     + "\nNothing was changed. Either put the assignment back as it was, or start a new class "
-                    f"gradebook with --fresh-gradebook (make autograde FRESH=1): the old one is copied to "
+                    f"gradebook with `autograder grade --fresh-gradebook`: the old one is copied to "
                     f"{out / BACKUPS}/ first, and every manual grade must then be entered again. "
                     "Or grade into another --out."
                 )

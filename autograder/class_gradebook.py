@@ -72,14 +72,14 @@ def require_gradebook(out: Path) -> Path:
     out = Path(out)
     if not out.exists():
         raise GradebookError(
-            f"the out folder {out} does not exist: grade the class first (make autograde), "
+            f"the out folder {out} does not exist: grade the class first (`autograder grade`), "
             "or give the --out that grading used"
         )
     course = out / "course"
     if not (course / "gradebook.db").is_file():
         raise GradebookError(
             f"no class gradebook at {course / 'gradebook.db'}: grade the class first "
-            f"(make autograde, or python -m autograder.grade SUBMISSIONS --out {out})"
+            f"(`autograder grade SUBMISSIONS --out {out} ...`)"
         )
     return course
 

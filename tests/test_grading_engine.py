@@ -494,7 +494,14 @@ def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp
         shutil.copyfile(RELEASE / "01-understand.ipynb", subs / name / "01-understand.ipynb")
     shutil.copyfile(RELEASE / "01-understand.ipynb", subs / "ok-1" / "scratch.ipynb")
     run = _cli(
-        "autograder.grade", str(subs), "--out", str(tmp_path / "out"), "--reference-cache", str(reference_cache())
+        "autograder.grade",
+        str(subs),
+        "--bundle",
+        str(ROOT),
+        "--out",
+        str(tmp_path / "out"),
+        "--reference-cache",
+        str(reference_cache()),
     )
     assert run.returncode == 0, run.stdout + run.stderr
     graded = {row["student_id"] for row in csv.DictReader(open(tmp_path / "out" / "cells.csv"))}
@@ -552,7 +559,7 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     elif layout == "nested":
         (subs / "ann" / ASSIGNMENT).mkdir(parents=True)
         shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / ASSIGNMENT / NOTEBOOKS[0])
-    run = _cli("autograder.grade", str(subs), "--out", str(tmp_path / "out"))
+    run = _cli("autograder.grade", str(subs), "--bundle", str(ROOT), "--out", str(tmp_path / "out"))
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.startswith("error: ") and str(subs) in run.stderr
     assert not (tmp_path / "out").exists()
