@@ -81,8 +81,8 @@ format: venv
 LOCK = $(VENV)/bin/uv pip compile pyproject.toml --python-version 3.11 --quiet
 lock: venv
 	test -x $(VENV)/bin/uv || $(PY) -m pip install --quiet uv==0.13.9
-	$(LOCK) --group lesson --group test -o requirements-cpu.txt
-	$(LOCK) --group lesson --group test --group dev -o requirements-dev.txt
+	$(LOCK) --group grader --group lesson --group test -o requirements-cpu.txt
+	$(LOCK) --group grader --group lesson --group test --group dev -o requirements-dev.txt
 
 ## sync: solutions/*.py (the source) -> solutions/*.ipynb and solutions/main.py
 sync: venv
