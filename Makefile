@@ -34,7 +34,7 @@ BENCH_JOBS ?= 2
 help:
 	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST) | sed 's/^\([a-z-]*\)\([: ]\)/  \1\2/'
 
-venv: $(VENV)/.installed $(VENV)/etc/jupyter/nbgrader_config.py
+venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements-cpu.txt
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
@@ -47,12 +47,12 @@ $(VENV)/.installed: requirements-cpu.txt
 	# venv import it from here, no PYTHONPATH (the dependencies are already pinned above).
 	$(PY) -m pip install --quiet --no-deps --editable .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (performance-05)" >/dev/null
+	# No nbgrader config for the whole venv: it would be read by every course nbgrader runs in
+	# (an earlier make venv wrote one). JupyterLab's Validate button reads ./nbgrader_config.py,
+	# the lesson's (make lab serves from here).
+	rm -f $(VENV)/etc/jupyter/nbgrader_config.py
 	touch $@
 
-# JupyterLab's Validate button reads nbgrader config from the environment: give it the
-# course's timeout and stderr rule, refreshed whenever the course config changes.
-$(VENV)/etc/jupyter/nbgrader_config.py: autograder/nbgrader_config.py $(VENV)/.installed
-	mkdir -p $(@D) && cp $< $@
 
 ## run: the worked example, then all five solution notebooks headless; writes runs/performance-05/
 run: venv

@@ -11,7 +11,7 @@ import functools
 import warnings
 from pathlib import Path
 
-from .course import assignment_of
+from .course import assignment_of, resolve_in_course
 
 
 class GradebookError(ValueError):
@@ -61,6 +61,7 @@ def open_api(course: Path):
     quiet_gradebook_warnings()
     stamp_new_gradebooks_here()
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    resolve_in_course(config, course)
     config.CourseDirectory.root = str(course)
     config.CourseDirectory.db_url = db_url(course)
     config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable

@@ -45,7 +45,12 @@ def assignment_of(course: Path) -> Assignment:
 
 def assignment_in(files: dict[str, bytes]) -> Assignment:
     """The assignment of a course's files by relative path (a grading task's template)."""
-    ids = {key.split("/")[1] for key in files if key.startswith("source/") and key.endswith(".ipynb")}
+    # source/<assignment>/<notebook>: a notebook right in source/ (quickstart's header) is no assignment.
+    ids = {
+        key.split("/")[1]
+        for key in files
+        if key.startswith("source/") and key.endswith(".ipynb") and key.count("/") > 1
+    }
     if len(ids) != 1:
         raise ValueError(f"the course's files hold {len(ids)} assignments")
     (found,) = ids
@@ -79,6 +84,16 @@ class CourseOrigin:
             shutil.copy2(config, root / "nbgrader_config.py")
         else:
             (root / "nbgrader_config.py").write_text("c = get_config()  # noqa: F821\n")
+        from traitlets.config.loader import PyFileConfigLoader
+
+        # The header and footer notebooks, where nbgrader looks for them: relative to the course.
+        loaded = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+        for relative in course_relative_files(loaded):
+            found = self.folder / relative
+            if not found.is_file():
+                raise FileNotFoundError(f"{found} (named in {config}) does not exist")
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(found, root / relative)
 
 
 def assignment_of_origin(origin: CourseOrigin | BundleOrigin) -> Assignment:
@@ -204,6 +219,50 @@ def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.Complet
     if check and result.returncode != 0:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
     return result
+
+
+def nbgrader_setting(config, section: str, name: str):
+    """A setting of one of nbgrader's preprocessors as nbgrader reads it: the config's value, or
+    nbgrader's own default where the config is silent (a traitlets Config answers a missing name
+    with a LazyConfigValue, never a default)."""
+    import nbgrader.preprocessors
+    from traitlets.config import LazyConfigValue
+
+    values = config.get(section, {})
+    if name in values and not isinstance(values[name], LazyConfigValue):
+        return values[name]
+    return getattr(nbgrader.preprocessors, section).class_traits()[name].default()
+
+
+def notebook_kernel(notebook_text: bytes | str, default: str = "python3") -> str:
+    """The kernel a notebook names in its metadata (nbgrader's Execute runs that one when
+    Execute.kernel_name is not set)."""
+    import json
+
+    try:
+        name = json.loads(notebook_text).get("metadata", {}).get("kernelspec", {}).get("name")
+    except (ValueError, AttributeError):
+        name = None
+    return name if isinstance(name, str) and name else default
+
+
+#: nbgrader's settings that name a file relative to the course folder (IncludeHeaderFooter's help).
+COURSE_RELATIVE_FILES = (("IncludeHeaderFooter", "header"), ("IncludeHeaderFooter", "footer"))
+
+
+def course_relative_files(config) -> list[str]:
+    """The relative paths of the header and footer notebooks the course's config names."""
+    found = [nbgrader_setting(config, section, name) for section, name in COURSE_RELATIVE_FILES]
+    return [path for path in found if path and not os.path.isabs(path)]
+
+
+def resolve_in_course(config, course: Path) -> None:
+    """Make the course-relative file settings absolute, under `course`, as nbgrader reads them
+    when it runs in the course folder (this process runs elsewhere)."""
+    for section, name in COURSE_RELATIVE_FILES:
+        path = nbgrader_setting(config, section, name)
+        if path and not os.path.isabs(path):
+            config[section][name] = str(Path(course) / path)
 
 
 def assignment_source(config, resources) -> Path:

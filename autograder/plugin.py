@@ -77,9 +77,8 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
     ]
     # Deleted graded and locked cells come back from the source.
     c.OverwriteCells.add_missing_cells = True
-    # nbgrader writes autograded files read-only; the grader may run as an ordinary user and must
-    # replace them when it grades again.
-    c.Autograde.permissions = 644
+    # Autograde.permissions is left to nbgrader (444, or 664 in a groupshared course): its --force
+    # replaces read-only files itself, and courses that instructors share need the group's bits.
     # The same feedback pages as nbgrader's HTMLExporter writes, in about half the time (pages.py).
     c.GenerateFeedback.exporter_class = "autograder.pages.PageExporter"
     c.SandboxedExecute.judge_checks_module = checks_module

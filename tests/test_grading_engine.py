@@ -546,7 +546,7 @@ def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path)
     assert BEGIN in autograded, "the grader's pipeline ran, not nbgrader's own"
 
 
-@pytest.mark.parametrize("layout", ["missing", "empty", "flat", "unknown", "nested"])
+@pytest.mark.parametrize("layout", ["missing", "empty", "flat", "unknown"])
 def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     subs = tmp_path / "subs"
     if layout != "missing":
@@ -556,9 +556,6 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     elif layout == "unknown":
         (subs / "ann").mkdir()
         shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / "homework.ipynb")
-    elif layout == "nested":
-        (subs / "ann" / ASSIGNMENT).mkdir(parents=True)
-        shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / ASSIGNMENT / NOTEBOOKS[0])
     run = _cli("autograder.grade", str(subs), "--bundle", str(ROOT), "--out", str(tmp_path / "out"))
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.startswith("error: ") and str(subs) in run.stderr

@@ -206,3 +206,54 @@ def test_a_run_that_grades_nobody_exits_4_and_writes_no_grades(tmp_path, monkeyp
     assert "wrote no grades" in printed.err
     for name in ("grades.csv", "cells.csv", "feedback/ann", "course/autograded/ann", "course/feedback/ann"):
         assert not (out / name).exists(), f"{name} written for a student nobody graded"
+
+
+def test_settings_the_config_leaves_out_are_nbgraders_defaults():
+    """A course's config read as nbgrader reads it: a setting it does not name is nbgrader's
+    default (Execute.timeout 30 s, no kernel name: the notebook's), never traitlets' placeholder."""
+    from traitlets.config import Config
+
+    from autograder.course import nbgrader_setting, notebook_kernel
+
+    empty = Config()
+    empty.Execute.timeout  # noqa: B018 - reading a missing name leaves a placeholder behind
+    assert nbgrader_setting(empty, "Execute", "timeout") == 30
+    assert nbgrader_setting(empty, "Execute", "kernel_name") == ""
+    assert nbgrader_setting(empty, "IncludeHeaderFooter", "header") == ""
+    unlimited = Config()
+    unlimited.Execute.timeout = None
+    assert nbgrader_setting(unlimited, "Execute", "timeout") is None
+    assert notebook_kernel(b'{"metadata": {"kernelspec": {"name": "julia-1.10"}}}') == "julia-1.10"
+    assert notebook_kernel(b'{"metadata": {}}') == "python3"
+
+
+def test_a_quickstart_courses_relative_header_is_found_as_nbgrader_finds_it(tmp_path):
+    """`nbgrader quickstart` names its header relative to the course folder; the grader's copy of
+    the course generates the assignment with it, from wherever the grader runs."""
+    import nbformat
+
+    from autograder.class_course import prepare_class_course, source_files, update_class_course
+    from autograder.course import CourseOrigin
+
+    course = tmp_path / "course"
+    (course / "source" / "ps1").mkdir(parents=True)
+    header = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("HEADER OF THE COURSE")])
+    nbformat.write(header, course / "source" / "header.ipynb")
+    task = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    task.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(task, course / "source" / "ps1" / "problem1.ipynb")
+    (course / "nbgrader_config.py").write_text(
+        'c = get_config()  # noqa\nc.IncludeHeaderFooter.header = "source/header.ipynb"\n'
+    )
+    out_course = tmp_path / "out" / "course"
+    update_class_course(out_course, origin=CourseOrigin(course, "ps1"))
+    template, timeout = prepare_class_course(out_course, source_files(out_course))
+    assert timeout == 30  # nbgrader's default: the config names none
+    released = (out_course / "release" / "ps1" / "problem1.ipynb").read_text()
+    assert "HEADER OF THE COURSE" in released
+    missing = tmp_path / "missing"
+    (missing / "source" / "ps1").mkdir(parents=True)
+    shutil.copy2(course / "source" / "ps1" / "problem1.ipynb", missing / "source" / "ps1")
+    shutil.copy2(course / "nbgrader_config.py", missing / "nbgrader_config.py")
+    with pytest.raises(FileNotFoundError, match="header.ipynb"):
+        update_class_course(tmp_path / "out2" / "course", origin=CourseOrigin(missing, "ps1"))
