@@ -203,9 +203,9 @@ def without_the_grader(config_text: str) -> str:
 
 def stock_nbgrader_env() -> dict:
     """nbgrader_env for stock nbgrader: the bundle's grader not on PYTHONPATH, and no config file
-    read but the course folder's own. The venv's etc/jupyter/nbgrader_config.py (`make venv` puts
-    the bundle's there, grader's lines included, for JupyterLab's Validate button) would hand the
-    pipeline to the grader again, the package being installed."""
+    read but the course folder's own: a Jupyter config elsewhere (an instructor's, an older
+    checkout's venv-wide one) could hand the pipeline to the grader again, the package being
+    installed."""
     env = nbgrader_env()
     env.pop("PYTHONPATH", None)
     env["JUPYTER_NO_CONFIG"] = "1"

@@ -321,11 +321,15 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
     port = _free_port()
     bin_dir = Path(PY).parent
 
+    # The instructor's course, the assignment installed (`autograder install-assignment`) with the
+    # bundle's config; grading derives its --out from it: my-course/autograder/performance-05.
+    from autograder.course import new_course
+
+    course = new_course(tmp_path / "my-course")
+
     def line(command: str) -> list[str]:
         command = command.replace("scheduler.example.org", "127.0.0.1").replace("8786", str(port))
-        words = command.replace("collected/", str(klass)).split()
-        if words[0] == "autograder" and words[1] == "grade":
-            words += ["--out", str(tmp_path / "remote")]
+        words = command.replace("collected/", str(klass)).replace("my-course/", f"{course}/").split()
         return [str(bin_dir / words[0]), *words[1:]]
 
     env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
@@ -368,7 +372,7 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
             assert _housekeeping_of(client) == [QUIET] * 3
         graded = subprocess.run(line(commands[4]), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
-        _assert_same(_normalised(serial.out), _normalised(tmp_path / "remote"))
+        _assert_same(_normalised(serial.out), _normalised(course / "autograder" / ASSIGNMENT))
     finally:
         for process in started:
             process.terminate()
