@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import re
 import shutil
@@ -170,7 +172,6 @@ def test_install_assignment_installs_exactly_the_assignments_files(tmp_path):
 def test_every_module_the_notebooks_import_is_installed_and_no_answer_is():
     """What the five notebooks import from the lesson's own modules is shipped; the sweep's
     reference module (the sqrt(L) answer) is imported by none of them."""
-    import json
 
     imported = set()
     for name in NOTEBOOKS:
@@ -257,3 +258,50 @@ def test_a_quickstart_courses_relative_header_is_found_as_nbgrader_finds_it(tmp_
     shutil.copy2(course / "nbgrader_config.py", missing / "nbgrader_config.py")
     with pytest.raises(FileNotFoundError, match="header.ipynb"):
         update_class_course(tmp_path / "out2" / "course", origin=CourseOrigin(missing, "ps1"))
+
+
+@pytest.mark.slow
+def test_a_kernel_searching_the_file_system_finds_no_class_whatever_the_out(tmp_path, capsys):
+    """hostile-searches-host walks every folder its kernel can list for an answered 02-build
+    notebook and for files named like a canary. Graded into the out derived from the course and
+    into one inside this checkout (beside the venv), it finds neither the class course nor the
+    canaries planted in the out and the course; an out inside the venv is refused before
+    anything is written, so nothing of a class is ever where a kernel looks."""
+    from autograder.course import new_course
+    from tests.fixtures import build as fixtures
+    from tests.grading import reference_cache, session_seed
+
+    course = new_course(tmp_path / "course")
+    subs = tmp_path / "subs"
+    (subs / "hostile").mkdir(parents=True)
+    shutil.copyfile(
+        fixtures.SUBMISSIONS / "hostile-searches-host" / "02-build.ipynb", subs / "hostile" / "02-build.ipynb"
+    )
+    secret = f"class-canary-{os.getpid()}-{id(tmp_path)}"
+    (course / "performance05-canary-course.txt").write_text(secret)
+    site = Path(sysconfig.get_paths()["purelib"])
+    beside_venv = ROOT / "runs" / f"hostile-out-{os.getpid()}"
+    seed = ["--judge-seed", str(session_seed())] if session_seed() else []
+    common = ["--course", str(course), "--assignment", ASSIGNMENT, "--reference-cache", str(reference_cache()), *seed]
+    assert grade_main([str(subs), *common, "--out", str(site / "runs" / "autograde")]) == 2
+    assert not (site / "runs").exists()
+    try:
+        for out in (course / "autograder" / ASSIGNMENT, beside_venv):
+            out.mkdir(parents=True)
+            (out / "performance05-canary-out.txt").write_text(secret)
+            args = [str(subs), *common] + (["--out", str(out)] if out == beside_venv else [])
+            assert grade_main(args) == 0, capsys.readouterr().err
+            notebook = json.loads(
+                (out / "course" / "autograded" / "hostile" / ASSIGNMENT / "02-build.ipynb").read_text()
+            )
+            printed = "".join(
+                o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+                for cell in notebook["cells"]
+                for o in cell.get("outputs", [])
+            )
+            assert "canaries found: []" in printed, printed[-2000:]
+            assert "borrowed answers from" not in printed and secret not in printed
+            cells = list(csv.DictReader(open(out / "cells.csv")))
+            assert sum(float(row["score"] or 0) for row in cells) == 0
+    finally:
+        shutil.rmtree(beside_venv, ignore_errors=True)
