@@ -1,6 +1,6 @@
 """Regenerate the grade files of performance-05 from the class gradebook, after manual grading.
 
-    python -m autograder.export [--out runs/autograde] [--allow-pending] [--total-only]
+    autograder export --out OUT [--allow-pending] [--total-only]   (python -m autograder.export)
     make export
 
 Reads OUT/course/gradebook.db (never rebuilt here, no notebook run) and rewrites:

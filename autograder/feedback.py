@@ -1,6 +1,6 @@
 """Regenerate the feedback pages of performance-05 from the class gradebook, manual grades included.
 
-    python -m autograder.feedback [--out runs/autograde] [--student ID ...]
+    autograder feedback --out OUT [--student ID ...]   (python -m autograder.feedback)
     make feedback [STUDENT=ID]
 
 After manual grading in formgrader, the feedback written while autograding still shows the
