@@ -117,6 +117,9 @@ class GradingResult:
     #: manual grades kept on answers that changed since they were given, to look at again in formgrader
     rechecks: list[str] = field(default_factory=list)
     assignment: Assignment = BUNDLE
+    #: scores kept for cells awaiting a manual grade (a manual grade kept through a RECHECK), by
+    #: (student, notebook, cell): grades.csv and nbgrader's export count them, so the table does
+    kept: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------
@@ -248,6 +251,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     students = sorted(found.students)
     stored = sorted(result.student_id for result in graded_now)
     cells = read_cells(course, stored)
+    kept_scores = _kept_while_pending(course, stored)
     if class_students(course):  # the class files hold what the gradebook holds: nothing before anyone is graded
         write_class_files(out, course, {k: v for k, v in flagged.items() if k in stored}, stored)
     by_hand = graded_by_hand(course, stored)
@@ -260,6 +264,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     progress.finish(seconds)
     return GradingResult(
         cells=cells,
+        kept=kept_scores,
         broken={k: broken[k] for k in sorted(broken)},
         flagged=flagged,
         seconds=seconds,
@@ -276,12 +281,35 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     )
 
 
+def _kept_while_pending(course: Path, students: list[str]) -> dict[tuple[str, str, str], float]:
+    """The scores the gradebook keeps for cells awaiting a manual grade (a manual grade kept
+    through a RECHECK): what nbgrader's export and grades.csv count for them."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from .class_gradebook import db_url
+    from .course import assignment_of
+
+    found = {}
+    with Gradebook(db_url(course)) as gb:
+        for student in students:
+            try:
+                submission = gb.find_submission(assignment_of(course).id, student)
+            except MissingEntry:
+                continue
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    if grade.needs_manual_grade and grade.score:
+                        found[(student, notebook.name, grade.name)] = float(grade.score)
+    return found
+
+
 def score_table(result: GradingResult) -> str:
     """Students x notebooks, points/max; * marks cells still waiting for a manual grade."""
     totals: dict[tuple[str, str], list] = {}
     for row in result.cells:
         entry = totals.setdefault((row["student_id"], row["notebook"]), [0.0, 0.0, False])
-        entry[0] += row["score"] if row["score"] != "" else 0.0
+        key = (row["student_id"], row["notebook"], row["grade_id"])
+        entry[0] += row["score"] if row["score"] != "" else result.kept.get(key, 0.0)
         entry[1] += row["max_score"]
         entry[2] |= row["score"] == ""
     stems = result.assignment.stems

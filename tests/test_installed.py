@@ -305,3 +305,26 @@ def test_a_kernel_searching_the_file_system_finds_no_class_whatever_the_out(tmp_
             assert sum(float(row["score"] or 0) for row in cells) == 0
     finally:
         shutil.rmtree(beside_venv, ignore_errors=True)
+
+
+def test_the_console_table_counts_a_manual_grade_kept_for_a_recheck_as_grades_csv_does():
+    """A manual grade kept while its changed answer awaits a re-check: cells.csv leaves the cell
+    empty (pending), nbgrader's export and grades.csv count the kept score, and so does the table."""
+    from autograder.course import Assignment
+    from autograder.grade import GradingResult, score_table
+
+    rows = [
+        {"student_id": "ann", "notebook": "04-exercise", "grade_id": "test-hvp", "score": 5.0, "max_score": 6.0},
+        {"student_id": "ann", "notebook": "04-exercise", "grade_id": "answer-why-hvp", "score": "", "max_score": 2.0},
+    ]
+    result = GradingResult(
+        cells=rows,
+        broken={},
+        flagged={},
+        seconds=0.0,
+        students=["ann"],
+        assignment=Assignment(ASSIGNMENT, ("04-exercise.ipynb",)),
+        kept={("ann", "04-exercise", "answer-why-hvp"): 1.5},
+    )
+    line = next(line for line in score_table(result).splitlines() if line.startswith("ann"))
+    assert line.split()[1:] == ["6.5/8*", "6.5/8"]
