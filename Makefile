@@ -34,7 +34,7 @@ BENCH_JOBS ?= 2
 help:
 	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST) | sed 's/^\([a-z-]*\)\([: ]\)/  \1\2/'
 
-venv: $(VENV)/.installed $(VENV)/etc/jupyter/nbgrader_config.py
+venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements-cpu.txt
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
@@ -47,12 +47,12 @@ $(VENV)/.installed: requirements-cpu.txt
 	# venv import it from here, no PYTHONPATH (the dependencies are already pinned above).
 	$(PY) -m pip install --quiet --no-deps --editable .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (performance-05)" >/dev/null
+	# No nbgrader config for the whole venv: it would be read by every course nbgrader runs in
+	# (an earlier make venv wrote one). JupyterLab's Validate button reads ./nbgrader_config.py,
+	# the lesson's (make lab serves from here).
+	rm -f $(VENV)/etc/jupyter/nbgrader_config.py
 	touch $@
 
-# JupyterLab's Validate button reads nbgrader config from the environment: give it the
-# course's timeout and stderr rule, refreshed whenever the course config changes.
-$(VENV)/etc/jupyter/nbgrader_config.py: autograder/nbgrader_config.py $(VENV)/.installed
-	mkdir -p $(@D) && cp $< $@
 
 ## run: the worked example, then all five solution notebooks headless; writes runs/performance-05/
 run: venv
@@ -81,8 +81,8 @@ format: venv
 LOCK = $(VENV)/bin/uv pip compile pyproject.toml --python-version 3.11 --quiet
 lock: venv
 	test -x $(VENV)/bin/uv || $(PY) -m pip install --quiet uv==0.13.9
-	$(LOCK) --group lesson --group test -o requirements-cpu.txt
-	$(LOCK) --group lesson --group test --group dev -o requirements-dev.txt
+	$(LOCK) --group grader --group lesson --group test -o requirements-cpu.txt
+	$(LOCK) --group grader --group lesson --group test --group dev -o requirements-dev.txt
 
 ## sync: solutions/*.py (the source) -> solutions/*.ipynb and solutions/main.py
 sync: venv
@@ -105,7 +105,7 @@ validate: venv
 ##   merges into OUT/course/gradebook.db, keeping manual grades; FRESH=1 starts a new gradebook (old one backed up);
 ##   a clean reference run is kept in runs/reference and reused while nothing it depends on changes
 autograde: venv
-	$(PY) -m autograder.grade $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS) \
+	$(PY) -m autograder.grade $(SUBMISSIONS) --bundle $(CURDIR) --out $(OUT) --jobs $(JOBS) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER) $(TLS),--reference-cache runs/reference) \
 		$(if $(FRESH),--fresh-gradebook) $(foreach limit,$(LIMITS),--limit $(limit)) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
 

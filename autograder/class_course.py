@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from .class_gradebook import GradebookError, db_url, open_api
-from .course import assignment_of, new_course
+from .course import assignment_of, nbgrader_setting, new_course
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +156,10 @@ def _refresh_cell_text(course: Path, scratch: Path) -> None:
         gb.db.commit()
 
 
-def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[str, bytes], int]:
+def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[str, bytes], int | None]:
     """Generate the assignment (source: the course's source_files) and make the class gradebook
     hold it; return the task template (config, source, a gradebook with the assignment and no
-    student) and the per-cell timeout.
+    student) and the per-cell timeout (nbgrader's default where the config is silent; None: no limit).
 
     A new class gradebook is the generated one. An existing one is kept when the assignment's
     structure is unchanged (the cells' text is refreshed); otherwise GradebookError, and the
@@ -189,7 +189,7 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
                     f"the class gradebook {course / 'gradebook.db'} holds another version of {name}:\n  "
                     + "\n  ".join(changes)
                     + "\nNothing was changed. Either put the assignment back as it was, or start a new class "
-                    f"gradebook with --fresh-gradebook (make autograde FRESH=1): the old one is copied to "
+                    f"gradebook with `autograder grade --fresh-gradebook`: the old one is copied to "
                     f"{out / BACKUPS}/ first, and every manual grade must then be entered again. "
                     "Or grade into another --out."
                 )
@@ -204,7 +204,7 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
             "gradebook.db": (scratch / "gradebook.db").read_bytes(),
             **source,
         }
-        return template, int(config.Execute.timeout)
+        return template, nbgrader_setting(config, "Execute", "timeout")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -11,7 +11,7 @@ import functools
 import warnings
 from pathlib import Path
 
-from .course import assignment_of
+from .course import assignment_of, resolve_in_course
 
 
 class GradebookError(ValueError):
@@ -61,6 +61,7 @@ def open_api(course: Path):
     quiet_gradebook_warnings()
     stamp_new_gradebooks_here()
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    resolve_in_course(config, course)
     config.CourseDirectory.root = str(course)
     config.CourseDirectory.db_url = db_url(course)
     config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable
@@ -72,14 +73,14 @@ def require_gradebook(out: Path) -> Path:
     out = Path(out)
     if not out.exists():
         raise GradebookError(
-            f"the out folder {out} does not exist: grade the class first (make autograde), "
+            f"the out folder {out} does not exist: grade the class first (`autograder grade`), "
             "or give the --out that grading used"
         )
     course = out / "course"
     if not (course / "gradebook.db").is_file():
         raise GradebookError(
             f"no class gradebook at {course / 'gradebook.db'}: grade the class first "
-            f"(make autograde, or python -m autograder.grade SUBMISSIONS --out {out})"
+            f"(`autograder grade SUBMISSIONS --out {out} ...`)"
         )
     return course
 

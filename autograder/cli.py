@@ -1,8 +1,9 @@
 """`autograder COMMAND ...`: the grader's commands, as an instructor installs them.
 
     autograder grade SUBMISSIONS [...]     grade a class (python -m autograder.grade)
-    autograder export [...]                cells.csv, grades.csv, the LMS file again (make export)
-    autograder feedback [...]              feedback pages again, manual grades included (make feedback)
+    autograder install-assignment CHECKOUT COURSE   performance-05's source files into an nbgrader course
+    autograder export [...]                cells.csv, grades.csv, the LMS file again
+    autograder feedback [...]              feedback pages again, manual grades included
     autograder configure COURSE [...]      make nbgrader's own `nbgrader autograde` grade safely there
     autograder tls FOLDER [...]            the TLS files of a Dask cluster of graders
 
@@ -16,6 +17,7 @@ import sys
 
 COMMANDS = {
     "grade": "autograder.grade",
+    "install-assignment": "autograder.course",
     "export": "autograder.export",
     "feedback": "autograder.feedback",
     "configure": "autograder.plugin",

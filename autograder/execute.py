@@ -259,7 +259,9 @@ class SandboxedExecute(Execute):
             cell.outputs = [_error("NotRun", f"this cell did not run: {self._stopped}")]
             return cell
         # A cell may take its timeout, or what is left of the notebook's budget if that is less.
-        self.timeout = max(1, int(min(self._configured_timeout or left, left)))
+        # No timeout and no budget (`Execute.timeout = None` under `nbgrader autograde`): no limit.
+        limit = min(self._configured_timeout or left, left)
+        self.timeout = None if limit == float("inf") else max(1, int(limit))
         start = time.perf_counter()
         try:
             cell = await super().async_execute_cell(cell, cell_index, *args, **kwargs)

@@ -1,6 +1,6 @@
 """Regenerate the grade files of performance-05 from the class gradebook, after manual grading.
 
-    python -m autograder.export [--out runs/autograde] [--allow-pending] [--total-only]
+    autograder export --out OUT [--allow-pending] [--total-only]   (python -m autograder.export)
     make export
 
 Reads OUT/course/gradebook.db (never rebuilt here, no notebook run) and rewrites:
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from .class_gradebook import GradebookError, require_gradebook
-from .paths import ROOT, RUNS
+from .paths import ROOT
 from .reports import (
     lms_file,
     pending_lines,
@@ -31,16 +31,14 @@ from .reports import (
     write_lms_file,
 )
 
-DEFAULT_OUT = RUNS / "autograde"
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument(
         "--out",
         type=Path,
-        default=DEFAULT_OUT,
-        help=f"the folder grading wrote (default {DEFAULT_OUT.relative_to(ROOT)})",
+        required=True,
+        help="the folder `autograder grade` wrote (its --out)",
     )
     parser.add_argument(
         "--allow-pending",
@@ -69,7 +67,7 @@ def main(argv=None) -> int:
     if written is None:
         print(
             f"{lms_file(course)} not written: {len(export.pending)} student(s) have cells awaiting manual grading. "
-            f"Grade them in formgrader (make formgrader), then run this again; or pass --allow-pending "
+            f"Grade them in formgrader (`jupyter lab` in {course}), then run this again; or pass --allow-pending "
             f"to leave those students out.",
             file=sys.stderr,
         )

@@ -1,6 +1,6 @@
 """Regenerate the feedback pages of performance-05 from the class gradebook, manual grades included.
 
-    python -m autograder.feedback [--out runs/autograde] [--student ID ...]
+    autograder feedback --out OUT [--student ID ...]   (python -m autograder.feedback)
     make feedback [STUDENT=ID]
 
 After manual grading in formgrader, the feedback written while autograding still shows the
@@ -32,11 +32,9 @@ from .course import assignment_of
 from .hidden_tests import strip_hidden_tests
 from .intake import printable
 from .pages import assignment_markdown, sanitize_notebook
-from .paths import ROOT, RUNS
+from .paths import ROOT
 from .reports import flag_findings
 from .student_files import flag_note
-
-DEFAULT_OUT = RUNS / "autograde"
 
 
 def prepare_for_pages(folder: Path, source_folder: Path | None = None) -> None:
@@ -62,7 +60,7 @@ class Regenerated:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-def regenerate_feedback(out: Path = DEFAULT_OUT, students: list[str] | None = None) -> Regenerated:
+def regenerate_feedback(out: Path, students: list[str] | None = None) -> Regenerated:
     """Feedback of `students` (default: every student with a submission) from the gradebook,
     each student on their own: one whose pages cannot be made is named and the others get
     theirs. GradebookError on bad input (no gradebook, an unknown student)."""
@@ -126,8 +124,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        default=DEFAULT_OUT,
-        help=f"the folder grading wrote (default {DEFAULT_OUT.relative_to(ROOT)})",
+        required=True,
+        help="the folder `autograder grade` wrote (its --out)",
     )
     parser.add_argument(
         "--student",

@@ -1,9 +1,9 @@
 """Autograde a class's submissions of performance-05: scores, feedback and grades.csv.
 
-    autograder grade SUBMISSIONS [--out DIR] [--jobs N] [--scheduler tls://host:port --tls-ca-file F
+    autograder grade SUBMISSIONS (--course COURSE --assignment ID | --bundle CHECKOUT) [--out DIR]
+                                 [--jobs N] [--scheduler tls://host:port --tls-ca-file F
                                  --tls-cert F --tls-key F] [--cell-timeout S] [--limit NAME=VALUE ...]
-                                 [--no-compile-cache] [--no-fork] [--fresh-gradebook]
-                                 [--course COURSE --assignment ID] [--judge-seed N]
+                                 [--no-compile-cache] [--no-fork] [--fresh-gradebook] [--judge-seed N]
                                  [--reference-cache DIR] [--unsafe-no-sandbox]
 
 (`python -m autograder.grade` is the same command; every option is explained in
@@ -30,21 +30,23 @@ import argparse
 import contextlib
 import functools
 import logging
+import os
 import secrets
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .class_course import clear_outputs, prepare_class_course, source_files, update_class_course
-from .class_gradebook import GradebookError, graded_by_hand
+from .class_gradebook import GradebookError, class_students, graded_by_hand
 from .console import show_log
-from .course import BUNDLE, Assignment, CourseOrigin, assignment_of_origin, use_the_venvs_tools
+from .course import BUNDLE, Assignment, BundleOrigin, CourseOrigin, assignment_of_origin, use_the_venvs_tools
 from .feedback import regenerate_feedback
 from .intake import printable, take_in
 from .merge import merge_into_gradebook
 from .options import GradingOptions, limits_from
-from .paths import ROOT, RUNS
+from .paths import ROOT
 from .progress import Progress
 from .reference import (
     ReferenceProblem,
@@ -55,14 +57,41 @@ from .reference import (
 )
 from .reports import read_cells, write_class_files
 from .runners import DaskRunner, HereRunner
-from .sandbox import UNSAFE_FLAG, UNSAFE_WARNING, Limits, SandboxUnavailable, find_sandbox
+from .sandbox import UNSAFE_FLAG, UNSAFE_WARNING, Limits, SandboxUnavailable, find_sandbox, folders_kernels_read
 from .student_files import write_student_files
 from .submissions import UsageError, find_submissions
 from .tls import SchedulerSecurity
 from .worker import StudentTask
 
-DEFAULT_OUT = RUNS / "autograde"
 log = logging.getLogger(__name__)
+#: Under --course COURSE without --out: COURSE/<this>/<assignment> (the course folder is never
+#: shown to a kernel; nbgrader's own folders of it are refused all the same).
+OUT_IN_COURSE = "autograder"
+
+
+def default_out(origin) -> Path:
+    """Where a run's files go when --out is not given: beside nbgrader's folders of the course."""
+    if not isinstance(origin, CourseOrigin):
+        raise UsageError("--out is required without --course")
+    return origin.folder / OUT_IN_COURSE / origin.assignment
+
+
+def refused_out(out: Path, submissions: Path, origin) -> str | None:
+    """Why `out` may not hold a class (its course: solutions, hidden tests, the gradebook), or
+    None. Refused: a folder every kernel sees read-only (the system's, the Python installation,
+    the virtual environment: a submission would list it), the assignment's own files and nbgrader's
+    folders of the course (they are shipped to kernels or handed to learners), and the submissions."""
+    out = Path(os.path.realpath(out))
+    shown = [Path(p) for p in folders_kernels_read()]
+    if origin is not None:
+        shown += [Path(os.path.realpath(p)) for p in origin.folders]
+    for folder in shown:
+        if out == folder or out.is_relative_to(folder):
+            return f"--out {out} lies in {folder}, which a kernel or a learner can read: give an --out outside it"
+    submissions = Path(os.path.realpath(submissions))
+    if out == submissions or submissions.is_relative_to(out) or out.is_relative_to(submissions):
+        return f"--out {out} would mix the class's files with the submissions in {submissions}"
+    return None
 
 
 class CannotGradeSafely(RuntimeError):
@@ -88,6 +117,9 @@ class GradingResult:
     #: manual grades kept on answers that changed since they were given, to look at again in formgrader
     rechecks: list[str] = field(default_factory=list)
     assignment: Assignment = BUNDLE
+    #: scores kept for cells awaiting a manual grade (a manual grade kept through a RECHECK), by
+    #: (student, notebook, cell): grades.csv and nbgrader's export count them, so the table does
+    kept: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------
@@ -95,7 +127,7 @@ class GradingResult:
 # ----------------------------------------------------------------------------------------
 def grade(
     submissions: Path,
-    out: Path = DEFAULT_OUT,
+    out: Path,
     options: GradingOptions | None = None,
     progress_stream=None,
 ) -> GradingResult:
@@ -118,16 +150,28 @@ def grade(
             assignment = assignment_of_origin(origin)
         except (OSError, ValueError) as error:
             raise UsageError(str(error)) from None
+    why = refused_out(out, submissions, origin if origin is not None else BundleOrigin(ROOT))
+    if why:
+        raise UsageError(why)
     found = find_submissions(submissions, assignment)
     out = Path(out).resolve()
-    if out == submissions or submissions.is_relative_to(out):
-        raise UsageError(f"--out {out} would overwrite the submissions in {submissions}")
     # Before anyone is graded: a sandbox that works here, with the options grading uses.
     try:
         find_sandbox(options.limits, unsafe=options.unsafe)
     except SandboxUnavailable as error:
         raise CannotGradeSafely(str(error)) from None
     course = out / "course"
+    made_here = not out.exists()
+    try:
+        return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
+    except BaseException:
+        if made_here:  # a run that raises leaves no half-made class in a folder it made
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _grade(submissions, out, course, options, found, assignment, started, progress_stream) -> GradingResult:
+    origin = options.origin
     clear_outputs(out, options.fresh_gradebook)
     out.mkdir(parents=True, exist_ok=True)
     phases: dict[str, float] = {}
@@ -185,11 +229,15 @@ def grade(
     for result in results:
         if result.failed:
             failed.setdefault(result.student_id, []).extend(result.failed)
+    # A student the grader failed is not merged: no zero stands for a grade nobody gave, and a
+    # regrade's earlier grades stay as they were until they are graded again.
+    graded_now = [result for result in results if not result.failed]
     # Each student's results merged, and their files written, on their own: one that fails is named.
-    merged = merge_into_gradebook(course, results, findings_by_nb)
+    merged = merge_into_gradebook(course, graded_now, findings_by_nb)
     for student, why in merged.failed.items():
         failed.setdefault(student, []).append(f"their results could not be stored: {why}")
-    for result in results:
+    graded_now = [result for result in graded_now if result.student_id not in merged.failed]
+    for result in graded_now:
         if result.broken:
             broken.setdefault(result.student_id, []).extend(result.broken)
         try:
@@ -201,9 +249,12 @@ def grade(
                 f"their files could not be written: {type(error).__name__}: {printable(error)}"
             )
     students = sorted(found.students)
-    cells = read_cells(course, students)
-    write_class_files(out, course, flagged, students)
-    by_hand = graded_by_hand(course, students)
+    stored = sorted(result.student_id for result in graded_now)
+    cells = read_cells(course, stored)
+    kept_scores = _kept_while_pending(course, stored)
+    if class_students(course):  # the class files hold what the gradebook holds: nothing before anyone is graded
+        write_class_files(out, course, {k: v for k, v in flagged.items() if k in stored}, stored)
+    by_hand = graded_by_hand(course, stored)
     if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
         for student, why in regenerate_feedback(out, by_hand).failed.items():
             failed.setdefault(student, []).append(f"their feedback could not be regenerated: {why}")
@@ -213,6 +264,7 @@ def grade(
     progress.finish(seconds)
     return GradingResult(
         cells=cells,
+        kept=kept_scores,
         broken={k: broken[k] for k in sorted(broken)},
         flagged=flagged,
         seconds=seconds,
@@ -229,12 +281,35 @@ def grade(
     )
 
 
+def _kept_while_pending(course: Path, students: list[str]) -> dict[tuple[str, str, str], float]:
+    """The scores the gradebook keeps for cells awaiting a manual grade (a manual grade kept
+    through a RECHECK): what nbgrader's export and grades.csv count for them."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from .class_gradebook import db_url
+    from .course import assignment_of
+
+    found = {}
+    with Gradebook(db_url(course)) as gb:
+        for student in students:
+            try:
+                submission = gb.find_submission(assignment_of(course).id, student)
+            except MissingEntry:
+                continue
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    if grade.needs_manual_grade and grade.score:
+                        found[(student, notebook.name, grade.name)] = float(grade.score)
+    return found
+
+
 def score_table(result: GradingResult) -> str:
     """Students x notebooks, points/max; * marks cells still waiting for a manual grade."""
     totals: dict[tuple[str, str], list] = {}
     for row in result.cells:
         entry = totals.setdefault((row["student_id"], row["notebook"]), [0.0, 0.0, False])
-        entry[0] += row["score"] if row["score"] != "" else 0.0
+        key = (row["student_id"], row["notebook"], row["grade_id"])
+        entry[0] += row["score"] if row["score"] != "" else result.kept.get(key, 0.0)
         entry[1] += row["max_score"]
         entry[2] |= row["score"] == ""
     stems = result.assignment.stems
@@ -247,6 +322,9 @@ def score_table(result: GradingResult) -> str:
             score, maximum, manual = totals.get((student, stem), [0.0, 0.0, False])
             got, most = got + score, most + maximum
             cells.append(f"{score:g}/{maximum:g}{'*' if manual else ''}".rjust(13))
+        if student in result.failed and not any(row["student_id"] == student for row in result.cells):
+            lines.append(f"{student:<{width}}  not graded (FAILED below)")
+            continue
         mark = " !" if student in result.broken else (" ?" if student in result.flagged else "")
         lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
     lines.append(
@@ -268,7 +346,10 @@ def command_line() -> argparse.ArgumentParser:
     about = GradingOptions.help
     parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
     parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"where results go (default {DEFAULT_OUT.relative_to(ROOT)})"
+        "--out",
+        type=Path,
+        help=f"where results go, never where a kernel or a learner can read (default with --course: "
+        f"COURSE/{OUT_IN_COURSE}/ASSIGNMENT; required otherwise)",
     )
     parser.add_argument("--jobs", type=int, default=1, help=about("jobs"))
     parser.add_argument("--scheduler", help=about("scheduler"))
@@ -298,8 +379,13 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument(
         "--course",
         type=Path,
-        help="grade an assignment of this nbgrader course folder (it holds source/<assignment>/); "
-        "default: this bundle's performance-05",
+        help="grade an assignment of this nbgrader course folder (it holds source/<assignment>/)",
+    )
+    parser.add_argument(
+        "--bundle",
+        type=Path,
+        metavar="CHECKOUT",
+        help="instead of --course: the bundle's own performance-05, from a checkout of the bundle",
     )
     parser.add_argument("--assignment", help="with --course: the assignment's id (its folder in source/)")
     parser.add_argument(
@@ -316,6 +402,12 @@ def main(argv=None) -> int:
     args = command_line().parse_args(argv)
     if bool(args.course) != bool(args.assignment):
         print("error: --course and --assignment go together", file=sys.stderr)
+        return 2
+    if bool(args.course) == bool(args.bundle):
+        print("error: name the assignment: --course COURSE --assignment ID, or --bundle CHECKOUT", file=sys.stderr)
+        return 2
+    if args.out is None and not args.course:
+        print("error: --out is required without --course", file=sys.stderr)
         return 2
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
     if any(tls) and not all(tls):
@@ -337,9 +429,13 @@ def main(argv=None) -> int:
             fresh_gradebook=args.fresh_gradebook,
             judge_seed=args.judge_seed or 0,
             reference_cache=args.reference_cache.resolve() if args.reference_cache else None,
-            origin=CourseOrigin(args.course.resolve(), args.assignment) if args.course else None,
+            origin=(
+                CourseOrigin(args.course.resolve(), args.assignment)
+                if args.course
+                else BundleOrigin(args.bundle.resolve())
+            ),
         )
-        result = grade(args.submissions, args.out, options)
+        result = grade(args.submissions, args.out or default_out(options.origin), options)
     except (UsageError, GradebookError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -366,7 +462,12 @@ def main(argv=None) -> int:
         for reason in reasons:
             print(printable(f"FAILED  {student}: the grader could not grade them: {reason}", 1000), file=sys.stderr)
     where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out
-    print(f"wrote {where}/grades.csv, cells.csv, flags.csv, feedback/ and the gradebook {where}/course/gradebook.db")
+    if (result.out / "grades.csv").exists():
+        print(
+            f"wrote {where}/grades.csv, cells.csv, flags.csv, feedback/ and the gradebook {where}/course/gradebook.db"
+        )
+    else:
+        print(f"wrote no grades: nobody is graded in {where}/course/gradebook.db", file=sys.stderr)
     if result.failed:
         print(
             f"error: {len(result.failed)} student(s) could not be graded for a reason of the grader's own "

@@ -39,6 +39,54 @@ configure(c{arguments})
 """
 
 
+#: In the course folder: what each graded answer was when it was last autograded (one JSON of
+#: digests per notebook), so that a regrade knows whether a person's grade still stands.
+ANSWERS_RECORD = ".autograder-answers"
+
+
+def _save_auto_grades_keeping_manual():
+    """nbgrader's SaveAutoGrades, but a grade a person settled stays settled while the answer it
+    was given for is unchanged: stock nbgrader asks for every manual grade again on each
+    `nbgrader autograde --force`. A changed answer is asked for again, the grade kept."""
+    import hashlib
+    import json
+
+    import nbformat
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import SaveAutoGrades
+
+    from .merge import _answer_for, _answers
+
+    class SaveAutoGradesKeepingManual(SaveAutoGrades):
+        def preprocess(self, nb, resources):
+            meta = resources["nbgrader"]
+            root = Path(CourseDirectory(config=self.config).root)
+            self._record = root / ANSWERS_RECORD / meta["assignment"] / meta["student"] / f"{meta['notebook']}.json"
+            try:
+                self._before = json.loads(self._record.read_text())
+            except (OSError, ValueError):
+                self._before = {}
+            self._now = {}
+            self._answers = _answers(nbformat.writes(nb))
+            nb, resources = super().preprocess(nb, resources)
+            self._record.parent.mkdir(parents=True, exist_ok=True)
+            self._record.write_text(json.dumps(self._now, sort_keys=True))
+            return nb, resources
+
+        def _add_score(self, cell, resources):
+            grade_id = cell.metadata["nbgrader"]["grade_id"]
+            grade = self.gradebook.find_grade(grade_id, self.notebook_id, self.assignment_id, self.student_id)
+            settled = grade.manual_score is not None and not grade.needs_manual_grade
+            super()._add_score(cell, resources)
+            answer = _answer_for(self._answers, grade_id)
+            self._now[grade_id] = hashlib.sha256((answer or "").encode()).hexdigest()
+            if settled and self._before.get(grade_id) == self._now[grade_id]:
+                grade.needs_manual_grade = False
+                self.gradebook.db.commit()
+
+    return SaveAutoGradesKeepingManual
+
+
 def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe: bool = False) -> None:
     """Put the grader's preprocessors into nbgrader's autograde pipeline of config `c`."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor
@@ -49,7 +97,6 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
         IgnorePattern,
         LimitOutput,
         OverwriteKernelspec,
-        SaveAutoGrades,
     )
 
     from .execute import RequireSandbox, SandboxedExecute
@@ -70,16 +117,15 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
         IgnorePattern,
         ClearMetadataPreprocessor,
         LimitOutput,
-        SaveAutoGrades,
+        _save_auto_grades_keeping_manual(),
         AssignLatePenalties,
         CheckCellMetadata,
         ForPages,
     ]
     # Deleted graded and locked cells come back from the source.
     c.OverwriteCells.add_missing_cells = True
-    # nbgrader writes autograded files read-only; the grader may run as an ordinary user and must
-    # replace them when it grades again.
-    c.Autograde.permissions = 644
+    # Autograde.permissions is left to nbgrader (444, or 664 in a groupshared course): its --force
+    # replaces read-only files itself, and courses that instructors share need the group's bits.
     # The same feedback pages as nbgrader's HTMLExporter writes, in about half the time (pages.py).
     c.GenerateFeedback.exporter_class = "autograder.pages.PageExporter"
     c.SandboxedExecute.judge_checks_module = checks_module

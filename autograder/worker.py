@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .class_gradebook import db_url, quiet_gradebook_warnings
 from .compile_cache import ENTRIES, HOST, reading_env, usable_cache
-from .course import assignment_in, assignment_of, use_the_venvs_tools
+from .course import assignment_in, assignment_of, nbgrader_setting, notebook_kernel, use_the_venvs_tools
 from .execute import Failure, NotebookRecord, failure_of
 from .helpers import HELPER_NAMES
 from .kernels import GRADING_ENV, SandboxSession, kernel_interpreter
@@ -308,7 +308,11 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             (submitted / name).write_bytes(data)
         session = student_session(task, template)
         api = autograde_api(course, task.options, session)
-        kernel_name, judged = api.config.Execute.kernel_name, bool(api.config.SandboxedExecute.judge_source)
+        # No Execute.kernel_name: nbgrader runs the kernel the notebooks name.
+        kernel_name = nbgrader_setting(api.config, "Execute", "kernel_name") or notebook_kernel(
+            template[f"source/{assignment.id}/{assignment.notebooks[0]}"]
+        )
+        judged = bool(api.config.SandboxedExecute.judge_source)
         submitted_notebooks = [name for name in assignment.notebooks if name in task.notebooks]
         # while nbgrader prepares the first notebook
         start_session(session, kernel_name, helpers_ahead(template, submitted_notebooks, judged))

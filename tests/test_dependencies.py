@@ -1,5 +1,8 @@
 """pyproject.toml declares the direct dependencies; the lock files pin them and all they need.
 
+The installable grader (`[project]`) declares compatible ranges, so that it installs beside an
+instructor's own nbgrader 0.9 stack; the bundle's environment is pinned exactly by the groups
+(the grader's own pins in `grader`), and each pin must lie within the grader's range.
 `make lock` regenerates requirements-cpu.txt and requirements-dev.txt with uv. These tests read
 the files only (no index is asked), so they fail offline too when a dependency was added or
 changed in pyproject.toml without relocking.
@@ -11,12 +14,13 @@ import re
 import tomllib
 
 import pytest
+from packaging.requirements import Requirement
 
 from autograder.paths import ROOT
 
 LOCKS = {
-    "requirements-cpu.txt": ("lesson", "test"),
-    "requirements-dev.txt": ("lesson", "test", "dev"),
+    "requirements-cpu.txt": ("grader", "lesson", "test"),
+    "requirements-dev.txt": ("grader", "lesson", "test", "dev"),
 }
 
 
@@ -46,6 +50,8 @@ def stale(pyproject: dict, lock_text: str, groups) -> list[str]:
             problems.append(f"{name} ({group}) is not in the lock")
         elif asked and locked[name] != asked:
             problems.append(f"{name} ({group}) is pinned at {locked[name]}, pyproject.toml asks for {asked}")
+        elif not asked and locked[name] not in Requirement(requirement).specifier:
+            problems.append(f"{name} ({group}) is pinned at {locked[name]}, outside pyproject.toml's {requirement}")
     command = f"--group {' --group '.join(groups)}"
     if command not in lock_text.split("\n", 3)[1]:
         problems.append(f"the lock was not made from the groups {groups}")
@@ -69,18 +75,30 @@ def test_a_dependency_added_without_relocking_is_caught(pyproject):
     changed["project"]["dependencies"] = [*pyproject["project"]["dependencies"], "tqdm==4.67.1"]
     assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == ["tqdm (the grader) is not in the lock"]
     changed["project"]["dependencies"] = [
-        r.replace("psutil==7.2.2", "psutil==7.0.0") for r in pyproject["project"]["dependencies"]
+        r.replace("psutil>=6,<8", "psutil>=6,<7") for r in pyproject["project"]["dependencies"]
     ]
     assert stale(changed, text, LOCKS["requirements-cpu.txt"]) == [
-        "psutil (the grader) is pinned at 7.2.2, pyproject.toml asks for 7.0.0"
+        "psutil (the grader) is pinned at 7.2.2, outside pyproject.toml's psutil>=6,<7"
     ]
     grouped = {**pyproject, "dependency-groups": {**pyproject["dependency-groups"]}}
     grouped["dependency-groups"]["test"] = [*pyproject["dependency-groups"]["test"], "tqdm==4.67.1"]
     assert stale(grouped, text, LOCKS["requirements-cpu.txt"]) == ["tqdm (test) is not in the lock"]
 
 
-def test_every_direct_dependency_is_pinned_exactly(pyproject):
+def test_the_bundles_environment_is_pinned_exactly(pyproject):
+    loose = [r for group in pyproject["dependency-groups"].values() for r in group if "==" not in r]
+    assert loose == []
+
+
+def test_the_grader_declares_compatible_ranges(pyproject):
+    """What `pip install` of the grader asks of an instructor's environment: a range with a lower
+    and an upper bound for each dependency, never one exact release (nbgrader 0.9.x)."""
     declared = [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]
     declared += [r for extra in pyproject["project"]["optional-dependencies"].values() for r in extra]
-    loose = [r for group in pyproject["dependency-groups"].values() for r in [*group, *declared] if "==" not in r]
-    assert loose == []
+    exact = [r for r in declared if "==" in r]
+    assert exact == []
+    unbounded = [r for r in declared if not any(s.operator in ("<", "<=", "~=") for s in Requirement(r).specifier)]
+    assert unbounded == ["flatbuffers>=24"]  # a serialization format's runtime, backward compatible by design
+    nbgrader = next(Requirement(r) for r in declared if _name(r) == "nbgrader")
+    assert {"0.9.5", "0.9.6"} <= set(nbgrader.specifier.filter(["0.8.5", "0.9.5", "0.9.6", "0.10.0"]))
+    assert not any(_name(r) == "setuptools" for r in pyproject["project"]["dependencies"])

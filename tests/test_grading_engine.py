@@ -321,11 +321,15 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
     port = _free_port()
     bin_dir = Path(PY).parent
 
+    # The instructor's course, the assignment installed (`autograder install-assignment`) with the
+    # bundle's config; grading derives its --out from it: my-course/autograder/performance-05.
+    from autograder.course import new_course
+
+    course = new_course(tmp_path / "my-course")
+
     def line(command: str) -> list[str]:
         command = command.replace("scheduler.example.org", "127.0.0.1").replace("8786", str(port))
-        words = command.replace("collected/", str(klass)).split()
-        if words[0] == "autograder" and words[1] == "grade":
-            words += ["--out", str(tmp_path / "remote")]
+        words = command.replace("collected/", str(klass)).replace("my-course/", f"{course}/").split()
         return [str(bin_dir / words[0]), *words[1:]]
 
     env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
@@ -368,7 +372,7 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
             assert _housekeeping_of(client) == [QUIET] * 3
         graded = subprocess.run(line(commands[4]), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
-        _assert_same(_normalised(serial.out), _normalised(tmp_path / "remote"))
+        _assert_same(_normalised(serial.out), _normalised(course / "autograder" / ASSIGNMENT))
     finally:
         for process in started:
             process.terminate()
@@ -494,7 +498,14 @@ def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp
         shutil.copyfile(RELEASE / "01-understand.ipynb", subs / name / "01-understand.ipynb")
     shutil.copyfile(RELEASE / "01-understand.ipynb", subs / "ok-1" / "scratch.ipynb")
     run = _cli(
-        "autograder.grade", str(subs), "--out", str(tmp_path / "out"), "--reference-cache", str(reference_cache())
+        "autograder.grade",
+        str(subs),
+        "--bundle",
+        str(ROOT),
+        "--out",
+        str(tmp_path / "out"),
+        "--reference-cache",
+        str(reference_cache()),
     )
     assert run.returncode == 0, run.stdout + run.stderr
     graded = {row["student_id"] for row in csv.DictReader(open(tmp_path / "out" / "cells.csv"))}
@@ -539,7 +550,7 @@ def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path)
     assert BEGIN in autograded, "the grader's pipeline ran, not nbgrader's own"
 
 
-@pytest.mark.parametrize("layout", ["missing", "empty", "flat", "unknown", "nested"])
+@pytest.mark.parametrize("layout", ["missing", "empty", "flat", "unknown"])
 def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     subs = tmp_path / "subs"
     if layout != "missing":
@@ -549,10 +560,7 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     elif layout == "unknown":
         (subs / "ann").mkdir()
         shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / "homework.ipynb")
-    elif layout == "nested":
-        (subs / "ann" / ASSIGNMENT).mkdir(parents=True)
-        shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / ASSIGNMENT / NOTEBOOKS[0])
-    run = _cli("autograder.grade", str(subs), "--out", str(tmp_path / "out"))
+    run = _cli("autograder.grade", str(subs), "--bundle", str(ROOT), "--out", str(tmp_path / "out"))
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.startswith("error: ") and str(subs) in run.stderr
     assert not (tmp_path / "out").exists()

@@ -265,7 +265,7 @@ def test_a_changed_assignment_is_refused_until_a_fresh_gradebook(out, tmp_path):
     (submissions / "late-student").mkdir(parents=True)
     shutil.copyfile(RELEASE / NOTEBOOKS[0], submissions / "late-student" / NOTEBOOKS[0])
 
-    refused = _cli("autograder.grade", str(submissions), "--out", str(out), "--no-compile-cache")
+    refused = _cli("autograder.grade", str(submissions), "--bundle", str(ROOT), "--out", str(out), "--no-compile-cache")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert refused.stderr.startswith("error: ")
     assert "04-exercise: grade cell 'test-hvp' changed (code, 4 points -> code, 3 points)" in refused.stderr

@@ -57,7 +57,6 @@ def test_each_student_is_graded_or_rejected_alone(tmp_path):
         ("missing", "does not exist"),
         ("file", "is a file"),
         ("flat", "sits at the top"),
-        ("nested", "nbgrader's submitted/ layout"),
         ("nobody", "no student folder that can be graded"),
     ],
 )
@@ -69,12 +68,21 @@ def test_a_folder_laid_out_wrongly_as_a_whole_is_a_usage_error(tmp_path, layout,
         folder.mkdir()
     if layout == "flat":
         (folder / "01-understand.ipynb").write_text("{}")
-    elif layout == "nested":
-        _student(folder / "ann", "performance-05", "01-understand.ipynb")
     elif layout == "nobody":
         _student(folder, "ann smith", "01-understand.ipynb")
     with pytest.raises(UsageError, match=message):
         find_submissions(folder)
+
+
+def test_nbgraders_submitted_layout_is_read_as_nbgrader_reads_it(tmp_path):
+    """A course's submitted/<student_id>/<assignment>/<notebook>.ipynb (what `nbgrader collect`
+    writes), beside a student handed in the flat way."""
+    _student(tmp_path / "ann", "performance-05", "01-understand.ipynb", "timestamp.txt")
+    _student(tmp_path, "bob", "02-build.ipynb")
+    found = find_submissions(tmp_path)
+    assert set(found.students) == {"ann", "bob"}
+    assert set(found.students["ann"]) == {"01-understand.ipynb", "timestamp.txt"}
+    assert found.students["ann"]["01-understand.ipynb"] == tmp_path / "ann" / "performance-05" / "01-understand.ipynb"
 
 
 def test_unreadable_notebooks_are_named(tmp_path):
