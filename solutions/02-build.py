@@ -810,7 +810,9 @@ for name, executable in compiled_gradients.items():
 #
 # Write `timing_samples(compiled, x, repeats=5)`: one untimed warm-up call, then `repeats`
 # timed calls, each one synchronized; return the list of all `repeats` durations in seconds,
-# in the order they were taken. Use `time.perf_counter()`.
+# in the order they were taken. Use `time.perf_counter()`. The visible checks time the lesson's
+# gradient and a stand-in whose results take milliseconds to arrive: each timed call must wait
+# for its result. When graded, a slow first call checks the warm-up too.
 
 # %% nbgrader={"solution": true, "grade_id": "timing-samples"}
 import time

@@ -403,8 +403,12 @@ np.testing.assert_allclose(np.asarray(jax.grad(dots_policy)(x)), gradient_plain,
 #   stays outside the checkpoints.
 #
 # **Predict first:** how many entries will it hand over at the lesson's `x`, and of which
-# kinds (remember stage 2's `2v`)? Will its gradient change? The checks count the kinds of
-# its saved residuals and compare its gradient, on the lesson's network and on a fresh one.
+# kinds (remember stage 2's `2v`)? Will its gradient change? The checks tell its saved
+# residuals apart by value and compare its gradient (on the lesson's network; when graded, on
+# a fresh one too). Then they rename `"preactivation"` in your program: a policy keyed on that
+# name then finds nothing to save, and each layer keeps its input instead. A policy that keeps
+# the products by operation (`checkpoint_dots`, `dots_with_no_batch_dims_saveable`) keeps the
+# same values without using the name, and loses that point.
 
 # %% nbgrader={"solution": true, "grade_id": "named-policy"}
 import jax
@@ -851,8 +855,11 @@ else:
 # `final_loss(x)` from `remat_sweep`, `weights.reshape(...)` to group the layers, and
 # `lax.scan` with `jax.checkpoint`.
 #
-# This is the hardest task of the lesson (4 points). The next two cells walk through the
-# shapes; the hint after them gives the outline.
+# This is the hardest task of the lesson (4 points). The visible checks compare your loss and
+# gradients with plain scan at L=16, D=8 in segments of 4, count the activations your program
+# hands its backward pass there (one per segment, give or take one), and ask for the
+# `ValueError`; when graded, fresh sizes and the compiled plan at L=64 are checked too. The
+# next two cells walk through the shapes; the hint after them gives the outline.
 #
 # #### The shapes, one level at a time
 #
