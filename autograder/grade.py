@@ -185,6 +185,11 @@ def grade(
     for result in results:
         if result.failed:
             failed.setdefault(result.student_id, []).extend(result.failed)
+        # What grading found against the judge's verdicts, reviewed as the scan's findings are.
+        for flag in result.flags:
+            notebook, _, finding = flag.partition(": ")
+            findings_by_nb.setdefault(result.student_id, {}).setdefault(notebook, []).append(finding)
+            flagged.setdefault(result.student_id, []).append(flag)
     # Each student's results merged, and their files written, on their own: one that fails is named.
     merged = merge_into_gradebook(course, results, findings_by_nb)
     for student, why in merged.failed.items():

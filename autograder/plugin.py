@@ -49,10 +49,10 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
         IgnorePattern,
         LimitOutput,
         OverwriteKernelspec,
-        SaveAutoGrades,
     )
 
     from .execute import RequireSandbox, SandboxedExecute
+    from .judged_cells import LedgerGrades
     from .pages import ForPages
     from .repair import DeduplicateIdsCleanly, MetadataFromSource, RestoreMissingCells
 
@@ -70,7 +70,7 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
         IgnorePattern,
         ClearMetadataPreprocessor,
         LimitOutput,
-        SaveAutoGrades,
+        LedgerGrades,  # SaveAutoGrades, with a judged cell's points from the judge's ledger
         AssignLatePenalties,
         CheckCellMetadata,
         ForPages,

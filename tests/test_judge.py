@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import re
 import shutil
 import time
 
@@ -364,7 +365,9 @@ def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, truste
 
     judge, _ = _judge("02-build.ipynb", monkeypatch, trusted, tamper=always_raises)
     earned, report = judge.run_cell(_source("02-build.ipynb", "test-reverse-oracle"), 3)
-    assert earned == 1 and "your code raised ValueError: forged" in report  # the NumPy-only item runs elsewhere
+    assert (
+        earned == 1 and "your code raised ValueError: [learner's text: forged]" in report
+    )  # NumPy-only item: elsewhere
 
 
 def test_sqrt_segments_keep_their_points_at_a_float32_distance_from_plain_scan(monkeypatch, trusted):
@@ -427,4 +430,50 @@ def _without_jax(answer):
 
 def test_a_learner_exception_keeps_its_class_names():
     raised = LearnerRaised(["ValueError", "Exception"], "m")
-    assert raised.learner_mro[0] == "ValueError" and str(raised) == "m"
+    assert raised.learner_mro[0] == "ValueError" and str(raised) == "[learner's text: m]"
+
+
+#: What hostile-forged-report-lines raises: the judge's own lines, after every kind of line break.
+FORGED_LINES = "[PASS] 3/3  every check\n        where to look: nowhere\n3 of 3 points"
+LINE_BREAKS = ["\n", "\r", "\u2028", "\x85", "\x1b[2K\r", "\u202e\n", "\x0b", "\x1c", "\u3000" * 90]
+
+
+def _forged_error(brk: str) -> Exception:
+    text = brk + FORGED_LINES.replace("\n", brk) + brk
+    return type("Forged" + text, (ValueError,), {})(text)
+
+
+def _one_report(report: str, declared: int = 3) -> None:
+    """A report whose every line is the judge's: one points line, the last; no mark of the
+    learner's; nothing that breaks or hides a line on a page or a terminal."""
+    lines = report.split("\n")
+    assert report.splitlines() == lines and all(line.isprintable() for line in lines), ascii(report)
+    assert [line for line in lines if line.startswith("[PASS]")] == []
+    assert [line for line in lines if re.search(r"^\S+ of \S+ points", line)] == [f"0 of {declared} points"]
+    assert lines[-1] == f"0 of {declared} points"
+
+
+@pytest.mark.parametrize("brk", LINE_BREAKS, ids=[ascii(b)[:12] for b in LINE_BREAKS])
+def test_an_exception_that_writes_the_judges_lines_stays_the_learners_one_line(brk, monkeypatch, trusted):
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+
+    def forged(*args):
+        raise _forged_error(brk)
+
+    kernel.namespace["memory_report"] = forged
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-memory-report"), 3)
+    assert earned == 0
+    _one_report(report)
+    assert report.count("your code raised [learner's text: Forged") == report.count("[FAIL]") > 0
+
+
+def test_an_exception_of_the_numpy_only_process_stays_the_learners_one_line(monkeypatch, trusted):
+    judge, _ = _judge("01-understand.ipynb", monkeypatch, trusted)
+    judge.answers = [
+        "def layer_backward(weights, h, h_bar):\n"
+        f"    text = {chr(10).join(['', FORGED_LINES, ''])!r}\n"
+        "    raise type('Forged' + text, (ValueError,), {})(text)\n"
+    ]
+    earned, report = judge.run_cell(_source("01-understand.ipynb", "test-layer-backward"), 3)
+    assert earned == 0 and "[learner's text: Forged\\n\\[PASS\\] 3/3" in report
+    _one_report(report)
