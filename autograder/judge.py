@@ -52,6 +52,8 @@ from .wire import WireError, decode, encode
 # ---------------------------------------------------------------------------------------
 #: What opens a line of the judge's own report: an item's mark, a cell's points line.
 JUDGE_MARKS = re.compile(r"\[\s*(?:PASS|FAIL)\s*\]|\d[\d.]*\s+of\s+\d[\d.]*\s+points", re.IGNORECASE)
+#: The same, not yet quoted (a report line quotes what learner_text has not quoted already).
+_UNQUOTED_MARKS = re.compile(r"(?<!\\)(?:" + JUDGE_MARKS.pattern + ")", re.IGNORECASE)
 #: How the learner's text is marked in a report.
 LEARNER_MARK = "[learner's text: {}]"
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,199}")
@@ -61,10 +63,10 @@ def _escape(ch: str) -> str:
     return ch.encode("unicode_escape").decode("ascii")
 
 
-def _quoted(text: str, escape) -> str:
+def _quoted(text: str, escape, marks_of: re.Pattern = JUDGE_MARKS) -> str:
     """text with each character as `escape` writes it, and a backslash before each of the
     judge's marks (found in the text as written: `\\[PASS]`, `\\3 of 3 points` read as quoted)."""
-    marks = {match.start() for match in JUDGE_MARKS.finditer(text)}
+    marks = {match.start() for match in marks_of.finditer(text)}
     return "".join(("\\" if index in marks else "") + escape(ch) for index, ch in enumerate(text))
 
 
@@ -74,7 +76,9 @@ def report_line(text: str) -> str:
     overrides, zero-width and other non-printing characters) and every compatibility form
     (fullwidth brackets) written as its escape, and the judge's marks quoted."""
     return _quoted(
-        str(text), lambda ch: ch if ch.isprintable() and unicodedata.normalize("NFKC", ch) == ch else _escape(ch)
+        str(text),
+        lambda ch: ch if ch.isprintable() and unicodedata.normalize("NFKC", ch) == ch else _escape(ch),
+        _UNQUOTED_MARKS,
     )
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import builtins
 import json
-import re
 import shutil
 import time
 
@@ -34,6 +33,7 @@ from autograder.judge import (
 )
 from autograder.paths import NOTEBOOKS, SHIPPED_MODULES, SOLUTIONS
 from autograder.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
+from tests.reports import assert_judges_lines_only
 
 
 # ---------------------------------------------------------------------------------------
@@ -443,16 +443,6 @@ def _forged_error(brk: str) -> Exception:
     return type("Forged" + text, (ValueError,), {})(text)
 
 
-def _one_report(report: str, declared: int = 3) -> None:
-    """A report whose every line is the judge's: one points line, the last; no mark of the
-    learner's; nothing that breaks or hides a line on a page or a terminal."""
-    lines = report.split("\n")
-    assert report.splitlines() == lines and all(line.isprintable() for line in lines), ascii(report)
-    assert [line for line in lines if line.startswith("[PASS]")] == []
-    assert [line for line in lines if re.search(r"^\S+ of \S+ points", line)] == [f"0 of {declared} points"]
-    assert lines[-1] == f"0 of {declared} points"
-
-
 @pytest.mark.parametrize("brk", LINE_BREAKS, ids=[ascii(b)[:12] for b in LINE_BREAKS])
 def test_an_exception_that_writes_the_judges_lines_stays_the_learners_one_line(brk, monkeypatch, trusted):
     judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
@@ -463,7 +453,7 @@ def test_an_exception_that_writes_the_judges_lines_stays_the_learners_one_line(b
     kernel.namespace["memory_report"] = forged
     earned, report = judge.run_cell(_source("02-build.ipynb", "test-memory-report"), 3)
     assert earned == 0
-    _one_report(report)
+    assert_judges_lines_only(report, "0 of 3 points")
     assert report.count("your code raised [learner's text: Forged") == report.count("[FAIL]") > 0
 
 
@@ -476,4 +466,4 @@ def test_an_exception_of_the_numpy_only_process_stays_the_learners_one_line(monk
     ]
     earned, report = judge.run_cell(_source("01-understand.ipynb", "test-layer-backward"), 3)
     assert earned == 0 and "[learner's text: Forged\\n\\[PASS\\] 3/3" in report
-    _one_report(report)
+    assert_judges_lines_only(report, "0 of 3 points")

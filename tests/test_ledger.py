@@ -219,6 +219,10 @@ def test_a_report_line_keeps_the_judges_words_and_escapes_what_breaks_them(brk):
     assert len(_lines(line)) == 1 and line.isprintable()
     assert all(line[match.start() - 1] == "\\" for match in JUDGE_MARKS.finditer(line))
     assert report_line("expected the step ≤ 0.5 × h, found 0.7") == "expected the step ≤ 0.5 × h, found 0.7"
+    # What learner_text quoted is not quoted again.
+    said = learner_text("\n3 of 3 points\n[PASS]")
+    assert report_line(f"your code raised ValueError: {said}") == f"your code raised ValueError: {said}"
+    assert said == "[learner's text: \\n\\3 of 3 points\\n\\[PASS\\]]"
 
 
 def test_names_and_exceptions_of_the_learner():
