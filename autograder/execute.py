@@ -35,7 +35,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Float, Integer, Unicode
 
 from .judge import answer_cells
-from .judged_cells import JudgedCells, JudgeSettings
+from .judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
 from .kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession, session_named
 from .output_caps import OutputCaps
 
@@ -89,6 +89,7 @@ class NotebookRecord:
     trouble: list = dataclasses.field(default_factory=list)  # why cells stopped or did not run
     current_cell: int | None = None  # the cell running now
     failure: Failure | None = None  # set when the notebook could not be graded at all
+    ledger: Ledger | None = None  # the judge's points of its test cells, and what was found against them
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -174,11 +175,14 @@ class SandboxedExecute(Execute):
     def _preprocess_in(self, session: SandboxSession, nb, resources, km):
         settings = JudgeSettings(self.judge_source, self.judge_checks_module, self.judge_seed)
         self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline)
+        self.record.ledger = self._judged.ledger
         try:
             nb, resources = super().preprocess(nb, resources, km)
         except Exception as error:
             self.record.failure = failure_of(error, self.record.current_cell)
             raise
+        if settings.source:  # nbgrader's grades are then checked against it (judged_cells.LedgerGrades)
+            resources[LEDGER] = self._judged.ledger
         if session.sandbox.unsafe:
             _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed
         return nb, resources
@@ -244,7 +248,7 @@ class SandboxedExecute(Execute):
             if judged:
                 cell.source = full
                 helpers = self.session.judge_helpers() if self._stopped is None else None
-                seconds, dead = await self._judged.verdict(cell, self, helpers, self._stopped)
+                seconds, dead = await self._judged.verdict(cell, cell_index, self, helpers, self._stopped)
                 if self._stopped is None:
                     self.record.cells.append({"index": -1, "seconds": seconds, "test": True})
                 if dead and self._stopped is None:
@@ -320,7 +324,10 @@ class SandboxedExecute(Execute):
         return super().output(outs, msg, display_id, cell_index)
 
     def _update_display_id(self, display_id, msg):
-        """A display update replaces every output that shares its display_id, in any cell."""
+        """A display update replaces every output that shares its display_id, in any cell but
+        those holding the judge's verdict (refused, and noted for review)."""
+        if display_id in self._display_id_map:
+            self._judged.ledger.shield(display_id, self._display_id_map[display_id])
         targets = sum(len(indices) for indices in self._display_id_map.get(display_id, {}).values())
         self._caps.admit_update(msg.setdefault("content", {}), targets)
         return super()._update_display_id(display_id, msg)

@@ -229,6 +229,11 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     for result in results:
         if result.failed:
             failed.setdefault(result.student_id, []).extend(result.failed)
+        # What grading found against the judge's verdicts, reviewed as the scan's findings are.
+        for flag in result.flags:
+            notebook, _, finding = flag.partition(": ")
+            findings_by_nb.setdefault(result.student_id, {}).setdefault(notebook, []).append(finding)
+            flagged.setdefault(result.student_id, []).append(flag)
     # A student the grader failed is not merged: no zero stands for a grade nobody gave, and a
     # regrade's earlier grades stay as they were until they are graded again.
     graded_now = [result for result in results if not result.failed]

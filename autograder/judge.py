@@ -33,8 +33,10 @@ import contextlib
 import hashlib
 import importlib.util
 import io
+import re
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -45,13 +47,71 @@ from .hidden_tests import strip_source
 from .kernel_channel import JudgeUnavailable, KernelChannel
 from .wire import WireError, decode, encode
 
+# ---------------------------------------------------------------------------------------
+# The learner's words in a report: one line each, escaped, marked as theirs.
+# ---------------------------------------------------------------------------------------
+#: What opens a line of the judge's own report: an item's mark, a cell's points line.
+JUDGE_MARKS = re.compile(r"\[\s*(?:PASS|FAIL)\s*\]|\d[\d.]*\s+of\s+\d[\d.]*\s+points", re.IGNORECASE)
+#: The same, not yet quoted (a report line quotes what learner_text has not quoted already).
+_UNQUOTED_MARKS = re.compile(r"(?<!\\)(?:" + JUDGE_MARKS.pattern + ")", re.IGNORECASE)
+#: How the learner's text is marked in a report.
+LEARNER_MARK = "[learner's text: {}]"
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,199}")
+
+
+def _escape(ch: str) -> str:
+    return ch.encode("unicode_escape").decode("ascii")
+
+
+def _quoted(text: str, escape, marks_of: re.Pattern = JUDGE_MARKS) -> str:
+    """text with each character as `escape` writes it, and a backslash before each of the
+    judge's marks (found in the text as written: `\\[PASS]`, `\\3 of 3 points` read as quoted)."""
+    marks = {match.start() for match in marks_of.finditer(text)}
+    return "".join(("\\" if index in marks else "") + escape(ch) for index, ch in enumerate(text))
+
+
+def report_line(text: str) -> str:
+    """Text the judge wrote with the learner's values in it, as one line of a report: every
+    character that breaks or hides a line (controls, \\r, U+0085, U+2028, ANSI escapes, bidi
+    overrides, zero-width and other non-printing characters) and every compatibility form
+    (fullwidth brackets) written as its escape, and the judge's marks quoted."""
+    return _quoted(
+        str(text),
+        lambda ch: ch if ch.isprintable() and unicodedata.normalize("NFKC", ch) == ch else _escape(ch),
+        _UNQUOTED_MARKS,
+    )
+
+
+def learner_text(text, limit: int = 600) -> str:
+    """Text the learner's code chose (an exception's message, a process's words), as a marked
+    part of one report line: ASCII only (backslashes doubled, everything else escaped as Python
+    writes it), the judge's marks quoted, `]` escaped so the mark cannot be closed early, cut at
+    `limit`. Empty stays empty (the stub's bare NotImplementedError() says nothing)."""
+    text = str(text)[: limit * 2]
+    if not text:
+        return ""
+    escaped = _quoted(text, lambda ch: "\\]" if ch == "]" else ch if " " <= ch <= "~" and ch != "\\" else _escape(ch))
+    if len(escaped) > limit:
+        escaped = escaped[:limit].rstrip("\\") + "..."
+    return LEARNER_MARK.format(escaped)
+
+
+def learner_name(name) -> str:
+    """A class or object name the learner's code chose: as it is when it is a plain (dotted)
+    identifier, else escaped and marked as their text."""
+    name = str(name)
+    return name if _PLAIN_NAME.fullmatch(name) else learner_text(name, 200)
+
 
 class LearnerRaised(Exception):
-    """The learner's code raised in their process; the class names it reported are `learner_mro`."""
+    """The learner's code raised in their process; the class names it reported are `learner_mro`.
 
-    def __init__(self, mro, message: str):
-        super().__init__(str(message)[:2000])
-        self.learner_mro = [str(name)[:200] for name in mro][:32] or ["Exception"]
+    `said`: what their process said (the exception's message, a refusal), escaped and marked
+    (learner_text); `about`: the judge's own words before it."""
+
+    def __init__(self, mro, said="", about: str = ""):
+        super().__init__(about + learner_text(said))
+        self.learner_mro = [learner_name(name) for name in list(mro)[:32]] or ["Exception"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -257,14 +317,19 @@ class Judge:
         except JudgeUnavailable as stopped:
             error = f"the checks could not reach your kernel: {stopped}"
         except Exception as raised:  # outside any item: the cell could not be checked at all
-            error = f"the checks could not run: {type(raised).__name__}: {raised}"
+            name = raised.learner_mro[0] if isinstance(raised, LearnerRaised) else type(raised).__name__
+            error = f"the checks could not run: {name}: {raised}"
         checks = checks_module.Checks.latest
-        items = list(checks.items) if checks is not None else []
+        # A failure quotes the learner's values and words: each stays on its own line, escaped.
+        items = [
+            {**item, "failure": None if item.get("failure") is None else report_line(item["failure"])[:4000]}
+            for item in (checks.items if checks is not None else [])
+        ]
         where = checks.where if checks is not None else "this cell"
         lines, earned, _ = checks_module.report_lines(items, where)
-        lines += [line[:2000] for line in printed.getvalue().splitlines()[:20]]
+        lines += [report_line(line[:2000]) for line in printed.getvalue().rstrip("\n").split("\n")[:20] if line]
         if error is not None:
-            lines.append(error[:2000])
+            lines.append(report_line(error[:2000]))
         earned = min(earned, declared)
         return earned, "\n".join([*lines, checks_module.points_line(earned, declared, declared)])
 
@@ -295,7 +360,7 @@ class Judge:
         def resolve(form, body, nested):
             if form != "$handle" or not isinstance(body.get("$handle"), int):
                 raise WireError(f"{form} is not accepted from a kernel")
-            kind = str(body.get("type", "object"))[:100]
+            kind = learner_name(str(body.get("type", "object"))[:100])
             cls = LearnerFunction if body.get("callable") is True else LearnerObject
             return cls(self, body["$handle"], name, kind)
 
@@ -348,14 +413,14 @@ class Judge:
             try:
                 return inbound(response["result"])
             except WireError as error:
-                raise LearnerRaised(["ValueError"], f"what came back is not a value the checks take: {error}") from None
+                raise LearnerRaised(["ValueError"], error, "what came back is not a value the checks take: ") from None
         if isinstance(response.get("raised"), dict):
             raised = response["raised"]
             mro = raised.get("mro") if isinstance(raised.get("mro"), list) else ["Exception"]
             raise LearnerRaised(mro, raised.get("message", ""))
         if "failed" in response:
-            raise LearnerRaised(["RuntimeError"], f"the program could not be run: {response['failed']}")
-        raise LearnerRaised(["RuntimeError"], f"the answer was refused: {response.get('refused', response)}")
+            raise LearnerRaised(["RuntimeError"], response["failed"], "the program could not be run: ")
+        raise LearnerRaised(["RuntimeError"], response.get("refused", response), "the answer was refused: ")
 
     def call(self, function: LearnerFunction, args, kwargs):
         message = {
@@ -392,18 +457,20 @@ class Judge:
             return self._result(response, self.inbound)  # raises: the kernel could not export it
         exported = response["exported"]
         if not isinstance(exported, str):
-            raise LearnerRaised(["RuntimeError"], "the kernel handed over no program")
+            raise LearnerRaised(["RuntimeError"], about="the kernel handed over no program")
         try:
             base64.b64decode(exported, validate=True)
         except ValueError:
-            raise LearnerRaised(["RuntimeError"], "the kernel handed over something that is not a program") from None
+            raise LearnerRaised(
+                ["RuntimeError"], about="the kernel handed over something that is not a program"
+            ) from None
         request = {"op": "plan" if operation == "plan" else "run", "exported": exported, "avals": avals}
         if operation != "plan":
             request["inputs"] = [encode(np.asarray(a)) for a in arrays]
         try:
             answer = self.helpers.artifacts.request(request, max(1.0, self._deadline() - time.monotonic()))
         except HelperError as error:
-            raise LearnerRaised(["RuntimeError"], f"your program could not be run by the grader: {error}") from None
+            raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
         return self._result(answer, decode)
 
     def numpy_only(self, name: str) -> NumpyOnlyFunction:
@@ -422,7 +489,7 @@ class Judge:
 
     def call_numpy_only(self, cell: int | None, name: str, args):
         if cell is None:
-            raise LearnerRaised(["NameError"], f"no answer cell of this notebook defines {name!r}")
+            raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
         message = {"op": "call", "cell": cell, "name": name, "args": [self.outbound(a, to_kernel=False) for a in args]}
         return self._result(self._numpy_request(message), decode)
 
@@ -431,7 +498,7 @@ class Judge:
             return self.helpers.numpy_only.request(message, max(1.0, self._deadline() - time.monotonic()))
         except HelperError as error:
             self._numpy_cells.clear()  # a new process: cells are loaded again
-            raise LearnerRaised(["RuntimeError"], f"the answer cell's process: {error}") from None
+            raise LearnerRaised(["RuntimeError"], error, "the answer cell's process: ") from None
 
 
 def write_verdict(cell, earned: float, report: str) -> None:

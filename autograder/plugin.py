@@ -45,7 +45,8 @@ ANSWERS_RECORD = ".autograder-answers"
 
 
 def _save_auto_grades_keeping_manual():
-    """nbgrader's SaveAutoGrades, but a grade a person settled stays settled while the answer it
+    """LedgerGrades (nbgrader's SaveAutoGrades, a judged cell's points from the judge's ledger), and
+    a grade a person settled stays settled while the answer it
     was given for is unchanged: stock nbgrader asks for every manual grade again on each
     `nbgrader autograde --force`. A changed answer is asked for again, the grade kept."""
     import hashlib
@@ -53,11 +54,10 @@ def _save_auto_grades_keeping_manual():
 
     import nbformat
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.preprocessors import SaveAutoGrades
 
     from .merge import _answer_for, _answers
 
-    class SaveAutoGradesKeepingManual(SaveAutoGrades):
+    class SaveAutoGradesKeepingManual(LedgerGrades):
         def preprocess(self, nb, resources):
             meta = resources["nbgrader"]
             root = Path(CourseDirectory(config=self.config).root)
@@ -117,6 +117,8 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
         IgnorePattern,
         ClearMetadataPreprocessor,
         LimitOutput,
+        # SaveAutoGrades, with a judged cell's points from the judge's ledger and settled manual
+        # grades kept while their answers are unchanged.
         _save_auto_grades_keeping_manual(),
         AssignLatePenalties,
         CheckCellMetadata,

@@ -54,6 +54,8 @@ class StudentResult:
     feedback: dict[str, str] = field(default_factory=dict)  # file name -> HTML
     broken: list[str] = field(default_factory=list)  # what of the submission could not be graded, and why
     failed: list[str] = field(default_factory=list)  # what the grader itself failed to do
+    #: For review, "<notebook file>: <finding>": what grading found against the judge's verdicts
+    flags: list[str] = field(default_factory=list)
     timings: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     worker: str = ""
@@ -340,6 +342,8 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             finally:
                 timer.cancel()
             seconds = time.perf_counter() - t0
+            if record.ledger is not None:
+                result.flags += [f"{name}: {finding}" for finding in record.ledger.findings]
             cells = record.cells
             first = cells[0]["seconds"] if cells else 0.0
             tests = sum(c["seconds"] for c in cells if c["test"])

@@ -39,6 +39,7 @@ from autograder.sandbox import Limits
 from tests.fixtures import build as fixtures
 from tests.grading import options
 from tests.hidden import hidden_test_lines
+from tests.reports import assert_judges_lines_only
 
 EXPECTED = fixtures.EXPECTED_SCORES
 CELL_TIMEOUT = 20
@@ -422,6 +423,44 @@ def test_the_tampering_scan_names_every_tampering_fixture(graded):
         (student, finding) for student, findings in graded.flagged.items() for finding in findings
     )
     assert all(re.match(r"^\d\d-[a-z]+\.ipynb: ", row["finding"]) for row in rows), rows[:3]
+
+
+#: Fixtures whose hook aims display messages at the judge's verdicts, and the notebooks where it
+#: has a verdict to aim at (a test cell, and a cell after it).
+AIMED_AT_VERDICTS = {
+    "hostile-verdict-display-id": {"01-understand", "02-build", "03-experiment", "04-exercise"},
+    "hostile-verdict-display-variants": {"01-understand", "02-build", "04-exercise"},
+}
+
+
+@pytest.mark.parametrize("student", sorted(AIMED_AT_VERDICTS))
+def test_no_message_reaches_a_verdict_and_each_attempt_is_flagged(graded, student):
+    assert student not in graded.broken, graded.broken.get(student)  # nbgrader never read "inf" or no text
+    refused = [f for f in graded.flagged[student] if "aimed at the grader's report and score was refused" in f]
+    assert {finding.split(".ipynb: ")[0] for finding in refused} == AIMED_AT_VERDICTS[student], graded.flagged
+    for path in (graded.out / "course" / "autograded" / student / "performance-05").glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                assert [out["data"]["text/plain"] for out in cell.outputs if "data" in out] == ["0.0"], path.name
+
+
+def test_a_learners_words_never_pass_for_the_judges_lines(graded):
+    student = "hostile-forged-report-lines"
+    checked = 0
+    for path in sorted((graded.out / "course" / "autograded" / student / "performance-05").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                report = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+                assert_judges_lines_only(report, f"0 of {meta['points']:g} points")
+                assert "your code raised [learner's text: Forged" in report, report
+                checked += 1
+    assert checked == 8  # 01, 02 and 04's test cells
+    for page in sorted((graded.out / "feedback" / student).glob("*.html")):
+        text = page.read_text()
+        assert not [ch for ch in "\r\x1b\x85\u2028\u2029\x0b\x0c\u202e" if ch in text], page.name
+        assert "\\[PASS\\] 3/3" in text and "[PASS] 3/3  every check" not in text, page.name
 
 
 def test_huge_output_is_cut(graded):

@@ -289,7 +289,8 @@ def test_only_test_cells_are_judged_and_only_with_a_judge_source():
 def test_a_test_cell_after_the_kernel_stopped_scores_zero_and_says_why():
     judged = JudgedCells(JudgeSettings("/x", "remat_checks", 1), [], 30, float("inf"))
     cell = _cell("assert True", grade=True, solution=False, points=3)
-    seconds, dead = _run(judged.verdict(cell, None, None, "the kernel died, in cell 2"))
+    seconds, dead = _run(judged.verdict(cell, 4, None, None, "the kernel died, in cell 2"))
     assert (seconds, dead, judged.judge) == (0.0, None, None)  # no judge was made
+    assert judged.ledger.points == {"cell 5": 0.0} and judged.ledger.cells == {4: "cell 5"}
     assert cell.outputs[0]["text"].startswith("this cell's checks did not run: the kernel died, in cell 2")
     assert cell.outputs[1]["data"]["text/plain"] == "0.0"

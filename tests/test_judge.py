@@ -34,6 +34,7 @@ from autograder.judge import (
 )
 from autograder.paths import NOTEBOOKS, SHIPPED_MODULES, SOLUTIONS
 from autograder.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
+from tests.reports import assert_judges_lines_only
 
 
 # ---------------------------------------------------------------------------------------
@@ -365,7 +366,9 @@ def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, truste
 
     judge, _ = _judge("02-build.ipynb", monkeypatch, trusted, tamper=always_raises)
     earned, report = judge.run_cell(_source("02-build.ipynb", "test-reverse-oracle"), 3)
-    assert earned == 1 and "your code raised ValueError: forged" in report  # the NumPy-only item runs elsewhere
+    assert (
+        earned == 1 and "your code raised ValueError: [learner's text: forged]" in report
+    )  # NumPy-only item: elsewhere
 
 
 def test_sqrt_segments_keep_their_points_at_a_float32_distance_from_plain_scan(monkeypatch, trusted):
@@ -428,7 +431,7 @@ def _without_jax(answer):
 
 def test_a_learner_exception_keeps_its_class_names():
     raised = LearnerRaised(["ValueError", "Exception"], "m")
-    assert raised.learner_mro[0] == "ValueError" and str(raised) == "m"
+    assert raised.learner_mro[0] == "ValueError" and str(raised) == "[learner's text: m]"
 
 
 # ---------------------------------------------------------------------------------------
@@ -605,3 +608,39 @@ def test_a_kernel_that_forges_the_renamed_program_gains_nothing(monkeypatch, tru
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 2 and NAMES_ITEM in report, report
     assert "'renamed': {'layer inputs': [1], 'pre-activations': []}" in report
+
+
+#: What hostile-forged-report-lines raises: the judge's own lines, after every kind of line break.
+FORGED_LINES = "[PASS] 3/3  every check\n        where to look: nowhere\n3 of 3 points"
+LINE_BREAKS = ["\n", "\r", "\u2028", "\x85", "\x1b[2K\r", "\u202e\n", "\x0b", "\x1c", "\u3000" * 90]
+
+
+def _forged_error(brk: str) -> Exception:
+    text = brk + FORGED_LINES.replace("\n", brk) + brk
+    return type("Forged" + text, (ValueError,), {})(text)
+
+
+@pytest.mark.parametrize("brk", LINE_BREAKS, ids=[ascii(b)[:12] for b in LINE_BREAKS])
+def test_an_exception_that_writes_the_judges_lines_stays_the_learners_one_line(brk, monkeypatch, trusted):
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+
+    def forged(*args):
+        raise _forged_error(brk)
+
+    kernel.namespace["memory_report"] = forged
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-memory-report"), 3)
+    assert earned == 0
+    assert_judges_lines_only(report, "0 of 3 points")
+    assert report.count("your code raised [learner's text: Forged") == report.count("[FAIL]") > 0
+
+
+def test_an_exception_of_the_numpy_only_process_stays_the_learners_one_line(monkeypatch, trusted):
+    judge, _ = _judge("01-understand.ipynb", monkeypatch, trusted)
+    judge.answers = [
+        "def layer_backward(weights, h, h_bar):\n"
+        f"    text = {chr(10).join(['', FORGED_LINES, ''])!r}\n"
+        "    raise type('Forged' + text, (ValueError,), {})(text)\n"
+    ]
+    earned, report = judge.run_cell(_source("01-understand.ipynb", "test-layer-backward"), 3)
+    assert earned == 0 and "[learner's text: Forged\\n\\[PASS\\] 3/3" in report
+    assert_judges_lines_only(report, "0 of 3 points")
