@@ -45,16 +45,17 @@ ANSWERS_RECORD = ".autograder-answers"
 
 
 def _save_auto_grades_keeping_manual():
-    """LedgerGrades (nbgrader's SaveAutoGrades, a judged cell's points from the judge's ledger), and
-    a grade a person settled stays settled while the answer it
-    was given for is unchanged: stock nbgrader asks for every manual grade again on each
-    `nbgrader autograde --force`. A changed answer is asked for again, the grade kept."""
+    """LedgerGrades (nbgrader's SaveAutoGrades, a judged cell's points from the judge's ledger),
+    and a grade a person settled stays settled while the answer it was given for is unchanged:
+    stock nbgrader asks for every manual grade again on each `nbgrader autograde --force`. A
+    changed answer is asked for again, the grade kept."""
     import hashlib
     import json
 
     import nbformat
     from nbgrader.coursedir import CourseDirectory
 
+    from .judged_cells import LedgerGrades
     from .merge import _answer_for, _answers
 
     class SaveAutoGradesKeepingManual(LedgerGrades):
