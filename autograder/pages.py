@@ -188,6 +188,23 @@ def _clean_output(output) -> NotebookNode:
     return output
 
 
+#: A name in the notebook's kernel and language metadata (what templates and highlighting read).
+_NAME = re.compile(r"^[\w .+/()-]{0,100}$")
+
+
+def _names(value) -> dict:
+    """A metadata dict of names: only text that is a plain name, numbers, and such dicts one level down."""
+    if not isinstance(value, dict):
+        return {}
+    kept = {}
+    for key, item in value.items():
+        if isinstance(item, str) and _NAME.match(item) or type(item) is int:
+            kept[key] = item
+        elif isinstance(item, dict):
+            kept[key] = {k: v for k, v in item.items() if isinstance(v, str) and _NAME.match(v) or type(v) is int}
+    return kept
+
+
 def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) -> int:
     """Rewrite, in place, what a learner wrote or displayed so that no page made of this notebook
     runs anything (see the module docstring). assignment_texts: the markdown of the assignment's
@@ -213,6 +230,14 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
             cell["outputs"] = [_clean_output(output) for output in cell.get("outputs", [])]
             cell["execution_count"] = _count(cell.get("execution_count"))
         changed += repr(cell) != before
+    # The notebook's own metadata, which the kernel's replies fill in while it runs: its kernel and
+    # language as names; no title, no widget state (a page with it loads a widget renderer).
+    metadata = notebook.get("metadata")
+    if isinstance(metadata, dict):
+        kept = {key: _names(metadata.get(key)) for key in ("kernelspec", "language_info") if key in metadata}
+        if kept != metadata:
+            metadata.clear()
+            metadata.update(nbformat.from_dict(kept))
     return changed
 
 

@@ -283,6 +283,25 @@ def test_output_metadata_and_counts_reach_no_attribute():
     assert notebook.cells[1].execution_count is None
 
 
+def test_the_notebooks_metadata_keeps_only_names_of_its_kernel_and_language():
+    """A kernel's replies fill in the notebook's metadata while it runs: a page reads its title
+    and, with widget state, loads a widget renderer. Only the kernel's and language's names stay."""
+    notebook = _answer_notebook(PROSE_MARK)
+    notebook.metadata.update(
+        title=f"</title><script>{SCRIPT}</script>",
+        widgets={"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}},
+        kernelspec={"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+    )
+    notebook.metadata.language_info["pygments_lexer"] = f"ipython3<script>{SCRIPT}</script>"
+    sanitize_notebook(notebook)
+    assert dict(notebook.metadata) == {
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+        "language_info": {"name": "python"},
+    }
+    for where, page in _pages(notebook).items():
+        assert MARK not in page and "widget" not in page.lower(), where
+
+
 def test_a_written_answer_keeps_its_text_math_and_safe_links():
     """What is safe is still shown: prose, emphasis, math for MathJax, code, http(s) links, the
     notebook's own images; raw HTML is shown as text."""
