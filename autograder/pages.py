@@ -3,15 +3,19 @@
 formgrader renders the autograded notebooks on the instructor's own Jupyter server, and the
 feedback pages go to learners; both are nbconvert HTML. A learner writes the notebook's
 markdown and everything its cells display, so before any page is made of it the grader
-rewrites the autograded notebook (`sanitize_notebook`):
+rewrites the autograded notebook (`sanitize_notebook`). Every check is made on HTML, after
+rendering, never on the markdown a browser never sees:
 
-- markdown written by the learner keeps its markdown but no raw HTML: every `<` is written as
-  `&lt;`, so `<img onerror=...>` reads as text; links and images keep only http(s), mailto and
-  relative targets (`javascript:` and `data:` targets are dropped);
-- a cell's outputs keep plain text, PNG, JPEG and GIF images as they are; HTML is cleaned by
-  nh3 (an allow-list of tags and attributes: no script, no event handler, no `javascript:`);
-  SVG, JavaScript, widget views and every other type are replaced by a line saying they are
-  not shown in grading pages;
+- markdown written by the learner is rendered as nbconvert renders it (its links decoded, its
+  attachments embedded, `/files/` prefixes stripped), that HTML is cleaned by nh3, and the cell
+  keeps the cleaned HTML, written so that nbconvert's markdown renderer passes it through as it
+  is (`safe_markdown` checks that it does, else the cell shows its text only);
+- nh3 keeps an allow-list of tags and attributes: no script, style, SVG, MathML, form or event
+  handler; a link keeps only an absolute http(s) or mailto target, or `#fragment`; an image only
+  the notebook's own PNG, JPEG or GIF data (no request of a learner's choosing);
+- a cell's outputs keep plain text, PNG, JPEG and GIF images (their metadata only as numbers and
+  text); HTML is cleaned by nh3, Markdown rendered and cleaned as cells are; SVG, JavaScript,
+  widget views and every other type are replaced by a line saying they are not shown;
 - the text of the assignment's own cells (locked and test cells, which grading restores, and
   markdown cells whose text is exactly the assignment's) is left as it is: it is the instructor's.
 
@@ -23,14 +27,18 @@ its size bounded.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
 
 import jinja2
 import nbformat
+import nh3
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbconvert.filters.strings import strip_files_prefix
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -40,14 +48,20 @@ from .hidden_tests import strip_hidden_tests
 
 #: Output types shown as they are (text is escaped by every template; images are pixels).
 SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
-#: A link or image target that runs or embeds something instead of pointing somewhere.
-_UNSAFE_TARGET = re.compile(r"\]\(\s*<?\s*(?:javascript|data|vbscript|file)\s*:[^)]*\)", re.IGNORECASE)
-_UNSAFE_REFERENCE = re.compile(r"^(\s*\[[^\]]+\]:\s*)(?:javascript|data|vbscript|file)\s*:\S*", re.IGNORECASE | re.M)
 NOT_SHOWN = "[{kind} output: not shown in grading pages]"
-_INLINE_IMAGE = re.compile(r"^\s*data:image/(png|jpeg|gif);base64,", re.IGNORECASE)
-_FOREIGN_IMAGE = re.compile(
-    r"!\[([^\]]*)\]\(\s*(?!attachment:|data:image/(?:png|jpeg|gif);base64,)[^)]*\)", re.IGNORECASE
-)
+#: What a written answer shows when its HTML could not be made safe (it never has, so far).
+NOT_RENDERED = "<p>[a written answer the grader could not show safely]</p>"
+_INLINE_IMAGE = re.compile(r"^data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*$", re.IGNORECASE)
+#: A link target a browser follows to another page (after it removes tabs and newlines).
+_LINK = re.compile(r"^(?:(?:https?|mailto):|#)", re.IGNORECASE)
+#: Attributes whose value a browser reads as an address.
+_ADDRESSES = frozenset({"href", "src", "srcset", "action", "formaction", "cite", "background", "poster", "longdesc"})
+#: The tags nh3 keeps (its own allow-list, less image maps, whose areas would be links).
+_TAGS = frozenset(nh3.ALLOWED_TAGS) - {"area", "map"}
+#: Output metadata a template writes into an attribute: kept only as a number (width, height) or text.
+_IMAGE_METADATA = {"width": int, "height": int, "alt": str, "unconfined": bool}
+#: What a browser strips from an address before reading its scheme (the URL standard's rules).
+_URL_IGNORED = re.compile(r"[\t\n\r]")
 
 
 def _is_the_assignments(cell) -> bool:
@@ -58,51 +72,137 @@ def _is_the_assignments(cell) -> bool:
     return bool(meta.get("locked") or (meta.get("grade") and not meta.get("solution")))
 
 
-def markdown_without_html(text: str) -> str:
-    """Learner markdown with its raw HTML shown as text, its unsafe link targets dropped, and its
-    images limited to the notebook's own (attachments and inline PNG, JPEG, GIF)."""
-    text = text.replace("<", "&lt;")
-    text = _FOREIGN_IMAGE.sub(lambda m: f"![{m.group(1)}](#image-removed)", text)
-    text = _UNSAFE_TARGET.sub("](#target-removed)", text)
-    return _UNSAFE_REFERENCE.sub(r"\1#target-removed", text)
+def _address(value: str) -> str:
+    """An attribute's address as a browser reads its scheme: tabs and newlines removed, and the
+    C0 controls and spaces around it."""
+    return _URL_IGNORED.sub("", value).strip("".join(map(chr, range(33))))
 
 
-def _own_image(tag: str, attribute: str, value: str) -> str | None:
-    """An image shows only what the notebook holds: a page opened makes no request of a learner's choosing."""
-    if tag == "img" and attribute in ("src", "srcset"):
-        return value if _INLINE_IMAGE.match(value) else None
-    if attribute in ("href", "src", "action", "formaction") and value.strip().lower().startswith("data:"):
-        return None
-    return value
+def _safe_attribute(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's attribute filter: a link goes only to another site (http, https, mailto) or a place
+    on the page, and an image shows only what the notebook holds. A relative address is dropped:
+    on the instructor's server it is one of the server's own pages, and nbconvert rewrites
+    `files/...` addresses after rendering."""
+    if attribute not in _ADDRESSES:
+        return value
+    address = _address(value)
+    if tag == "img" and attribute == "src":
+        return address if _INLINE_IMAGE.match(address) else None
+    if tag == "a" and attribute == "href":
+        return address if _LINK.match(address) else None
+    return None
 
 
 def clean_html(html: str) -> str:
-    import nh3
+    """HTML cleaned to nh3's allow-list with the grader's rules for addresses (_safe_attribute)."""
+    return nh3.clean(
+        html, tags=set(_TAGS), url_schemes={"http", "https", "mailto", "data"}, attribute_filter=_safe_attribute
+    )
 
-    return nh3.clean(html, url_schemes={"http", "https", "mailto", "data"}, attribute_filter=_own_image)
+
+def _markdown_html(source: str, attachments: dict | None = None) -> str:
+    """The HTML nbconvert's templates make of a markdown source (HTMLExporter.markdown2html, then
+    the templates' strip_files_prefix)."""
+    renderer = IPythonRenderer(escape=False, attachments=attachments or {}, anchor_link_text="¶")
+    return strip_files_prefix(MarkdownWithMath(renderer=renderer).render(source))
+
+
+def _verbatim(clean: str) -> str:
+    """Markdown that nbconvert renders as exactly this HTML: one line (newlines written as
+    character references, the same text to a browser) opening an HTML block."""
+    return "<div>" + clean.replace("\r", "&#13;").replace("\n", "&#10;") + "</div>"
+
+
+def _shown_as_is(stored: str) -> bool:
+    """Whether nbconvert shows this markdown as the HTML it is, and nh3 keeps that HTML whole."""
+    try:
+        return _markdown_html(stored).strip() == stored and _verbatim(clean_html(stored)[5:-6]) == stored
+    except Exception:  # the renderer refused it (a missing attachment, say): not shown as it is
+        return False
+
+
+def safe_markdown(source: str, attachments: dict | None = None) -> str:
+    """Learner markdown as the grader keeps it for pages: its raw HTML made text (every `<` written
+    `&lt;`, so the instructor reads what was tried), rendered as nbconvert renders it, cleaned by
+    nh3 after rendering, written so that rendering it again changes nothing (checked). Where that
+    check fails, the source is shown as text; where even that fails, a line says so."""
+    if _shown_as_is(source):
+        return source  # already in this form (a notebook sanitized before)
+    try:
+        rendered = _markdown_html(source.replace("<", "&lt;"), attachments).strip()
+    except Exception:  # nbconvert could not render it: its text is shown instead
+        rendered = "<pre>" + html.escape(source, quote=False) + "</pre>"
+    for candidate in (rendered, "<pre>" + html.escape(source, quote=False) + "</pre>", NOT_RENDERED):
+        stored = _verbatim(clean_html(candidate))
+        if _shown_as_is(stored):
+            return stored
+    raise AssertionError("the grader's own line for an unshowable answer is not shown as it is")
+
+
+def _image_metadata(metadata) -> dict:
+    """An output's metadata, only what templates write of it for images, as numbers and text."""
+    kept = {}
+    for mime in ("image/png", "image/jpeg", "image/gif"):
+        given = metadata.get(mime) if isinstance(metadata, dict) else None
+        if isinstance(given, dict):
+            ok = {k: v for k, v in given.items() if k in _IMAGE_METADATA and type(v) is _IMAGE_METADATA[k]}
+            if ok:
+                kept[mime] = ok
+    return kept
+
+
+def _count(value) -> int | None:
+    """An execution count as a template writes it (unescaped): a number or nothing."""
+    return value if type(value) is int else None
 
 
 def _clean_output(output) -> NotebookNode:
     kind = output.get("output_type")
-    if kind in ("stream", "error"):
+    if kind == "stream":
         return output  # text, escaped when rendered
+    if kind == "error":
+        return output  # its traceback, escaped when rendered
     data = output.get("data")
     if not isinstance(data, dict):
         return NotebookNode(output_type="stream", name="stdout", text="[an output the grader could not read]\n")
     kept, dropped = {}, []
     for mime, value in data.items():
-        if mime in SAFE_OUTPUTS:
-            kept[mime] = value
-        elif mime == "text/html" and isinstance(value, str | list):
-            kept[mime] = clean_html(value if isinstance(value, str) else "".join(value))
-        elif mime == "text/markdown" and isinstance(value, str):
-            kept[mime] = markdown_without_html(value)
+        text = "".join(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
+        if mime in SAFE_OUTPUTS and isinstance(text, str):
+            if mime == "text/plain" or _INLINE_IMAGE.match(f"data:{mime};base64,{text}"):
+                kept[mime] = text
+            else:
+                dropped.append(mime)
+        elif mime == "text/html" and isinstance(text, str):
+            kept[mime] = clean_html(text)
+        elif mime == "text/markdown" and isinstance(text, str):
+            kept.setdefault("text/html", clean_html(safe_markdown(text)))
         else:
             dropped.append(mime)
     if dropped and not kept:
         kept["text/plain"] = NOT_SHOWN.format(kind=", ".join(sorted(dropped))[:200])
     output["data"] = kept
+    output["metadata"] = _image_metadata(output.get("metadata"))
+    if "execution_count" in output:
+        output["execution_count"] = _count(output.get("execution_count"))
     return output
+
+
+#: A name in the notebook's kernel and language metadata (what templates and highlighting read).
+_NAME = re.compile(r"^[\w .+/()-]{0,100}$")
+
+
+def _names(value) -> dict:
+    """A metadata dict of names: only text that is a plain name, numbers, and such dicts one level down."""
+    if not isinstance(value, dict):
+        return {}
+    kept = {}
+    for key, item in value.items():
+        if isinstance(item, str) and _NAME.match(item) or type(item) is int:
+            kept[key] = item
+        elif isinstance(item, dict):
+            kept[key] = {k: v for k, v in item.items() if isinstance(v, str) and _NAME.match(v) or type(v) is int}
+    return kept
 
 
 def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) -> int:
@@ -117,17 +217,27 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
         if not isinstance(cell.get("source", ""), str):
             cell["source"] = ""
         own = _is_the_assignments(cell) or cell.get("source") in assignment_texts
+        attachments = cell.pop("attachments", None) if cell.get("cell_type") != "code" else None
         if cell.get("cell_type") == "markdown" and not own:
-            cell["source"] = markdown_without_html(cell.get("source", ""))
+            # Attachments are embedded by rendering (as data the sanitizer lets through or not).
+            bundles = {k: v for k, v in (attachments or {}).items() if isinstance(v, dict)}
+            cell["source"] = safe_markdown(cell.get("source", ""), bundles)
+        elif cell.get("cell_type") == "markdown" and attachments:
+            cell["attachments"] = attachments  # the instructor's own
         elif cell.get("cell_type") == "raw":
             cell["source"] = cell.get("source", "").replace("<", "&lt;")
         if cell.get("cell_type") == "code":
             cell["outputs"] = [_clean_output(output) for output in cell.get("outputs", [])]
-        for attachment in list((cell.get("attachments") or {}).keys()):
-            bundle = cell["attachments"][attachment]
-            if isinstance(bundle, dict):
-                cell["attachments"][attachment] = {k: v for k, v in bundle.items() if k in SAFE_OUTPUTS}
+            cell["execution_count"] = _count(cell.get("execution_count"))
         changed += repr(cell) != before
+    # The notebook's own metadata, which the kernel's replies fill in while it runs: its kernel and
+    # language as names; no title, no widget state (a page with it loads a widget renderer).
+    metadata = notebook.get("metadata")
+    if isinstance(metadata, dict):
+        kept = {key: _names(metadata.get(key)) for key in ("kernelspec", "language_info") if key in metadata}
+        if kept != metadata:
+            metadata.clear()
+            metadata.update(nbformat.from_dict(kept))
     return changed
 
 

@@ -53,6 +53,10 @@ MAX_ITEMS = 200_000
 MAX_ARRAY_BYTES = 64 << 20
 #: The longest text kept from one string (a learner's exception message, a dict key).
 MAX_TEXT = 20_000
+#: The most keys of one $dict that may share a hash. Keys that all hash alike make each insertion
+#: compare with every earlier key (quadratic); text is hashed with a secret seed and never gets
+#: near this, numbers at most a few times (equal modulo 2**61 - 1), so only chosen keys reach it.
+MAX_SAME_HASH = 16
 
 
 class WireError(ValueError):
@@ -150,15 +154,18 @@ def decode(data, *, resolve=None, as_jax=None, _depth: int = 0, _budget: _Budget
     if form == "$dict":
         if not isinstance(body, list):
             raise WireError("$dict holds no list of pairs")
-        result = {}
+        result, sharing = {}, {}
         for pair in body:
             if not isinstance(pair, list) or len(pair) != 2:
                 raise WireError("$dict holds something that is not a [key, value] pair")
             key = nested(pair[0])
             try:
-                hash(key)
+                digest = hash(key)
             except TypeError:
                 raise WireError("a $dict key that cannot be a key") from None
+            sharing[digest] = sharing.get(digest, 0) + 1
+            if sharing[digest] > MAX_SAME_HASH:
+                raise WireError(f"a $dict with more than {MAX_SAME_HASH} keys of one hash")
             result[key] = nested(pair[1])
         return result
     if form == "$array":

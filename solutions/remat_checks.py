@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import math
 import os
 import pickle
@@ -69,20 +70,33 @@ def _mode() -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Values as data: what a judgment records, in plain JSON.
+# Values as data: what a judgment records.
 # ---------------------------------------------------------------------------------------
+#: Arrays of more elements than this are recorded by `plain` as their shape, dtype and digest:
+#: as Python values they would take one object per element (a learner chooses the size).
+PLAIN_ITEMS = 10_000
+#: The most numbers of each side a judgment keeps once it is decided (the rest is not needed
+#: again, and a cell's judgments are kept until the next cell).
+KEPT_VALUES = 64
+
+
 def _number(value: float):
     value = float(value)
     return value if math.isfinite(value) else repr(value)  # JSON has no NaN or infinity
 
 
 def numbers(value) -> dict:
-    """An array-like as {"shape": [...], "values": [...]} (float64), or {"not_numbers": type}."""
+    """An array-like as {"shape": [...], "values": the numbers, flat, as a NumPy array}, or
+    {"not_numbers": type}. An array of real numbers is kept in its own dtype, without a copy
+    where it can be: a value the learner's code returned costs what it holds, never one Python
+    object (nor one float64) per element."""
     try:
-        array = _asarray(value, dtype=_float64)
+        array = _asarray(value)
+        if array.dtype.kind not in "biuf":
+            array = _asarray(value, dtype=_float64)
     except (TypeError, ValueError, OverflowError):
         return {"not_numbers": type(value).__name__}
-    return {"shape": [int(n) for n in array.shape], "values": [_number(v) for v in array.ravel().tolist()]}
+    return {"shape": [int(n) for n in array.shape], "values": array.reshape(-1)}
 
 
 def plain(value):
@@ -100,12 +114,32 @@ def plain(value):
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
     if hasattr(value, "shape") and hasattr(value, "dtype"):  # an array
-        return plain(_asarray(value).tolist())
+        array = _asarray(value)
+        if array.size > PLAIN_ITEMS:
+            digest = hashlib.sha256(np.ascontiguousarray(array).data).hexdigest() if array.dtype.kind != "O" else None
+            return {"array": {"shape": [int(n) for n in array.shape], "dtype": str(array.dtype), "sha256": digest}}
+        return plain(array.tolist())
     return {"object": type(value).__name__}
 
 
+def _values(encoded: dict) -> np.ndarray:
+    """A judgment's numbers in their shape, as they were recorded (no copy)."""
+    return _asarray(encoded["values"]).reshape(encoded["shape"])
+
+
 def _array(encoded: dict) -> np.ndarray:
-    return np.array([float(v) for v in encoded["values"]], dtype=np.float64).reshape(encoded["shape"])
+    return _asarray(encoded["values"], dtype=_float64).reshape(encoded["shape"])
+
+
+def _kept(value):
+    """A judgment's side as kept with its item once decided: at most KEPT_VALUES numbers (a copy,
+    so that what the learner's code returned is not held) and no list longer than that."""
+    if isinstance(value, dict) and "values" in value and np.size(value["values"]) > KEPT_VALUES:
+        first = np.array(_asarray(value["values"]).reshape(-1)[:KEPT_VALUES])
+        return {"shape": value["shape"], "values": first, "kept": KEPT_VALUES}
+    if isinstance(value, list) and len(value) > KEPT_VALUES:
+        return {"list of": len(value), "first": value[:KEPT_VALUES]}
+    return value
 
 
 def _show(value) -> str:
@@ -171,9 +205,9 @@ def _equal(found, expected, what, judgment) -> str | None:
 
 
 def _bounded(found, bound, what, judgment, *, below: bool) -> str | None:
-    if not isinstance(found, dict) or "values" not in found or not found["values"]:
+    if not isinstance(found, dict) or "values" not in found or not np.size(found["values"]):
         return f"expected {what} as numbers, found {found.get('not_numbers', 'nothing') if isinstance(found, dict) else found!r}"
-    got = _array(found)
+    got = _values(found)  # compared in its own dtype: no float64 copy of a learner-sized array
     limit = _array(bound) if isinstance(bound, dict) else np.float64(float(bound))
     if limit.ndim and limit.shape != got.shape:
         return f"expected {len(limit.ravel())} of {what}, found {got.size}"
@@ -182,7 +216,7 @@ def _bounded(found, bound, what, judgment, *, below: bool) -> str | None:
     failing = ~(got < limit) if below else ~(got >= limit)
     if not bool(failing.any()):
         return None
-    index = int(np.flatnonzero(failing.ravel())[0])
+    index = int(np.argmax(failing.reshape(-1)))
     value, edge = float(got.ravel()[index]), float(np.broadcast_to(limit, got.shape).ravel()[index])
     where = f" (number {index + 1} of {got.size})" if got.size > 1 else ""
     return f"expected {what} {'below' if below else 'at least'} {edge:g}, found {value:g}{where}"
@@ -312,8 +346,8 @@ class Checks:
     def _judge(self, judgment: dict) -> None:
         if self._judgments is None:
             raise RuntimeError("a check must run inside `with checks.item(points, what):`")
-        self._judgments.append(judgment)
         failure = judge(judgment)
+        self._judgments.append({key: _kept(value) for key, value in judgment.items()})
         if failure is not None:
             raise CheckFailed(failure)
 

@@ -10,6 +10,9 @@ grader's page through it and compares the result with HTMLExporter's, byte for b
 from __future__ import annotations
 
 import base64
+import copy
+import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -17,8 +20,9 @@ from bs4 import BeautifulSoup
 from nbconvert.exporters import HTMLExporter
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from autograder.pages import MISSING_ALT, PageExporter, with_alt_text_and_tab_stops
+from autograder.pages import MISSING_ALT, PageExporter, sanitize_notebook, with_alt_text_and_tab_stops
 from autograder.paths import SOLUTIONS
+from tests.fixtures.build import script_html_spellings, script_link_spellings
 
 PIXEL = base64.b64encode(
     bytes.fromhex(
@@ -126,3 +130,191 @@ def test_remembered_highlighting_stays_within_its_size_and_skips_long_sources(mo
         kept = sum(len(key[0]) + len(value) for key, value in pages._HIGHLIGHTED.items())
         assert kept == pages._highlighted_size <= pages.REMEMBERED_TOTAL
     assert 0 < len(pages._HIGHLIGHTED) < 200
+
+
+# ---------------------------------------------------------------------------------------
+# Sanitized after rendering: what formgrader and the feedback page make of a learner's markup.
+# ---------------------------------------------------------------------------------------
+MARK = "PWNED"
+SCRIPT = f"alert('{MARK}')"
+#: Every spelling of a link to script found so far (tests/fixtures/build.py), each holding SCRIPT.
+LINK_SPELLINGS = script_link_spellings(SCRIPT)
+HTML_SPELLINGS = script_html_spellings(SCRIPT)
+#: The spellings the text check before markdown let through: live links on an unsanitized page.
+LIVE_BEFORE = ("entity-s", "entity-colon", "escaped-colon", "reference-entity", "files-prefix")
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):")
+
+
+def _scheme(address: str) -> str | None:
+    """An address's scheme as a browser reads it (tabs and newlines out, controls trimmed)."""
+    address = re.sub(r"[\t\n\r]", "", address).strip("".join(map(chr, range(33)))).lower()
+    match = _SCHEME.match(address)
+    return match.group(1) if match else None
+
+
+def script_routes(page: str) -> list[str]:
+    """What on a page could run the learner's script (anything carrying MARK): a link or address
+    to script or to a page of its own, an event handler, a script, an embedded document."""
+    found = []
+    for element in BeautifulSoup(page, features="html.parser").find_all(True):
+        for name, value in element.attrs.items():
+            value = " ".join(value) if isinstance(value, list) else str(value)
+            if name.lower().startswith("on") and MARK in value:
+                found.append(f"<{element.name} {name}>")
+            if name.lower() in ("href", "src", "action", "formaction", "xlink:href", "srcdoc", "data"):
+                scheme = _scheme(value)
+                if (
+                    name.lower() == "srcdoc"
+                    or scheme in ("javascript", "vbscript")
+                    or (scheme == "data" and not re.match(r"data:image/(png|jpeg|gif);", value.strip(), re.I))
+                ):
+                    found.append(f"<{element.name} {name}={value[:60]!r}>")
+                elif element.name == "a" and scheme is None and MARK in value:
+                    found.append(f"<a href={value[:60]!r}> (a page of the instructor's server)")
+        if element.name in ("script", "svg", "math", "iframe", "object", "embed") and MARK in str(element):
+            found.append(f"<{element.name}>")
+    return found
+
+
+def _answer_notebook(markdown: str, outputs=()) -> nbformat.NotebookNode:
+    """A notebook with a graded written answer and a code cell showing `outputs`, as autograded."""
+    answer = new_markdown_cell(markdown)
+    answer.metadata["nbgrader"] = {
+        "grade": True,
+        "solution": True,
+        "locked": False,
+        "points": 2,
+        "grade_id": "answer",
+        "schema_version": 3,
+        "score": 0.0,
+        "comment": None,
+    }
+    code = new_code_cell("show()", outputs=list(outputs), execution_count=1)
+    return new_notebook(
+        cells=[answer, code], metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}}
+    )
+
+
+def _pages(notebook) -> dict[str, str]:
+    """The notebook as formgrader renders it (nbgrader's formgrade template) and as a feedback page."""
+    from nbgrader.server_extensions.formgrader import handlers
+
+    resources = {
+        "assignment_id": "a",
+        "notebook_id": "n",
+        "submission_id": "s",
+        "index": 0,
+        "total": 1,
+        "base_url": "",
+        "student": "st",
+        "last_name": "L",
+        "first_name": "F",
+        "notebook_path": "/n.ipynb",
+    }
+    formgrade = HTMLExporter(template_name="formgrade", extra_template_basedirs=[handlers.template_path])
+    bootstrap = Path(handlers.template_path).parent / "static" / "node_modules" / "bootstrap" / "dist" / "css"
+    feedback = PageExporter(
+        template_name="feedback",
+        extra_template_basedirs=[handlers.template_path],
+        extra_template_paths=[str(bootstrap)],
+    )
+    return {
+        "formgrader": formgrade.from_notebook_node(copy.deepcopy(notebook), resources=dict(resources))[0],
+        "feedback": feedback.from_notebook_node(
+            copy.deepcopy(notebook),
+            resources={"nbgrader": {"notebook": "n", "score": 0.0, "max_score": 2.0, "late_penalty": 0}},
+        )[0],
+    }
+
+
+@pytest.mark.parametrize("spelling", sorted(LINK_SPELLINGS))
+def test_no_spelling_of_a_script_link_survives_rendering(spelling):
+    """Each spelling, in a written answer and in a Markdown output, is sanitized after rendering:
+    neither formgrader's page nor the feedback page holds a link to script. On the page made of
+    the unsanitized notebook the check finds the links the text check let through."""
+    markdown = f"{PROSE_MARK} {LINK_SPELLINGS[spelling]}"
+    shown = new_output("display_data", data={"text/markdown": markdown, "text/plain": "<Markdown>"})
+    notebook = _answer_notebook(markdown, [shown])
+    if spelling in LIVE_BEFORE:
+        for where, page in _pages(notebook).items():
+            assert script_routes(page), (where, "the check sees no live link on the unsanitized page")
+    sanitize_notebook(notebook)
+    for where, page in _pages(notebook).items():
+        assert script_routes(page) == [], (spelling, where)
+        assert PROSE_MARK in page, (spelling, where, "the answer's prose is gone")
+    assert sanitize_notebook(copy.deepcopy(notebook)) == 0, "sanitizing twice changes the notebook"
+
+
+PROSE_MARK = "The answer's own words"
+
+
+@pytest.mark.parametrize("spelling", sorted(HTML_SPELLINGS))
+def test_no_html_output_keeps_a_route_to_script(spelling):
+    """HTML outputs (and the same markup written in an answer) keep no link, handler, form,
+    embedded document, SVG or MathML route to script after rendering."""
+    markup = HTML_SPELLINGS[spelling]
+    shown = new_output("display_data", data={"text/html": f"<p>{PROSE_MARK}</p>{markup}"})
+    notebook = _answer_notebook(f"{PROSE_MARK}\n\n{markup}", [shown])
+    unsafe = _pages(notebook)
+    assert any(script_routes(page) for page in unsafe.values()), "the check sees nothing on the unsanitized page"
+    sanitize_notebook(notebook)
+    for where, page in _pages(notebook).items():
+        assert script_routes(page) == [], (spelling, where)
+
+
+def test_output_metadata_and_counts_reach_no_attribute():
+    """Templates write image metadata (width, height) and execution counts into the page unquoted:
+    what a kernel sends there is kept only as numbers and text."""
+    image = new_output(
+        "display_data",
+        data={"image/png": PIXEL},
+        metadata={"image/png": {"width": f"1 onerror={SCRIPT}", "height": 4, "alt": f'" onload="{SCRIPT}'}},
+    )
+    bad_data = new_output("display_data", data={"image/png": f'AAAA" onerror="{SCRIPT}'})
+    notebook = _answer_notebook(PROSE_MARK, [image, bad_data])
+    assert any(script_routes(page) for page in _pages(notebook).values())
+    notebook.cells[1].execution_count = f"<img src=x onerror={SCRIPT}>"  # nbconvert refuses such a page
+    sanitize_notebook(notebook)
+    for where, page in _pages(notebook).items():
+        assert script_routes(page) == [], where
+    kept = notebook.cells[1].outputs
+    assert kept[0].metadata == {"image/png": {"height": 4, "alt": f'" onload="{SCRIPT}'}}
+    assert kept[1].data == {"text/plain": "[image/png output: not shown in grading pages]"}
+    assert notebook.cells[1].execution_count is None
+
+
+def test_the_notebooks_metadata_keeps_only_names_of_its_kernel_and_language():
+    """A kernel's replies fill in the notebook's metadata while it runs: a page reads its title
+    and, with widget state, loads a widget renderer. Only the kernel's and language's names stay."""
+    notebook = _answer_notebook(PROSE_MARK)
+    notebook.metadata.update(
+        title=f"</title><script>{SCRIPT}</script>",
+        widgets={"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}},
+        kernelspec={"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+    )
+    notebook.metadata.language_info["pygments_lexer"] = f"ipython3<script>{SCRIPT}</script>"
+    sanitize_notebook(notebook)
+    assert dict(notebook.metadata) == {
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+        "language_info": {"name": "python"},
+    }
+    for where, page in _pages(notebook).items():
+        assert MARK not in page and "widget" not in page.lower(), where
+
+
+def test_a_written_answer_keeps_its_text_math_and_safe_links():
+    """What is safe is still shown: prose, emphasis, math for MathJax, code, http(s) links, the
+    notebook's own images; raw HTML is shown as text."""
+    markdown = (
+        f"{PROSE_MARK}: **bold**, $x^2 + 1$, `x = 1`, [a paper](https://arxiv.org/abs/1604.06174), "
+        f'![dot](attachment:dot.png) <b onclick="{SCRIPT}">raw</b>'
+    )
+    notebook = _answer_notebook(markdown)
+    notebook.cells[0].attachments = {"dot.png": {"image/png": PIXEL}}
+    sanitize_notebook(notebook)
+    assert "attachments" not in notebook.cells[0]
+    page = _pages(notebook)["formgrader"]
+    assert "<strong>bold</strong>" in page and "$x^2 + 1$" in page and "<code>x = 1</code>" in page
+    assert 'href="https://arxiv.org/abs/1604.06174"' in page
+    assert f'src="data:image/png;base64,{PIXEL}"' in page
+    assert "&lt;b onclick=" in page and script_routes(page) == []

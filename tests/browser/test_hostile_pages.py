@@ -3,10 +3,15 @@
 One student, `hostile-pages`, hands in the solution of 04-exercise with script in every place a
 learner controls that a page shows:
 
-- the written answer `answer-why-hvp` (markdown) holds `<img src="x" onerror=...>` and a `<script>`;
+- the written answer `answer-why-hvp` (markdown) holds `<img src="x" onerror=...>`, a `<script>` and
+  a link to the script in every spelling that only markdown or the browser decodes to `javascript:`
+  (`java&#115;cript:`, `javascript&colon;`, `javascript\\:`, a reference definition with
+  `&#106;avascript:`, a `/files/` prefix, `data:`, `vbscript:`, ...: tests/fixtures/build.py);
 - appended code cells display an SVG (`IPython.display.SVG` and a raw `image/svg+xml` bundle) with
   an onload handler and a `<script>`, HTML (with a `<script>` and an onerror image), Markdown with
-  an onerror image, and `application/javascript` (`IPython.display.Javascript`);
+  an onerror image, and `application/javascript` (`IPython.display.Javascript`); and the same links
+  as Markdown and as HTML (with SVG and MathML links, handlers alone, a form, an iframe), beside an
+  image whose width metadata carries a handler;
 - the notebook's metadata carries a `title` that closes `<title>` and opens a `<script>`.
 
 Each script, if it ran, would mark the page (document.title and window.PWNED name the path it came
@@ -19,10 +24,11 @@ grader, as tests/browser/test_formgrader.py grades the samples. Then, in headles
 formgrader's page of the student's 04-exercise and the student's feedback page (served over
 http) must show the answer as text and run none of it: the title unchanged, no window.PWNED, no
 element with an event handler or script of the submission's, no request to /api/terminals or to
-the grade API but the one the instructor makes, and no terminal on the server. The instructor
+the grade API but the one the instructor makes, and no terminal on the server, even after every
+link of the submission's cells is clicked. The instructor
 then grades the answer, and the gradebook holds that grade. Last, a control: the same script,
-run by hand in formgrader's page of the classmate, does create a terminal and change grades, so
-the checks above would have seen it.
+run by hand in formgrader's page of the classmate, does create a terminal and change grades, and
+a click on a link of the unsanitized page runs its script, so the checks above would have seen it.
 
 Screenshots: runs/browser/test_hostile_submission_runs_nothing_in_pages-NN-<step>.png.
 """
@@ -34,6 +40,7 @@ import io
 import json
 import re
 import shutil
+import urllib.parse
 from pathlib import Path
 
 import labdriver as lab
@@ -41,6 +48,8 @@ import nbformat
 import pytest
 from labdriver import SOLUTIONS
 from nbgrader.api import Gradebook
+
+from tests.fixtures.build import PIXEL_PNG, script_html_spellings, script_link_spellings
 
 pytestmark = pytest.mark.browser
 
@@ -94,10 +103,19 @@ def _decoded(text: str) -> str:
     return f"base64.b64decode({base64.b64encode(text.encode()).decode()!r}).decode()"
 
 
+def _links(spellings, kind: str) -> str:
+    """Every spelling of a link (or markup) whose script names itself `<kind>-<spelling>`."""
+    return "\n\n".join(
+        spellings(urllib.parse.quote(payload(f"{kind}-{name}"), safe=""))[name] for name in sorted(spellings("x"))
+    )
+
+
+LINKS = _links(script_link_spellings, "link")
 HOSTILE_ANSWER = (
     f"{PROSE}; a Hessian-vector product also differentiates the recomputed forward pass.\n\n"
     f"{_img('markdown-img')}\n\n"
-    f"{_script('markdown-script')}\n"
+    f"{_script('markdown-script')}\n\n"
+    f"{LINKS}\n"
 )
 HOSTILE_CELLS = [
     # An SVG, twice: through IPython's SVG class and as a raw bundle with no text/plain.
@@ -110,6 +128,12 @@ HOSTILE_CELLS = [
     f"display(Markdown({_decoded('a Markdown output ' + _img('markdown-output-img'))}))",
     # application/javascript.
     f"import base64\nfrom IPython.display import Javascript, display\n\ndisplay(Javascript({_decoded(payload('javascript'))}))",
+    # The links as Markdown and as HTML, and a handler in an image's width metadata.
+    "import base64\nfrom IPython.display import HTML, Markdown, display\n\n"
+    f"display(Markdown({_decoded(_links(script_link_spellings, 'output-link'))}))\n"
+    f"display(HTML({_decoded(_links(script_html_spellings, 'output-html'))}))\n"
+    f"display({{'image/png': {PIXEL_PNG!r}}}, raw=True, metadata={{'image/png': "
+    f"{{'width': {_decoded('1 onerror=' + payload('image-width'))}}}}})",
 ]
 HOSTILE_TITLE = f"</title>{_script('notebook-title')}<title>"
 
@@ -163,24 +187,24 @@ def test_autograded_notebook_holds_nothing_that_runs(hostile_class):
     assert "title" not in notebook["metadata"]
 
     answer = notebook["cells"][lab.cell_index(notebook, CELL)]
-    assert lab.source(answer).startswith(PROSE)
-    assert '&lt;img src="x" onerror="' in lab.source(answer) and "&lt;script>" in lab.source(answer)
+    assert PROSE in lab.source(answer)
+    assert '&lt;img src="x" onerror="' in lab.source(answer) and "&lt;script&gt;" in lab.source(answer)
 
     hostile = [cell for cell in notebook["cells"] if lab.source(cell) in HOSTILE_CELLS]
     assert len(hostile) == len(HOSTILE_CELLS), "the appended cells are missing from the autograded notebook"
     outputs = [output for cell in hostile for output in cell["outputs"]]
     mimes = sorted({mime for output in outputs for mime in output.get("data", {})})
-    # They ran (one display each) and what is left is text, cleaned HTML and escaped Markdown.
-    assert len(outputs) == 5, json.dumps(outputs, indent=1)[:3000]
-    assert mimes == ["text/html", "text/markdown", "text/plain"], mimes
+    # They ran (one display each) and what is left is text, images and HTML made safe after
+    # rendering (the Markdown output rendered, its markup shown as text, then cleaned).
+    assert len(outputs) == 8, json.dumps(outputs, indent=1)[:3000]
+    assert mimes == ["image/png", "text/html", "text/plain"], mimes
     for output in outputs:
         for mime, value in output["data"].items():
             value = "".join(value) if isinstance(value, list) else value
-            if mime == "text/markdown":
-                assert "<" not in value, value[:500]  # its markup escaped: shown as text
-            else:
-                for gone in ("<script", "onerror", "onload", MARK):
-                    assert gone not in value, (mime, value[:500])
+            if mime == "text/html":
+                assert not re.search(r"<[a-z][^<>]*\s(on\w+|href|src|srcdoc|action)\s*=[^<>]*PWNED", value, re.I), value
+                assert not re.search(r"<(script|svg|math|iframe|form)\b", value, re.I), value[:500]
+        assert "onerror" not in json.dumps(output.get("metadata", {})), output["metadata"]
     plain = [lab.source({"source": output["data"].get("text/plain", "")}) for output in outputs]
     assert "[image/svg+xml output: not shown in grading pages]" in plain, plain
     for cell in notebook["cells"]:
@@ -270,6 +294,24 @@ def unsanitized(out: Path) -> nbformat.NotebookNode:
     return notebook
 
 
+def click_every_link(page, selector: str, where: str) -> int:
+    """Click each link the submission's cells show (a new page, if one opens, is left again): a
+    link that runs script marks the page, as any other route does. Returns how many there were."""
+    links = page.locator(selector)
+    count = links.count()
+    assert count >= len(script_link_spellings("x")), f"{where}: {count} links, the spellings are missing"
+    home = page.url
+    for index in range(count):
+        link = links.nth(index)
+        link.scroll_into_view_if_needed()
+        link.click(no_wait_after=True, timeout=5000)
+        page.wait_for_timeout(100)
+        if page.url.split("#")[0] != home.split("#")[0]:
+            page.goto(home, wait_until="load")
+    settle(page)
+    return count
+
+
 def _manual_score(course: Path, student: str) -> float | None:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         return gb.find_grade(CELL, NOTEBOOK, ASSIGNMENT, student).manual_score
@@ -302,6 +344,9 @@ def test_hostile_submission_runs_nothing_in_pages(hostile_class, formgrader, sta
     body = page.locator("body").inner_text()
     assert "[image/svg+xml output: not shown in grading pages]" in body
     assert "a Markdown output <img" in body
+    click_every_link(page, ".text_cell_render a, .output_area a", "formgrader")
+    assert_ran_nothing(page, seen, "formgrader, every link clicked")
+    assert formgrader.api("GET", "terminals") == [], "a terminal was created by a click"
 
     # 2. The instructor grades the written answer; that PUT is the only one to the grade API.
     before = len(seen)
@@ -338,6 +383,8 @@ def test_hostile_submission_runs_nothing_in_pages(hostile_class, formgrader, sta
         text = page.locator("body").inner_text()
         assert_answer_readable(text, "feedback page")
         assert "[image/svg+xml output: not shown in grading pages]" in text
+        click_every_link(page, ".text_cell_render a, .output_area a", "feedback page")
+        assert_ran_nothing(page, seen[start:], "feedback page, every link clicked")
         assert [r for r in site.requests if "X-Pwned" in r or not r.startswith("GET ")] == [], site.requests
         page.get_by_text(PROSE).first.scroll_into_view_if_needed()
         page.mouse.wheel(0, -200)
@@ -364,6 +411,9 @@ def test_hostile_submission_runs_nothing_in_pages(hostile_class, formgrader, sta
     settle(page)
     lab.wait_until(lambda: formgrader.api("GET", "terminals") != [], "a terminal made by the unsanitized page")
     lab.wait_until(lambda: _manual_score(course, CLASSMATE) == 2.0, "full marks given by the unsanitized page")
+    # A link the text check let through, clicked, runs its script.
+    page.locator(".text_cell_render a", has_text="entity-s").first.click(no_wait_after=True)
+    lab.wait_until(lambda: "link-entity-s" in page.evaluate(RAN)["marked"], "the clicked link's script")
     ran = page.evaluate(RAN)["marked"]
     print(f"the unsanitized notebook, in formgrader, ran the scripts of: {sorted(set(ran))}")
     assert {"markdown-img", "markdown-script", "html-img", "html-script", "javascript"} <= set(ran), ran
