@@ -30,6 +30,10 @@ class FakeSession:
     def close(self) -> None:
         self.closed.set()
 
+    def halt(self, why: str) -> None:
+        self.halted = why
+        self.close()
+
 
 def _course(tmp_path: Path, checks_module: bool = True) -> Path:
     """A course folder with one notebook in source/ps1 and the grader's nbgrader_config.py lines."""
@@ -96,6 +100,7 @@ def test_the_watchdog_ends_the_sandbox_once_the_time_is_up_and_not_after_a_cance
     late, fired = FakeSession(), []
     worker._watchdog(0.01, fired, late)
     assert late.closed.wait(10) and fired == [True]
+    assert "time budget" in late.halted  # the kernel's sandbox and the judge's helpers, with the reason
     on_time, fired = FakeSession(), []
     worker._watchdog(3600, fired, on_time).cancel()
     assert not on_time.closed.is_set() and fired == []
