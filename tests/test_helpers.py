@@ -154,7 +154,7 @@ def test_the_numpy_only_stall_of_issue_38_ends_at_the_deadline(tmp_path):
     helper = NumpyOnlyRunner(UNSAFE, tmp_path / "numpy-only", assignment=tmp_path)
     loaded, _ = finished(lambda: helper.request({"op": "load", "cell": 1, "source": NUMPY_HELPER_STALL}, 60))
     assert loaded == {"loaded": True}
-    epsilon = "\u3000" * 20000 + "0.001"
+    epsilon = "\u3000" * 19000 + "0.001"
     assert len(dumps(encode(epsilon))) > 1 << 16  # as the judge writes it: more than a pipe holds
     call = {"op": "call", "cell": 1, "name": "central_difference", "args": [encode(epsilon)]}
     _, raised = finished(lambda: helper.request(call, 2.0))
