@@ -283,6 +283,15 @@ def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading
     return timer
 
 
+def notebook_budget(own: float, student_deadline: float, now: float) -> float | None:
+    """A notebook's time budget in seconds: its own, or what is left of the student's if that is less;
+    None once the student's time is spent (no further notebook of theirs runs)."""
+    left = student_deadline - now
+    if left <= 0:
+        return None
+    return max(1.0, min(own, left))
+
+
 def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResult:
     """Autograde one student's notebooks and generate their feedback, in a scratch course.
 
@@ -321,7 +330,8 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         own = {name: budgets.get(name, task.options.budget_without_reference) for name in submitted_notebooks}
         student_deadline = time.monotonic() + sum(own.values())
         for position, name in enumerate(submitted_notebooks):
-            if time.monotonic() >= student_deadline:  # the student's time is spent: the class goes on
+            budget = notebook_budget(own[name], student_deadline, time.monotonic())
+            if budget is None:  # the student's time is spent: graded with what finished, the class goes on
                 result.broken.append(
                     f"{name}: not graded: this student's time budget of {sum(own.values()):.0f} s ran out "
                     "before it; graded 0"
@@ -331,7 +341,6 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
                 # After this student's first notebook: the next sandbox's imports then fill the
                 # waits of this student's later ones, instead of delaying the next first notebook.
                 _make_next_session_or_log(task, template, kernel_name)
-            budget = max(1.0, min(own[name], student_deadline - time.monotonic()))
             api.config.SandboxedExecute.budget = budget  # read when the preprocessors are made
             record = session.record = NotebookRecord()
             fired: list = []

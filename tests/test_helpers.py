@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.helpers import HelperError, HelperProcess, HelperWatcher, JudgeHelpers, NumpyOnlyRunner
+from autograder.helpers import HelperError, HelperProcess, HelperWatcher, NumpyOnlyRunner
 from autograder.judge import Judge, LearnerRaised
+from autograder.kernels import SandboxSession
 from autograder.sandbox import Limits, Sandbox
 from autograder.wire import dumps, encode
 from tests.fixtures.build import NUMPY_HELPER_STALL
@@ -134,18 +135,18 @@ def test_a_limit_hit_between_requests_is_said_by_the_next_one(tmp_path):
     helper.stop()
 
 
-def test_ending_a_students_helpers_ends_a_stalled_request_at_once(tmp_path):
-    helpers = JudgeHelpers(UNSAFE, tmp_path, tmp_path)
-    stalled = FakeHelper(tmp_path, "stops-reading")
-    helpers.numpy_only = stalled
-    helpers.watcher.helpers = [stalled]
+def test_halting_a_students_session_ends_a_stalled_helper_request_at_once(tmp_path):
+    """What the watchdog does past a notebook's budget: the kernel's sandbox and the helpers end."""
+    session = SandboxSession(UNSAFE, tmp_path / "session", tmp_path)
+    helpers = session.judge_helpers()
+    stalled = helpers.numpy_only = helpers.watcher.helpers[1] = FakeHelper(tmp_path, "stops-reading")
     try:
         assert finished(lambda: stalled.request({"op": "first"}, 30))[0] == {"ok": True}
-        threading.Timer(0.5, helpers.end, ["the student's time budget ran out"]).start()
+        threading.Timer(0.5, session.halt, ["the notebook ran past its time budget"]).start()
         _, raised = finished(lambda: stalled.request({"op": "big", "data": "x" * (4 << 20)}, NEVER))
-        assert isinstance(raised, HelperError) and "the student's time budget ran out" in str(raised)
+        assert isinstance(raised, HelperError) and "ran past its time budget" in str(raised)
     finally:
-        helpers.close()
+        session.remove()
 
 
 def test_the_numpy_only_stall_of_issue_38_ends_at_the_deadline(tmp_path):

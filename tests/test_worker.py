@@ -106,6 +106,14 @@ def test_the_watchdog_ends_the_sandbox_once_the_time_is_up_and_not_after_a_cance
     assert not on_time.closed.is_set() and fired == []
 
 
+def test_a_notebook_gets_what_is_left_of_the_students_time_and_none_once_it_is_spent():
+    assert worker.notebook_budget(100.0, student_deadline=1000.0, now=0.0) == 100.0
+    assert worker.notebook_budget(100.0, student_deadline=40.0, now=0.0) == 40.0
+    assert worker.notebook_budget(100.0, student_deadline=10.5, now=10.0) == 1.0  # a moment left: at least 1 s
+    assert worker.notebook_budget(100.0, student_deadline=10.0, now=10.0) is None
+    assert worker.notebook_budget(100.0, student_deadline=10.0, now=500.0) is None
+
+
 def test_the_grades_come_back_as_data_from_the_tasks_gradebook(tmp_path):
     from nbgrader.api import Gradebook
 
