@@ -268,8 +268,6 @@ class HelperProcess:
 def _kill_all(pid: int) -> None:
     """SIGKILL to a helper's process, its group and everything below it (a child that left the group
     too); in a sandbox, its PID namespace goes with its first process."""
-    from .kernel_host import descendants
-
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -282,7 +280,8 @@ def _kill_all(pid: int) -> None:
 
 
 def descendants(pid: int) -> list[int]:
-    from .kernel_host import descendants as below  # (kernel_host imports this module)
+    """kernel_host.descendants (imported here when asked: kernel_host imports this module)."""
+    from .kernel_host import descendants as below
 
     return below(pid)
 
