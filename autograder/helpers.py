@@ -9,8 +9,12 @@ Both run learner-made work, so both are confined like a kernel: the same allow-l
 (sandbox.py: no network, no other process, nothing of the machine but the interpreter), an
 unprivileged uid of their own when the grader is root, the kernel's limits. The NumPy-only one
 also sees a package that refuses to import where JAX is installed. They speak JSON lines
-(wire.py) over pipes; a request that does not answer in time ends the process (the next
-request starts a new one), and an answer is never more than data.
+(wire.py) over pipes, and an answer is never more than data.
+
+Every line has a deadline both ways: a helper that does not take a request (it stopped reading)
+or does not answer it in time is ended, and so is one whose processes pass the kernel's limits
+(a `HelperWatcher` looks at them as kernels.Watcher looks at a kernel's, with root and without);
+the request then fails with the reason (HelperError), and the next one starts a new process.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from .process_limits import WATCH_INTERVAL, over_limits
 from .sandbox import CACHE, SCRATCH, Sandbox, kernel_env, launch
 from .wire import WireError, dumps, loads
 
@@ -34,6 +40,8 @@ HERE = Path(__file__).resolve().parent
 START_TIMEOUT = 120
 #: The longest answer line taken from a helper.
 MAX_LINE = 256 << 20
+#: Bytes written to a helper at a time (a pipe holds 64 kB): the deadline is checked between them.
+WRITE_CHUNK = 1 << 16
 #: Packages the NumPy-only process must not import: their folders are masked in its sandbox.
 JAX_PACKAGES = ("jax", "jaxlib", "jax_plugins")
 REFUSING_PACKAGE = 'raise ModuleNotFoundError("No module named {name!r} (this process runs without JAX)")\n'
@@ -94,6 +102,7 @@ class HelperProcess:
         self._buffer = b""
         self._ready_by: float | None = None  # launched, its "ready" line not read yet: by when it must come
         self.asked = False  # whether any request came (the reference run notes which helpers a notebook needs)
+        self.hit: str | None = None  # why it was ended from another thread (a limit), said by its next request
 
     # -- what differs between helpers -----------------------------------------------------------
     def extra_env(self) -> dict[str, str]:
@@ -104,6 +113,9 @@ class HelperProcess:
 
     def config(self) -> dict:
         return {}
+
+    def program(self) -> str:
+        return program(self.runner)
 
     # -- the process ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -123,7 +135,7 @@ class HelperProcess:
         cache = None if self.cache is None else (str(self.cache) if unsafe else CACHE)
         env = kernel_env(os.environ, scratch=scratch, cache=cache, extra=self.extra_env())
         config = {"uid": uid, "limits": self.sandbox.limits.as_dict(), **self.config()}
-        command = [sys.executable, "-I", "-c", program(self.runner), json.dumps(config)]
+        command = [sys.executable, "-I", "-c", self.program(), json.dumps(config)]
         argv = self.sandbox.argv(
             command,
             assignment=self.assignment,
@@ -142,30 +154,57 @@ class HelperProcess:
             cwd=scratch if unsafe else None,
             start_new_session=True,
         )
+        # Written without blocking: a helper that stops reading cannot hold the judge past a deadline.
+        os.set_blocking(self.process.stdin.fileno(), False)
         self._buffer = b""
+        self.hit = None
         self._ready_by = time.monotonic() + START_TIMEOUT
 
-    def _await_ready(self) -> None:
-        deadline, self._ready_by = self._ready_by, None
+    def _await_ready(self, deadline: float = float("inf")) -> None:
+        deadline, self._ready_by = min(self._ready_by, deadline), None
         first = self._read(deadline)
         if first.get("ready") is not True:
             self.stop()
             raise HelperError(f"the judge's {self.runner} did not start")
 
     def request(self, message: dict, timeout: float) -> dict:
-        """One request and its answer; HelperError when the helper dies or runs past timeout."""
+        """One request and its answer, both within timeout (its start too, where it has not started);
+        HelperError when the helper dies, stops reading, runs past timeout or was ended at a limit."""
         self.asked = True
+        deadline = time.monotonic() + timeout
+        if self.hit is not None:  # ended at a limit since its last request
+            self._fail("")
         if self.process is None or self.process.poll() is not None:
-            self.start()
-        elif self._ready_by is not None:  # launched ahead of its first request
-            self._await_ready()
-        try:
-            self.process.stdin.write((dumps(message) + "\n").encode())
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError) as error:
             self.stop()
-            raise HelperError(f"the judge's helper process is gone ({error})") from None
-        return self._read(time.monotonic() + timeout)
+            self.launch()
+        if self._ready_by is not None:  # launched now, or ahead of its first request
+            self._await_ready(deadline)
+        self._write((dumps(message) + "\n").encode(), deadline)
+        return self._read(deadline)
+
+    def _fail(self, why: str):
+        """End the process; HelperError saying why (the limit it was ended at, where it was)."""
+        hit, self.hit = self.hit, None
+        self.stop()
+        raise HelperError(f"it was stopped because {hit}" if hit else why)
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        fd = self.process.stdin.fileno()
+        view = memoryview(data)
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_WRITE)
+            while view:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._fail("it stopped taking the judge's requests and was stopped")
+                if not selector.select(min(left, 1.0)):
+                    continue
+                try:
+                    view = view[os.write(fd, view[:WRITE_CHUNK]) :]
+                except BlockingIOError:
+                    continue
+                except OSError as error:  # a broken pipe: the process is gone
+                    self._fail(f"the judge's helper process is gone ({error})")
 
     def _read(self, deadline: float) -> dict:
         fd = self.process.stdout.fileno()
@@ -174,34 +213,45 @@ class HelperProcess:
             while b"\n" not in self._buffer:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self.stop()
-                    raise HelperError("it ran past its time limit and was stopped")
+                    self._fail("it ran past its time limit and was stopped")
                 if not selector.select(min(left, 1.0)):
                     continue
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
-                    self.stop()
-                    raise HelperError("the process ended (it crashed, or ran into a limit)")
+                    self._fail("the process ended (it crashed, or ran into a limit)")
                 self._buffer += chunk
                 if len(self._buffer) > MAX_LINE:
-                    self.stop()
-                    raise HelperError("its answer was larger than the judge takes")
+                    self._fail("its answer was larger than the judge takes")
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
             answer = loads(line)
         except WireError as error:
-            self.stop()
-            raise HelperError(f"its answer was not readable ({error})") from None
+            self._fail(f"its answer was not readable ({error})")
         if not isinstance(answer, dict):
             raise HelperError("its answer was not a message")
         return answer
 
+    def processes(self) -> list[int]:
+        """The helper's processes as the grader sees them: its Python and whatever that started
+        (bubblewrap's own two left out, as the kernel's watcher leaves out the host's)."""
+        process = self.process
+        if process is None:
+            return []
+        below = descendants(process.pid)
+        return [process.pid, *below] if self.sandbox.unsafe else below[1:]
+
+    def kill(self, why: str) -> None:
+        """End the process now, from any thread (the watcher's, a watchdog's): its next or current
+        request fails, saying why. Only signals: the streams stay the requesting thread's to close."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        self.hit = why
+        _kill_all(process.pid)
+
     def stop(self) -> None:
         if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_all(self.process.pid)
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -213,6 +263,48 @@ class HelperProcess:
                     pass
             self.process = None
             self._ready_by = None
+
+
+def _kill_all(pid: int) -> None:
+    """SIGKILL to a helper's process, its group and everything below it (a child that left the group
+    too); in a sandbox, its PID namespace goes with its first process."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for below in descendants(pid):
+        try:
+            os.kill(below, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def descendants(pid: int) -> list[int]:
+    """kernel_host.descendants (imported here when asked: kernel_host imports this module)."""
+    from .kernel_host import descendants as below
+
+    return below(pid)
+
+
+class HelperWatcher(threading.Thread):
+    """Ends a helper whose processes pass the kernel's limits (process_limits.over_limits), while
+    its student's helpers are open."""
+
+    def __init__(self, helpers: list[HelperProcess], limits):
+        super().__init__(daemon=True, name="watch-helpers")
+        self.helpers, self.limits = helpers, limits
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL):
+            for helper in self.helpers:
+                pids = helper.processes()
+                hit = over_limits(pids, self.limits) if pids else None
+                if hit:
+                    helper.kill(hit)
 
 
 class ArtifactRunner(HelperProcess):
@@ -262,6 +354,8 @@ class JudgeHelpers:
         self.folder = Path(tempfile.mkdtemp(prefix="judge-", dir=folder))
         self.artifacts = ArtifactRunner(sandbox, self.folder / "artifacts", cache=cache, cache_writable=cache_writable)
         self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
+        self.watcher = HelperWatcher(list(self.by_name().values()), sandbox.limits)
+        self.watcher.start()
 
     def by_name(self) -> dict[str, HelperProcess]:
         return {name: getattr(self, name) for name in HELPER_NAMES}  # the attributes bear the names
@@ -277,7 +371,13 @@ class JudgeHelpers:
         """The helpers that got a request."""
         return [name for name, helper in self.by_name().items() if helper.asked]
 
+    def end(self, why: str) -> None:
+        """End every helper now, from any thread (a request in progress fails, saying why)."""
+        for helper in self.by_name().values():
+            helper.kill(why)
+
     def close(self) -> None:
+        self.watcher.stop()
         self.artifacts.stop()
         self.numpy_only.stop()
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -300,6 +300,10 @@ class Judge:
         self.kernel, self.helpers, self.modules, self.seed = kernel, helpers, modules, int(seed)
         self.answers, self.timeout, self.deadline = answers, float(timeout), deadline
         self._numpy_cells: dict[str, int | None] = {}
+        self._numpy_sources: dict[int, str] = {}  # a loaded cell's id -> its source
+        # An answer cell whose process was ended (it stalled, or passed a limit) -> why: not loaded again,
+        # so it costs one deadline, not one per item that needs it.
+        self._ended_cells: dict[str, str] = {}
         self._timed_ids = 0
 
     # -- one test cell ------------------------------------------------------------------------------
@@ -405,6 +409,12 @@ class Judge:
     def _deadline(self) -> float:
         return min(time.monotonic() + self.timeout, self.deadline)
 
+    def _helper_timeout(self) -> float:
+        left = self._deadline() - time.monotonic()
+        if left <= 0:
+            raise LearnerRaised(["TimeoutError"], "the notebook's time budget ran out before this check")
+        return left
+
     def kernel_request(self, message: dict) -> dict:
         return self.kernel.request(message, self._deadline())
 
@@ -468,7 +478,7 @@ class Judge:
         if operation != "plan":
             request["inputs"] = [encode(np.asarray(a)) for a in arrays]
         try:
-            answer = self.helpers.artifacts.request(request, max(1.0, self._deadline() - time.monotonic()))
+            answer = self.helpers.artifacts.request(request, self._helper_timeout())
         except HelperError as error:
             raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
         return self._result(answer, decode)
@@ -479,8 +489,9 @@ class Judge:
             if not cells:
                 self._numpy_cells[name] = None
             else:
-                ident = len(self._numpy_cells) + 1
-                self._numpy_cells[name] = ident
+                self._refuse_ended(cells[-1])
+                ident = len(self._numpy_sources) + 1  # never reused: a handle made before a restart stays its own
+                self._numpy_cells[name], self._numpy_sources[ident] = ident, cells[-1]
                 answer = self._numpy_request({"op": "load", "cell": ident, "source": cells[-1]})
                 if "loaded" not in answer:
                     self._numpy_cells[name] = None
@@ -493,11 +504,18 @@ class Judge:
         message = {"op": "call", "cell": cell, "name": name, "args": [self.outbound(a, to_kernel=False) for a in args]}
         return self._result(self._numpy_request(message), decode)
 
+    def _refuse_ended(self, source: str | None) -> None:
+        if source in self._ended_cells:
+            raise LearnerRaised(["RuntimeError"], self._ended_cells[source], "the answer cell's process: ")
+
     def _numpy_request(self, message: dict) -> dict:
+        source = self._numpy_sources.get(message["cell"])
+        self._refuse_ended(source)
         try:
-            return self.helpers.numpy_only.request(message, max(1.0, self._deadline() - time.monotonic()))
+            return self.helpers.numpy_only.request(message, self._helper_timeout())
         except HelperError as error:
-            self._numpy_cells.clear()  # a new process: cells are loaded again
+            self._numpy_cells.clear()  # a new process: cells are loaded again ...
+            self._ended_cells[source] = str(error)  # ... but not this one
             raise LearnerRaised(["RuntimeError"], error, "the answer cell's process: ") from None
 
 

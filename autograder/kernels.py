@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from queue import Empty
 
-import psutil
 import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.connect import channel_socket_types
@@ -36,6 +35,7 @@ from traitlets import Unicode, default
 
 from .kernel_host import PROGRAM, KernelHost, KernelProcess, alive, descendants
 from .kernel_host_program import SCRATCH_MARK
+from .process_limits import WATCH_INTERVAL, over_limits
 from .sandbox import (
     ASSIGNMENT_MOUNT,
     CACHE,
@@ -52,8 +52,6 @@ from .sandbox import (
 MAX_KERNEL_MESSAGE = 64 << 20
 #: The mode every graded kernel runs in: nbgrader's (the lesson does less ungraded work in it).
 GRADING_ENV = {"NBGRADER_EXECUTION": "autograde"}
-#: Seconds between two looks at a kernel's processes.
-WATCH_INTERVAL = 0.1
 #: The longest path a Unix socket may have: sun_path holds 108 bytes, the last one a NUL.
 SOCKET_PATH_MAX = 107
 #: jupyter names a kernel's sockets <prefix>-<port> with ports counted from 1: room for "/kernel-99999".
@@ -211,6 +209,13 @@ class SandboxSession:
             self.host.stop()
             self.host = None
 
+    def halt(self, why: str) -> None:
+        """End everything of this student's now, from any thread (a watchdog's): the kernel's sandbox
+        and the judge's helpers (a request to one in progress fails, saying why)."""
+        self.close()
+        if self._judge_helpers is not None:
+            self._judge_helpers.end(why)
+
     def judge_helpers(self):
         """The judge's helper processes for this student (autograder/helpers.py), made once."""
         from .helpers import JudgeHelpers
@@ -229,20 +234,6 @@ class SandboxSession:
             self._judge_helpers = None
         shutil.rmtree(self.folder, ignore_errors=True)
         shutil.rmtree(self.connection, ignore_errors=True)  # where it is not in the folder (connection_folder)
-
-
-def _rss(pid: int) -> int:
-    try:
-        return psutil.Process(pid).memory_info().rss
-    except psutil.Error:
-        return 0
-
-
-def _threads(pid: int) -> int:
-    try:
-        return psutil.Process(pid).num_threads()
-    except psutil.Error:
-        return 0
 
 
 def _folder_bytes(folder: Path) -> tuple[int, int]:
@@ -274,15 +265,9 @@ class Watcher(threading.Thread):
 
     def _violation(self) -> str | None:
         limits = self.session.sandbox.limits
-        processes = self.session.kernel_processes()
-        if len(processes) > limits.processes:
-            return f"it started more than {limits.processes} processes at once (the process limit)"
-        # Threads count too (without root there is no per-uid limit on them: this is their cap).
-        if sum(_threads(p) for p in processes) > limits.tasks:
-            return f"it ran more than {limits.tasks} threads and processes at once (the task limit)"
-        resident = sum(_rss(p) for p in processes)
-        if resident > limits.memory_total:
-            return f"its processes used more than {limits.memory_total / (1 << 20):g} MiB of memory together (the memory limit)"
+        hit = over_limits(self.session.kernel_processes(), limits)
+        if hit:
+            return hit
         entries, size = _folder_bytes(self.session.connection)
         if entries > 64 or size > limits.connection_dir:
             return "it wrote files into the kernel's socket folder (/run/kernel), which is not for files"

@@ -272,16 +272,26 @@ def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
 
 
 def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading.Timer:
-    """End the student's sandbox if one notebook runs past `seconds` (a kernel that ignores interrupts)."""
+    """End everything of the student's (the kernel's sandbox, the judge's helpers) if one notebook runs
+    past `seconds` (a kernel that ignores interrupts, a helper that stalls the judge)."""
 
     def fire():
         fired.append(True)
-        session.close()
+        session.halt("the notebook ran past its time budget")
 
     timer = threading.Timer(seconds, fire)
     timer.daemon = True
     timer.start()
     return timer
+
+
+def notebook_budget(own: float, student_deadline: float, now: float) -> float | None:
+    """A notebook's time budget in seconds: its own, or what is left of the student's if that is less;
+    None once the student's time is spent (no further notebook of theirs runs)."""
+    left = student_deadline - now
+    if left <= 0:
+        return None
+    return max(1.0, min(own, left))
 
 
 def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResult:
@@ -323,15 +333,20 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
         # Time is the course's to give, not the submission's to take: each notebook has the budget the
         # reference run set for it, and the student the sum of them, whatever the notebooks hold.
         budgets = time_budgets(template)
-        student_deadline = time.monotonic() + sum(budgets.get(name, 0.0) for name in submitted_notebooks)
+        own = {name: budgets.get(name, task.options.budget_without_reference) for name in submitted_notebooks}
+        student_deadline = time.monotonic() + sum(own.values())
         for position, name in enumerate(submitted_notebooks):
+            budget = notebook_budget(own[name], student_deadline, time.monotonic())
+            if budget is None:  # the student's time is spent: graded with what finished, the class goes on
+                result.broken.append(
+                    f"{name}: not graded: this student's time budget of {sum(own.values()):.0f} s ran out "
+                    "before it; graded 0"
+                )
+                continue
             if position == 1:
                 # After this student's first notebook: the next sandbox's imports then fill the
                 # waits of this student's later ones, instead of delaying the next first notebook.
                 _make_next_session_or_log(task, template, kernel_name)
-            budget = max(
-                1.0, min(budgets.get(name, task.options.budget_without_reference), student_deadline - time.monotonic())
-            )
             api.config.SandboxedExecute.budget = budget  # read when the preprocessors are made
             record = session.record = NotebookRecord()
             fired: list = []

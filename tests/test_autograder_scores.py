@@ -573,3 +573,25 @@ def test_a_marker_in_an_output_changes_nothing_even_after_a_manual_grade(graded,
     page = (out / "feedback" / "hostile-marker-in-output" / "04-exercise.html").read_text()
     assert "Score: 7.5" in page or "7.5" in page
     assert "nothing hidden here" in page
+
+
+#: The NumPy-only helper's hostile fixtures (issue 38), and what their central-difference report may
+#: name. Filling 7.5 GiB takes seconds on a busy machine: the memory limit or the cell's deadline,
+#: whichever comes first, ends that helper (the watcher's memory check is tested on fakes, in
+#: tests/test_helpers.py).
+HELPER_ENDED = {
+    "hostile-numpy-helper-stall": ("stopped taking the judge's requests",),
+    "hostile-numpy-helper-silent": ("ran past its time limit",),
+    "hostile-numpy-helper-forks": ("the process limit",),
+    "hostile-numpy-helper-memory": ("the memory limit", "ran past its time limit"),
+}
+
+
+@pytest.mark.parametrize("student", sorted(HELPER_ENDED))
+def test_a_helper_that_stalls_or_passes_a_limit_is_ended_and_the_report_says_why(graded, student):
+    """The helper was ended at its deadline or by the watcher, and that cell's later items failed at
+    once with the same reason (one deadline, not one per item); the notebook finished in its budget."""
+    text = _autograded_cell_text(graded, student, "04-exercise", "test-central-difference")
+    ended = [line for line in text.splitlines() if "the answer cell's process:" in line]
+    assert len(ended) == 3 and any(all(why in line for line in ended) for why in HELPER_ENDED[student]), text
+    assert student not in graded.broken, graded.broken.get(student)

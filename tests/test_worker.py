@@ -30,6 +30,10 @@ class FakeSession:
     def close(self) -> None:
         self.closed.set()
 
+    def halt(self, why: str) -> None:
+        self.halted = why
+        self.close()
+
 
 def _course(tmp_path: Path, checks_module: bool = True) -> Path:
     """A course folder with one notebook in source/ps1 and the grader's nbgrader_config.py lines."""
@@ -96,9 +100,18 @@ def test_the_watchdog_ends_the_sandbox_once_the_time_is_up_and_not_after_a_cance
     late, fired = FakeSession(), []
     worker._watchdog(0.01, fired, late)
     assert late.closed.wait(10) and fired == [True]
+    assert "time budget" in late.halted  # the kernel's sandbox and the judge's helpers, with the reason
     on_time, fired = FakeSession(), []
     worker._watchdog(3600, fired, on_time).cancel()
     assert not on_time.closed.is_set() and fired == []
+
+
+def test_a_notebook_gets_what_is_left_of_the_students_time_and_none_once_it_is_spent():
+    assert worker.notebook_budget(100.0, student_deadline=1000.0, now=0.0) == 100.0
+    assert worker.notebook_budget(100.0, student_deadline=40.0, now=0.0) == 40.0
+    assert worker.notebook_budget(100.0, student_deadline=10.5, now=10.0) == 1.0  # a moment left: at least 1 s
+    assert worker.notebook_budget(100.0, student_deadline=10.0, now=10.0) is None
+    assert worker.notebook_budget(100.0, student_deadline=10.0, now=500.0) is None
 
 
 def test_the_grades_come_back_as_data_from_the_tasks_gradebook(tmp_path):
