@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from .process_limits import WATCH_INTERVAL, over_limits
+from .process_limits import WATCH_INTERVAL, descendants, over_limits
 from .sandbox import CACHE, SCRATCH, Sandbox, kernel_env, launch
 from .wire import WireError, dumps, loads
 
@@ -277,13 +277,6 @@ def _kill_all(pid: int) -> None:
             os.kill(below, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def descendants(pid: int) -> list[int]:
-    """kernel_host.descendants (imported here when asked: kernel_host imports this module)."""
-    from .kernel_host import descendants as below
-
-    return below(pid)
 
 
 class HelperWatcher(threading.Thread):

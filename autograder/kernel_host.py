@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .helpers import sent_text
 from .kernel_host_program import READY
+from .process_limits import descendants
 from .sandbox import launch
 
 #: What the host runs: confine.py, then kernel_host_program.py, then its main() on the configuration.
@@ -48,46 +49,6 @@ def namespace_pids(pid: int) -> list[int]:
     except (OSError, ValueError):
         pass
     return [pid]
-
-
-#: Whether this kernel lists each task's children in /proc/<pid>/task/<tid>/children.
-PROC_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below pid (its children, then theirs), as this process sees them.
-
-    Read from the children file of each of their tasks, which names that task's children only:
-    psutil's children() reads every process of the machine, and a kernel's watcher asks ten times
-    a second. psutil where the kernel keeps no such file."""
-    if not PROC_CHILDREN:
-        return _descendants_by_psutil(pid)
-    found, parents = [], [pid]
-    while parents:
-        children = []
-        for parent in parents:
-            try:
-                tasks = os.listdir(f"/proc/{parent}/task")
-            except OSError:  # gone
-                continue
-            for task in tasks:
-                try:
-                    with open(f"/proc/{parent}/task/{task}/children") as listing:
-                        children += [int(child) for child in listing.read().split()]
-                except (OSError, ValueError):  # the task ended meanwhile
-                    pass
-        found += children
-        parents = children
-    return found
-
-
-def _descendants_by_psutil(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return []
 
 
 def alive(pid: int) -> bool:

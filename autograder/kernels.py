@@ -33,9 +33,9 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode, default
 
-from .kernel_host import PROGRAM, KernelHost, KernelProcess, alive, descendants
+from .kernel_host import PROGRAM, KernelHost, KernelProcess, alive
 from .kernel_host_program import SCRATCH_MARK
-from .process_limits import WATCH_INTERVAL, over_limits
+from .process_limits import WATCH_INTERVAL, descendants, over_limits
 from .sandbox import (
     ASSIGNMENT_MOUNT,
     CACHE,

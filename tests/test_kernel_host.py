@@ -81,7 +81,7 @@ def test_outside_a_sandbox_a_host_empties_only_a_folder_the_grader_marked(layout
 def test_descendants_are_every_process_below_and_no_other():
     """A child that starts a thread, and from the thread a grandchild: both are found (the
     grandchild is the thread's child, listed under the thread's task), as psutil finds them."""
-    from autograder import kernel_host
+    from autograder import process_limits
 
     tree = (
         "import subprocess, sys, threading, time\n"
@@ -95,17 +95,17 @@ def test_descendants_are_every_process_below_and_no_other():
     child = subprocess.Popen([sys.executable, "-c", tree], stdout=subprocess.PIPE, text=True)
     try:
         grandchild = int(child.stdout.readline())
-        below = kernel_host.descendants(os.getpid())
+        below = process_limits.descendants(os.getpid())
         assert child.pid in below and grandchild in below and other.pid in below  # all of this test's
-        assert sorted(kernel_host.descendants(child.pid)) == [grandchild]
-        assert sorted(kernel_host._descendants_by_psutil(child.pid)) == [grandchild]
-        assert kernel_host.descendants(grandchild) == []
+        assert sorted(process_limits.descendants(child.pid)) == [grandchild]
+        assert sorted(process_limits._descendants_by_psutil(child.pid)) == [grandchild]
+        assert process_limits.descendants(grandchild) == []
     finally:
         for process in (child, other):
             os.kill(process.pid, signal.SIGKILL)
             process.wait()
     os.kill(grandchild, signal.SIGKILL)
-    assert kernel_host.descendants(child.pid) == []  # gone
+    assert process_limits.descendants(child.pid) == []  # gone
 
 
 def test_outside_a_sandbox_a_host_ends_the_kernels_it_started_and_no_other_process(layout):

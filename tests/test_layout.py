@@ -95,7 +95,7 @@ ROOMS = {
         "console",
     },
     "the class gradebook": {"class_gradebook", "class_course", "merge", "reports", "student_files"},
-    "the kernel": {"helpers", "kernel_host", "kernels", "kernel_channel"},
+    "the kernel": {"process_limits", "helpers", "kernel_host", "kernels", "kernel_channel"},
     "the judge": {"judge", "judged_cells"},
     "one notebook": {"execute", "repair", "pages", "plugin"},
     "one student": {"worker", "reference"},
