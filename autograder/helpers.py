@@ -8,7 +8,8 @@
 Both run learner-made work, so both are confined like a kernel: the same allow-list sandbox
 (sandbox.py: no network, no other process, nothing of the machine but the interpreter), an
 unprivileged uid of their own when the grader is root, the kernel's limits. The NumPy-only one
-also sees a package that refuses to import where JAX is installed. They speak JSON lines
+sees no installed package but NumPy: every folder of packages is replaced by one that holds
+NumPy alone (`NumpyOnlyRunner.masks`). They speak JSON lines
 (wire.py) over pipes; a request that does not answer in time ends the process (the next
 request starts a new one), and an answer is never more than data.
 """
@@ -34,9 +35,8 @@ HERE = Path(__file__).resolve().parent
 START_TIMEOUT = 120
 #: The longest answer line taken from a helper.
 MAX_LINE = 256 << 20
-#: Packages the NumPy-only process must not import: their folders are masked in its sandbox.
-JAX_PACKAGES = ("jax", "jaxlib", "jax_plugins")
-REFUSING_PACKAGE = 'raise ModuleNotFoundError("No module named {name!r} (this process runs without JAX)")\n'
+#: What the NumPy-only process sees of a folder of installed packages: NumPy and its own libraries.
+NUMPY_ONLY_FOLDERS = ("numpy", "numpy.libs")
 
 
 #: The helpers by name, as the reference run notes which ones each notebook's checks asked.
@@ -63,15 +63,19 @@ def sent_text(*names: str) -> str:
     return "\n\n".join("\n".join(line for line in text.splitlines() if line.strip() != future) for text in texts) + "\n"
 
 
-def _package_folders(names) -> dict[str, str]:
-    import importlib.util
+def package_folders() -> list[str]:
+    """Every folder of installed Python packages a sandbox shows (real paths): the virtual
+    environment's, the base Python's and the system's site-packages and dist-packages."""
+    import glob
+    import site
 
-    found = {}
-    for name in names:
-        spec = importlib.util.find_spec(name)
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            found[name] = os.path.realpath(location)
-    return found
+    from .sandbox import interpreter_folders
+
+    found = set(site.getsitepackages())
+    for root in (*interpreter_folders(), "/usr", "/usr/local"):
+        found.update(glob.glob(os.path.join(root, "lib*", "python*", "*-packages")))
+        found.update(glob.glob(os.path.join(root, "local", "lib*", "python*", "*-packages")))
+    return sorted({os.path.realpath(path) for path in found if os.path.isdir(path)})
 
 
 class HelperProcess:
@@ -235,22 +239,25 @@ class NumpyOnlyRunner(HelperProcess):
     runner = "numpy_runner.py"
 
     def masks(self) -> dict[str, Path]:
+        """An allow-list of the file system: each folder of packages shows NumPy's folders, where
+        it holds them, and nothing else (masks are bound in the order of their paths: a folder
+        before what is bound inside it)."""
         if self.sandbox.unsafe:
             return {}
-        blockers = self.folder / "without-jax"
-        masks = {}
-        for name, location in _package_folders(JAX_PACKAGES).items():
-            package = blockers / name
-            package.mkdir(parents=True, exist_ok=True)
-            (package / "__init__.py").write_text(REFUSING_PACKAGE.format(name=name))
-            masks[location] = package
+        only_numpy, empty = self.folder / "only-numpy", self.folder / "no-packages"
+        empty.mkdir(parents=True, exist_ok=True)
+        for name in NUMPY_ONLY_FOLDERS:
+            (only_numpy / name).mkdir(parents=True, exist_ok=True)  # where the real ones are bound
+        masks: dict[str, Path] = {}
+        for folder in package_folders():
+            kept = [name for name in NUMPY_ONLY_FOLDERS if os.path.isdir(os.path.join(folder, name))]
+            masks[folder] = only_numpy if kept else empty
+            for name in kept:
+                masks[os.path.join(folder, name)] = Path(folder) / name
         return masks
 
     def config(self) -> dict:
-        return {
-            "jax_masked": not self.sandbox.unsafe,
-            "assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment),
-        }
+        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
 
 
 class JudgeHelpers:
