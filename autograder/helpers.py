@@ -3,7 +3,10 @@
 - `artifacts`: a Python with JAX that runs the programs a learner's kernel handed over, on the
   judge's inputs, and reads their compiled memory plans (autograder/artifact_runner.py);
 - `numpy_only`: a Python where JAX cannot be imported, that runs a learner's answer cell alone
-  and calls its function (autograder/numpy_runner.py).
+  and calls its function (autograder/numpy_runner.py);
+- `builder`: a Python with JAX that rebuilds a learner's function from its answer cells alone and
+  exports its program for the artifact runner (autograder/program_builder.py): the kernel is never
+  asked for a program.
 
 Both run learner-made work, so both are confined like a kernel: the same allow-list sandbox
 (sandbox.py: no network, no other process, nothing of the machine but the interpreter), an
@@ -40,7 +43,7 @@ NUMPY_ONLY_FOLDERS = ("numpy", "numpy.libs")
 
 
 #: The helpers by name, as the reference run notes which ones each notebook's checks asked.
-HELPER_NAMES = ("artifacts", "numpy_only")
+HELPER_NAMES = ("artifacts", "numpy_only", "builder")
 
 
 class HelperError(RuntimeError):
@@ -260,6 +263,15 @@ class NumpyOnlyRunner(HelperProcess):
         return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
 
 
+class ProgramBuilder(HelperProcess):
+    """Rebuilds a learner's function from its answer cells and exports its program (never runs it)."""
+
+    runner = "program_builder.py"
+
+    def config(self) -> dict:
+        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
+
+
 class JudgeHelpers:
     """The helpers of one student (started when first needed, stopped with the student's session)."""
 
@@ -269,6 +281,7 @@ class JudgeHelpers:
         self.folder = Path(tempfile.mkdtemp(prefix="judge-", dir=folder))
         self.artifacts = ArtifactRunner(sandbox, self.folder / "artifacts", cache=cache, cache_writable=cache_writable)
         self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
+        self.builder = ProgramBuilder(sandbox, self.folder / "builder", assignment=assignment)
 
     def by_name(self) -> dict[str, HelperProcess]:
         return {name: getattr(self, name) for name in HELPER_NAMES}  # the attributes bear the names
@@ -287,4 +300,5 @@ class JudgeHelpers:
     def close(self) -> None:
         self.artifacts.stop()
         self.numpy_only.stop()
+        self.builder.stop()
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -646,3 +646,58 @@ def test_without_a_sandbox_the_numpy_only_import_hook_refuses_what_is_not_allowe
     assert run.stdout.split("\n")[:-1] == [f"refused {n}" for n in ("scipy", "sympy", "jax", "planted", "IPython")], (
         run.stdout + run.stderr
     )
+
+
+# ---------------------------------------------------------------------------------------
+# The judge's program builder: each program built in a fork of its own, from the cells sent.
+# ---------------------------------------------------------------------------------------
+def _export_request(name: str, source: str) -> dict:
+    return {
+        "op": "export",
+        "cells": {name: source},
+        "target": {"$learner": name},
+        "bind": None,
+        "transform": "grad",
+        "argnums": [0],
+        "avals": [[[3], "float32"]],
+    }
+
+
+TAMPERING_CELL = """
+import os
+import jax
+
+jax.vjp = None  # JAX's own function, rebound
+for fd in range(3, 256):  # and a forged answer on every descriptor this process has
+    try:
+        os.write(fd, b'{"exported": "Zm9yZ2Vk"}\\n')
+    except OSError:
+        pass
+
+
+def tampered(x):
+    return x.sum()
+"""
+
+
+def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its_line(tmp_path, assignment):
+    """A cell that rebinds JAX and writes a forged answer on every descriptor it has: that request
+    is refused, nothing forged reaches the judge's line, and the next program, from a clean cell,
+    is built by a fork that never saw the tampering: it is the program of its own cell."""
+    import base64
+
+    import jax
+    import numpy as np
+
+    from autograder.helpers import ProgramBuilder
+
+    builder = ProgramBuilder(find_sandbox(), tmp_path / "builder", assignment=assignment)
+    try:
+        tampered = builder.request(_export_request("tampered", TAMPERING_CELL), 120)
+        clean = builder.request(_export_request("square", "def square(x):\n    return (x * x).sum()\n"), 120)
+    finally:
+        builder.stop()
+    assert "exported" not in tampered, tampered
+    assert "exported" in clean, clean
+    exported = jax.export.deserialize(bytearray(base64.b64decode(clean["exported"])))
+    assert np.allclose(exported.call(np.array([1.0, 2.0, 3.0], np.float32)), [2.0, 4.0, 6.0])
