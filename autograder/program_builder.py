@@ -220,12 +220,15 @@ def main(config: dict) -> None:
 
 def _in_a_fork(line, builder: Builder, private: tuple) -> dict:
     import os
+    import select
+    import signal
 
     inward, outward = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the fork's side (tests/test_sandbox.py runs it)
         code = 0
         try:
+            os.setpgid(0, 0)  # what it leaves running is ended with it
             os.close(inward)
             for stream in private:
                 os.close(stream.fileno())
@@ -235,15 +238,32 @@ def _in_a_fork(line, builder: Builder, private: tuple) -> dict:
             code = 1
         os._exit(code)
     os.close(outward)
-    chunks, size = [], 0
-    with os.fdopen(inward, "rb") as answer:
-        while chunk := answer.read(1 << 20):
-            size += len(chunk)
-            if size > MAX_ANSWER:
-                os.kill(pid, 9)
-                break
+    os.set_blocking(inward, False)
+    chunks, size, ended = [], 0, False
+    try:
+        # Read until the fork ends (not until the pipe closes: a process it left may hold it open).
+        while size <= MAX_ANSWER:
+            if not ended and not select.select([inward], [], [], 0.05)[0]:
+                ended = os.waitpid(pid, os.WNOHANG)[0] != 0
+                continue
+            try:
+                chunk = os.read(inward, 1 << 20)
+            except BlockingIOError:
+                chunk = None
+            if not chunk:
+                if ended or chunk == b"":
+                    break
+                continue
             chunks.append(chunk)
-    os.waitpid(pid, 0)
+            size += len(chunk)
+    finally:
+        os.close(inward)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if not ended:
+            os.waitpid(pid, 0)
     if size > MAX_ANSWER:
         return {"refused": "the program built was larger than the judge takes"}
     try:

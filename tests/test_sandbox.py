@@ -680,10 +680,26 @@ def tampered(x):
 """
 
 
+LINGERING_CELL = """
+import os
+import time
+
+if os.fork() == 0:  # a process left behind, holding whatever the cell's process holds
+    time.sleep(600)
+    os._exit(0)
+
+
+def lingering(x):
+    return (x * x).sum()
+"""
+
+
 def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its_line(tmp_path, assignment):
     """A cell that rebinds JAX and writes a forged answer on every descriptor it has: that request
     is refused, nothing forged reaches the judge's line, and the next program, from a clean cell,
-    is built by a fork that never saw the tampering: it is the program of its own cell."""
+    is built by a fork that never saw the tampering: it is the program of its own cell. A cell that
+    leaves a process behind holding the fork's answer line still gets its answer (well within the
+    request's time), and that process is ended with its fork."""
     import base64
 
     import jax
@@ -695,9 +711,11 @@ def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its
     try:
         tampered = builder.request(_export_request("tampered", TAMPERING_CELL), 120)
         clean = builder.request(_export_request("square", "def square(x):\n    return (x * x).sum()\n"), 120)
+        lingering = builder.request(_export_request("lingering", LINGERING_CELL), 120)
     finally:
         builder.stop()
     assert "exported" not in tampered, tampered
-    assert "exported" in clean, clean
-    exported = jax.export.deserialize(bytearray(base64.b64decode(clean["exported"])))
-    assert np.allclose(exported.call(np.array([1.0, 2.0, 3.0], np.float32)), [2.0, 4.0, 6.0])
+    assert "exported" in clean and "exported" in lingering, (clean, lingering)
+    for answer in (clean, lingering):
+        exported = jax.export.deserialize(bytearray(base64.b64decode(answer["exported"])))
+        assert np.allclose(exported.call(np.array([1.0, 2.0, 3.0], np.float32)), [2.0, 4.0, 6.0])
