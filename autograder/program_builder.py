@@ -33,8 +33,12 @@ try:  # imported as part of the grader (its tests); sent as text, the two files 
 except ImportError:  # pragma: no cover - the sandbox's copy
     pass
 
-#: The names an answer cell finds already bound, as the lesson's notebooks import them first.
-PRELUDE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom jax import lax\nnumpy = np\n"
+#: The names an answer cell finds already bound, as the lesson's notebooks import them before it
+#: (its own imports come after, and win).
+PRELUDE = (
+    "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom jax import lax\nnumpy = np\n"
+    "try:\n    from remat_lesson import *\nexcept ImportError:\n    pass\n"
+)
 #: Top-level packages whose functions and classes an answer cell may not rebind here.
 GUARDED = ("jax", "jaxlib")
 #: Modules an export imports on its first use: imported ahead, so they are guarded too.

@@ -587,3 +587,19 @@ def test_an_answer_cell_that_rebinds_jax_changes_nothing_of_the_export(patch, ea
     finally:
         jax.export.export, jax.vjp, inner._module_to_bytecode = saved
     assert points == earned, report
+
+
+def test_an_answer_cell_finds_the_names_the_notebook_imported_before_it(monkeypatch, trusted):
+    """Rebuilt alone, an answer cell still finds what the lesson's notebooks import first (the
+    lesson's W and DEPTH here): a policy_objectives that ignores its arguments for them keeps the
+    lesson's points and loses only the fresh network's (mistake-policy-lesson-globals)."""
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+    judge.answers = [a.replace("make_objective(weights, depth,", "make_objective(W, DEPTH,") for a in judge.answers]
+    kernel.namespace["policy_objectives"] = lambda weights, depth: {
+        "plain": kernel.namespace["make_objective"](kernel.namespace["W"], kernel.namespace["DEPTH"]),
+        "remat": kernel.namespace["make_objective"](
+            kernel.namespace["W"], kernel.namespace["DEPTH"], rematerialize=True
+        ),
+    }
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-policy-gradients"), 3)
+    assert earned == 2, report
