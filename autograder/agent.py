@@ -4,18 +4,15 @@ While grading, no check runs in the learner's kernel. The judge (autograder/judg
 checks in the grader and, whenever an item needs the learner's work, sends the kernel one
 request, as an execute request of its own (not stored in the kernel's history): this file's
 text after autograder/wire.py's, and the request. Nothing of a hidden test travels: a request
-names a learner's function and carries data (arrays drawn fresh for the run), or asks for a
-learner's JAX program as an artifact (`jax.export` at the shapes the judge names: the inputs
-the judge then runs it on never reach the kernel). The answer goes back as one display output
-of type RESPONSE_MIME, and is only ever data (wire.py).
+names a learner's function and carries data (arrays drawn fresh for the run). The answer goes
+back as one display output of type RESPONSE_MIME, and is only ever data (wire.py). A learner's
+JAX program is never asked of the kernel: the judge's program builder rebuilds it from the
+answer cells (autograder/program_builder.py).
 
 Requests (JSON):
 
     {"op": "describe", "names": [...]}   each name of the learner's: a value, a handle, or missing
     {"op": "call", "target": <value>, "args": [...], "kwargs": [[name, value], ...]}
-    {"op": "export", "target": <value>, "bind": [...] | null, "wrap": <value> | null,
-        "transform": "call" | "grad" | "value_and_grad" | "residuals", "argnums": [...],
-        "avals": [[shape, dtype], ...]}
 
 A timed executable ({"$timed": ...}) asks the judge, through the kernel's stdin channel, at each
 call and at each wait for a result: the judge answers when it chooses, and notes when it was
@@ -52,13 +49,6 @@ def _keep(value) -> int:
     ident = len(table) + 1
     table[ident] = value
     return ident
-
-
-class _Argument:
-    """Where a program's inputs go in a bound call."""
-
-    def __init__(self, index: int):
-        self.index = index
 
 
 class _Pending:
@@ -163,8 +153,6 @@ def _resolve(form, data, nested):
     if form == "$timed":
         executable = data.get("executable")
         return _Timed(int(data["$timed"]), None if executable is None else nested(executable))
-    if form == "$arg":
-        return _Argument(int(data["$arg"]))
     raise WireError(f"{form} is not accepted by the kernel")
 
 
@@ -190,48 +178,6 @@ def _describe(names) -> dict:
     return {"values": found}
 
 
-def _program(request):
-    target = _value(request["target"])
-    bind = request.get("bind")
-    if bind is None:
-        program = target
-    else:
-        template = [_value(item) for item in bind]
-
-        def program(*inputs):
-            return target(*[inputs[a.index] if isinstance(a, _Argument) else a for a in template])
-
-    # A shipped module's function of a program (remat_lesson.renaming, say): applied before the transform.
-    wrap = request.get("wrap")
-    return program if wrap is None else _value(wrap)(program)
-
-
-def _transformed(program, transform: str, argnums):
-    import jax
-
-    argnums = tuple(argnums) if len(argnums) != 1 else argnums[0]
-    if transform == "call":
-        return program
-    if transform == "grad":
-        return jax.grad(program, argnums=argnums)
-    if transform == "value_and_grad":
-        return jax.value_and_grad(program, argnums=argnums)
-    if transform == "residuals":
-        return lambda *inputs: jax.tree_util.tree_leaves(jax.vjp(program, *inputs)[1])
-    raise WireError(f"no transform {transform!r}")
-
-
-def _export(request) -> dict:
-    import base64
-
-    import jax
-
-    function = _transformed(_program(request), request["transform"], request.get("argnums", [0]))
-    avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in request["avals"]]
-    exported = jax.export.export(jax.jit(function))(*avals)
-    return {"exported": base64.b64encode(exported.serialize()).decode("ascii")}
-
-
 def _call(request) -> dict:
     target = _value(request["target"])
     args = [_value(item) for item in request.get("args", [])]
@@ -242,7 +188,7 @@ def _call(request) -> dict:
 def respond(line: str) -> dict:
     """The response to one request line (raised exceptions of the learner's code included)."""
     request = loads(line)
-    operations = {"describe": lambda r: _describe(r["names"]), "call": _call, "export": _export}
+    operations = {"describe": lambda r: _describe(r["names"]), "call": _call}
     try:
         return operations[request["op"]](request)
     except WireError as error:

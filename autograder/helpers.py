@@ -3,13 +3,17 @@
 - `artifacts`: a Python with JAX that runs the programs a learner's kernel handed over, on the
   judge's inputs, and reads their compiled memory plans (autograder/artifact_runner.py);
 - `numpy_only`: a Python where JAX cannot be imported, that runs a learner's answer cell alone
-  and calls its function (autograder/numpy_runner.py).
+  and calls its function (autograder/numpy_runner.py);
+- `builder`: a Python with JAX that rebuilds a learner's function from its answer cells alone and
+  exports its program for the artifact runner (autograder/program_builder.py): the kernel is never
+  asked for a program.
 
 Both run learner-made work, so both are confined like a kernel: the same allow-list sandbox
 (sandbox.py: no network, no other process, nothing of the machine but the interpreter), an
 unprivileged uid of their own when the grader is root, the kernel's limits. The NumPy-only one
-also sees a package that refuses to import where JAX is installed. They speak JSON lines
-(wire.py) over pipes, and an answer is never more than data.
+sees no installed package but NumPy: every folder of packages is replaced by one that holds
+NumPy alone (`NumpyOnlyRunner.masks`). They speak JSON lines (wire.py) over pipes, and an
+answer is never more than data.
 
 Every line has a deadline both ways: a helper that does not take a request (it stopped reading)
 or does not answer it in time is ended, and so is one whose processes pass the kernel's limits
@@ -42,13 +46,12 @@ START_TIMEOUT = 120
 MAX_LINE = 256 << 20
 #: Bytes written to a helper at a time (a pipe holds 64 kB): the deadline is checked between them.
 WRITE_CHUNK = 1 << 16
-#: Packages the NumPy-only process must not import: their folders are masked in its sandbox.
-JAX_PACKAGES = ("jax", "jaxlib", "jax_plugins")
-REFUSING_PACKAGE = 'raise ModuleNotFoundError("No module named {name!r} (this process runs without JAX)")\n'
+#: What the NumPy-only process sees of a folder of installed packages: NumPy and its own libraries.
+NUMPY_ONLY_FOLDERS = ("numpy", "numpy.libs")
 
 
 #: The helpers by name, as the reference run notes which ones each notebook's checks asked.
-HELPER_NAMES = ("artifacts", "numpy_only")
+HELPER_NAMES = ("artifacts", "numpy_only", "builder")
 
 
 class HelperError(RuntimeError):
@@ -71,15 +74,19 @@ def sent_text(*names: str) -> str:
     return "\n\n".join("\n".join(line for line in text.splitlines() if line.strip() != future) for text in texts) + "\n"
 
 
-def _package_folders(names) -> dict[str, str]:
-    import importlib.util
+def package_folders() -> list[str]:
+    """Every folder of installed Python packages a sandbox shows (real paths): the virtual
+    environment's, the base Python's and the system's site-packages and dist-packages."""
+    import glob
+    import site
 
-    found = {}
-    for name in names:
-        spec = importlib.util.find_spec(name)
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            found[name] = os.path.realpath(location)
-    return found
+    from .sandbox import interpreter_folders
+
+    found = set(site.getsitepackages())
+    for root in (*interpreter_folders(), "/usr", "/usr/local"):
+        found.update(glob.glob(os.path.join(root, "lib*", "python*", "*-packages")))
+        found.update(glob.glob(os.path.join(root, "local", "lib*", "python*", "*-packages")))
+    return sorted({os.path.realpath(path) for path in found if os.path.isdir(path)})
 
 
 class HelperProcess:
@@ -320,22 +327,34 @@ class NumpyOnlyRunner(HelperProcess):
     runner = "numpy_runner.py"
 
     def masks(self) -> dict[str, Path]:
+        """An allow-list of the file system: each folder of packages shows NumPy's folders, where
+        it holds them, and nothing else (masks are bound in the order of their paths: a folder
+        before what is bound inside it)."""
         if self.sandbox.unsafe:
             return {}
-        blockers = self.folder / "without-jax"
-        masks = {}
-        for name, location in _package_folders(JAX_PACKAGES).items():
-            package = blockers / name
-            package.mkdir(parents=True, exist_ok=True)
-            (package / "__init__.py").write_text(REFUSING_PACKAGE.format(name=name))
-            masks[location] = package
+        only_numpy, empty = self.folder / "only-numpy", self.folder / "no-packages"
+        empty.mkdir(parents=True, exist_ok=True)
+        for name in NUMPY_ONLY_FOLDERS:
+            (only_numpy / name).mkdir(parents=True, exist_ok=True)  # where the real ones are bound
+        masks: dict[str, Path] = {}
+        for folder in package_folders():
+            kept = [name for name in NUMPY_ONLY_FOLDERS if os.path.isdir(os.path.join(folder, name))]
+            masks[folder] = only_numpy if kept else empty
+            for name in kept:
+                masks[os.path.join(folder, name)] = Path(folder) / name
         return masks
 
     def config(self) -> dict:
-        return {
-            "jax_masked": not self.sandbox.unsafe,
-            "assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment),
-        }
+        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
+
+
+class ProgramBuilder(HelperProcess):
+    """Rebuilds a learner's function from its answer cells and exports its program (never runs it)."""
+
+    runner = "program_builder.py"
+
+    def config(self) -> dict:
+        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
 
 
 class JudgeHelpers:
@@ -347,6 +366,7 @@ class JudgeHelpers:
         self.folder = Path(tempfile.mkdtemp(prefix="judge-", dir=folder))
         self.artifacts = ArtifactRunner(sandbox, self.folder / "artifacts", cache=cache, cache_writable=cache_writable)
         self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
+        self.builder = ProgramBuilder(sandbox, self.folder / "builder", assignment=assignment)
         self.watcher = HelperWatcher(list(self.by_name().values()), sandbox.limits)
         self.watcher.start()
 
@@ -373,4 +393,5 @@ class JudgeHelpers:
         self.watcher.stop()
         self.artifacts.stop()
         self.numpy_only.stop()
+        self.builder.stop()
         shutil.rmtree(self.folder, ignore_errors=True)

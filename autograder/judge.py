@@ -12,9 +12,11 @@ cell, hidden checks included, from the course's source, in the grader's process:
   (autograder/wire.py; fresh inputs are drawn from the run's seed, which only the grader holds);
   values the learner defined (EPSILON, HVP_DIRECTION) come over as data;
 - what a check asks of a learner's JAX program (remat_lesson.gradient, vjp_residuals,
-  planned_memory, value_and_gradient) is answered from an artifact: the kernel exports the
-  program at the shapes asked for, and the judge runs or compiles it on its own inputs in a
-  helper process of its own (autograder/helpers.py);
+  planned_memory, value_and_gradient) is answered from an artifact the kernel has no part in:
+  the judge's program builder rebuilds the function from the learner's answer cells, following
+  how the judge came by it (a name an answer cell defines, what calling it on the judge's values
+  returned), and exports it; the artifact runner runs or compiles that program on the judge's own
+  inputs (both helper processes of the judge's, autograder/helpers.py);
 - `numpy_only(fn)` runs fn's answer cell alone in a helper where JAX cannot be imported;
 - a `TimedExecutable` handed to the learner's timing code asks the judge, over the kernel's
   stdin channel, at every call and every wait: the judge chooses the delays and notes the times.
@@ -248,10 +250,15 @@ TRANSFORMS = {"grad": "grad", "value_and_grad": "value_and_grad", "residuals": "
 
 
 class LearnerObject:
-    """A handle on an object that lives in the learner's kernel (it never comes over)."""
+    """A handle on an object that lives in the learner's kernel (it never comes over).
+
+    `_origin`: how the judge came by it, so that the program builder can make it again from the
+    answer cells: ("name", name), ("call", function, args, kwargs) or ("item", origin, key); None
+    when it cannot be made again (its program then earns nothing)."""
 
     def __init__(self, judge: Judge, handle: int, name: str, kind: str):
         self._judge, self._handle, self._name, self._kind = judge, handle, name, kind
+        self._origin = None
 
     def __repr__(self):
         return f"<the learner's {self._kind} {self._name}>"
@@ -356,6 +363,7 @@ class Judge:
                 bound[name] = self.inbound(data, name)
             except WireError:
                 continue
+            _mark(bound[name], ("name", name))
         return bound
 
     def inbound(self, data, name: str = "a value"):
@@ -370,17 +378,18 @@ class Judge:
 
         return decode(data, resolve=resolve)
 
-    def outbound(self, value, *, to_kernel: bool = True, arguments: list | None = None):
-        """A value as wire data for the kernel (or a helper): handles, recipes of the shipped
+    def outbound(self, value, *, to_kernel: bool = True, arguments: list | None = None, names: set | None = None):
+        """A value as wire data for the kernel (or a helper): handles (for a helper, how to make the
+        object again; names collects the learner's names that needs), recipes of the shipped
         modules' objects, timed executables, ARG placeholders, and plain data."""
-        recurse = lambda item: self.outbound(item, to_kernel=to_kernel, arguments=arguments)  # noqa: E731
+        recurse = lambda item: self.outbound(item, to_kernel=to_kernel, arguments=arguments, names=names)  # noqa: E731
         lesson = self.modules.modules.get("remat_lesson")
         if lesson is not None and value is getattr(lesson, "ARG", None) and arguments is not None:
             arguments.append(len(arguments))
             return {"$arg": arguments[-1]}
         if isinstance(value, LearnerObject):
             if not to_kernel:
-                raise WireError("a handle on the kernel cannot go to a helper process")
+                return self._rebuilt(value._origin, names)
             return {"$handle": value._handle}
         if isinstance(value, self.modules.checks.TimedExecutable):
             self._timed_ids += 1
@@ -439,41 +448,84 @@ class Judge:
             "args": [self.outbound(a) for a in args],
             "kwargs": [[k, self.outbound(v)] for k, v in kwargs.items()],
         }
-        return self._result(self.kernel_request(message), self.inbound)
+        result = self._result(self.kernel_request(message), self.inbound)
+        if function._origin is not None:
+            _mark(result, ("call", function, tuple(args), dict(kwargs)))
+        return result
+
+    def _rebuilt(self, origin, names: set | None = None):
+        """How the program builder makes a learner's object again (wire data), from its origin;
+        WireError when it cannot. names collects the learner's names it needs."""
+        if origin is None:
+            raise WireError("this object of the kernel's cannot be made again from the answer cells")
+        if origin[0] == "name":
+            if names is not None:
+                names.add(origin[1])
+            return {"$learner": origin[1]}
+        if origin[0] == "item":
+            return {"$item": self._rebuilt(origin[1], names), "key": encode(origin[2])}
+        _, function, args, kwargs = origin
+        outbound = lambda value: self.outbound(value, to_kernel=False, names=names)  # noqa: E731
+        return {
+            "$call": self._rebuilt(function._origin, names),
+            "args": [outbound(a) for a in args],
+            "kwargs": [[k, outbound(v)] for k, v in kwargs.items()],
+        }
 
     def artifact(self, function: LearnerFunction, operation: str, args, bind, argnums, wrap=None):
-        """Ask the kernel for the program (function, bound, wrapped, transformed) at args' shapes,
-        then run it on args, or compile it for its plan, in the artifact helper. wrap: an object of
-        the shipped modules (sent as its recipe) that the kernel applies to the program first."""
+        """The program (function, bound, wrapped, transformed) at args' shapes, made by the judge's
+        program builder from the answer cells (never by the kernel), then run on args, or compiled
+        for its plan, in the artifact runner. Anything but a program from the builder earns
+        nothing. wrap: an object of the shipped modules (sent as its recipe) that the builder
+        applies to the program first (remat_lesson.renaming, say)."""
         import jax.numpy as jnp
 
         if operation not in TRANSFORMS:
             raise ValueError(f"no such evidence: {operation}")
         arrays = [jnp.asarray(a) for a in args]
         avals = [[list(a.shape), a.dtype.name] for a in arrays]
-        positions: list = []
-        template = None if bind is None else [self.outbound(item, arguments=positions) for item in bind]
+        names: set = set()
+        try:
+            target = self._rebuilt(function._origin, names)
+            positions: list = []
+            template = (
+                None
+                if bind is None
+                else [self.outbound(i, to_kernel=False, arguments=positions, names=names) for i in bind]
+            )
+        except WireError as error:
+            raise LearnerRaised(["RuntimeError"], about=f"your program cannot be judged: {error}") from None
+        cells = {}
+        for name in sorted(names):
+            defining = [source for source in self.answers if _defines(source, name)]
+            if not defining:
+                raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
+            cells[name] = defining[-1]
         message = {
             "op": "export",
-            "target": {"$handle": function._handle},
+            "cells": cells,
+            "target": target,
             "bind": template,
-            "wrap": None if wrap is None else self.outbound(wrap),
+            "wrap": None if wrap is None else self.outbound(wrap, to_kernel=False, names=names),
             "transform": TRANSFORMS[operation],
             "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
             "avals": avals,
         }
-        response = self.kernel_request(message)
-        if "exported" not in response:
-            return self._result(response, self.inbound)  # raises: the kernel could not export it
-        exported = response["exported"]
+        try:
+            response = self.helpers.builder.request(message, self._helper_timeout())
+        except HelperError as error:
+            raise LearnerRaised(["RuntimeError"], error, "your program could not be rebuilt by the grader: ") from None
+        exported = response.get("exported")
+        if "raised" in response or "refused" in response:
+            self._result(response, decode)  # raises what the answer cell raised, or why it was refused
         if not isinstance(exported, str):
-            raise LearnerRaised(["RuntimeError"], about="the kernel handed over no program")
+            raise LearnerRaised(
+                ["RuntimeError"], about="no program was handed over: an answer that is not a program earns nothing"
+            )
         try:
             base64.b64decode(exported, validate=True)
         except ValueError:
-            raise LearnerRaised(
-                ["RuntimeError"], about="the kernel handed over something that is not a program"
-            ) from None
+            raise LearnerRaised(["RuntimeError"], about="what was handed over is not a program") from None
         request = {"op": "plan" if operation == "plan" else "run", "exported": exported, "avals": avals}
         if operation != "plan":
             request["inputs"] = [encode(np.asarray(a)) for a in arrays]
@@ -517,6 +569,19 @@ class Judge:
             self._numpy_cells.clear()  # a new process: cells are loaded again ...
             self._ended_cells[source] = str(error)  # ... but not this one
             raise LearnerRaised(["RuntimeError"], error, "the answer cell's process: ") from None
+
+
+def _mark(value, origin) -> None:
+    """Note on each learner object in value (a handle, or one inside lists, tuples and dicts) how
+    the judge came by it."""
+    if isinstance(value, LearnerObject):
+        value._origin = origin
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _mark(item, ("item", origin, index))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _mark(item, ("item", origin, key))
 
 
 def write_verdict(cell, earned: float, report: str) -> None:

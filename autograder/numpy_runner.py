@@ -1,10 +1,17 @@
 """The judge's NumPy-only runner: a learner's answer cell, run alone where JAX cannot be imported.
 
 The NumPy tasks of the lesson (one layer backward, the reverse oracle, the central difference)
-must not lean on JAX. Their answer cells are judged here: in a sandbox of their own
-(autograder/helpers.py) whose view of the virtual environment has JAX's folders replaced by a
-package that refuses to import (without a sandbox, an import hook refuses it instead). The cell
-runs alone, in a namespace that holds only `np` (and `numpy`); the judge then calls its
+must not lean on JAX, nor on any other library that differentiates for them (SciPy, SymPy).
+This process offers NumPy and the standard library, and nothing else, by an allow-list:
+
+- in its sandbox (autograder/helpers.py) every folder of installed packages (the virtual
+  environment's, the base Python's, the system's) is replaced by one that holds only NumPy:
+  no other package's files exist there, so no route (a path added, an import hook removed, a
+  `.so` loaded by its file name, another Python started) can load one;
+- in this process, an import hook refuses every top-level module outside `allowed_modules()`
+  (without a sandbox, `--unsafe-no-sandbox`, that hook is the only guard).
+
+The cell runs alone, in a namespace that holds only `np` (and `numpy`); the judge then calls its
 function on inputs it sends. What the cell prints goes nowhere; the answers are data only
 (wire.py).
 
@@ -38,17 +45,33 @@ def _resolve(form, data, nested):
     return value(*[nested(a) for a in data["args"]], **{str(k): nested(v) for k, v in data.get("kwargs", [])})
 
 
-def refuse_jax() -> None:
-    """Without a sandbox: an import hook that refuses JAX (in the sandbox its files are gone)."""
+#: Besides the standard library, the only top-level modules this process imports.
+ALLOWED_PACKAGES = ("numpy",)
+
+
+def allowed_modules() -> frozenset:
+    """The top-level modules an answer cell may import here: the standard library, NumPy, and the
+    shipped modules the judge builds values from."""
     import sys
 
-    class NoJax:
+    return frozenset(sys.stdlib_module_names) | set(ALLOWED_PACKAGES) | set(SHIPPED) | {"__main__"}
+
+
+def only_allowed() -> None:
+    """An import hook, first in line, that refuses any module outside allowed_modules()."""
+    import sys
+
+    allowed = allowed_modules()
+
+    class OnlyAllowed:
         def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("jax", "jaxlib", "jax_plugins"):
-                raise ModuleNotFoundError(f"No module named {name!r} (this process runs without JAX)")
+            if name.partition(".")[0] not in allowed:
+                raise ModuleNotFoundError(
+                    f"No module named {name!r} (this process offers NumPy and the standard library only)"
+                )
             return None
 
-    sys.meta_path.insert(0, NoJax())
+    sys.meta_path.insert(0, OnlyAllowed())
 
 
 def answer(request, cells: dict) -> dict:
@@ -83,8 +106,7 @@ def main(config: dict) -> None:
     import sys
 
     reader, writer = confine(config["uid"], config["limits"])
-    if not config.get("jax_masked"):
-        refuse_jax()
+    only_allowed()
     sys.path.insert(0, config["assignment"])
     import numpy  # noqa: F401
 

@@ -226,7 +226,8 @@ def bind(fn, *template) -> Program:
 
 def _judged(fn, operation: str, args, **options):
     """While graded, fn may be the grader's handle on a learner's function: then the grader's
-    judge answers (it has the learner's kernel export the program and runs it on args itself).
+    judge answers (it builds the program again from the learner's answer cells, never asking the
+    kernel for it, and runs it on args itself).
     NotImplemented for an ordinary function."""
     target, template = (fn.fn, fn.template) if isinstance(fn, Program) else (fn, None)
     remote = getattr(target, REMOTE, None)

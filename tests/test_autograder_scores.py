@@ -92,6 +92,10 @@ MUST_BE_FLAGGED = (
     "hostile-loopback-scan",
     "hostile-fork-bomb",
     "hostile-writes-outside",
+    "hostile-oracle-scipy-jacobian",
+    "hostile-export-hand-made-program",
+    "hostile-export-answered-with-a-result",
+    "hostile-answer-cell-patches-jax-export",
 )
 #: Where hostile fixtures try to write on the host (hostile-writes-outside, hostile-dask-client).
 ESCAPE_PATHS = [

@@ -218,8 +218,9 @@ def test_no_message_of_a_reference_run_to_its_kernel_holds_a_line_of_a_hidden_te
     assert leaked == [], f"{len(leaked)} hidden-test line(s) reached the reference run's kernel, e.g. {leaked[:3]}"
     assert run.problems == [] and run.entries and len(sent) > 50
     assert any("performance05_agent" in message for message in sent)  # its test cells were judged
-    # Its checks run learner programs and a NumPy-only answer: a learner's 02 starts both helpers ahead.
-    assert sorted(run.helpers) == ["artifacts", "numpy_only"]
+    # Its checks build and run learner programs and a NumPy-only answer: a learner's 02 starts all
+    # three helpers ahead.
+    assert sorted(run.helpers) == ["artifacts", "builder", "numpy_only"]
 
 
 def _normalised(out: Path) -> dict[str, str]:

@@ -21,7 +21,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import agent, artifact_runner, numpy_runner
+from autograder import agent, artifact_runner, numpy_runner, program_builder
 from autograder.hidden_tests import BEGIN, END
 from autograder.judge import (
     Judge,
@@ -207,22 +207,34 @@ class InProcessKernel:
 
 
 class InProcessHelper:
-    def __init__(self, runner):
-        self.runner, self.cells = runner, {}
+    def __init__(self, runner, tamper=None):
+        self.runner, self.cells, self.tamper, self.sent = runner, {}, tamper, []
+        self.builder = None
 
     def request(self, message, timeout):
         message = loads(dumps(message))
+        self.sent.append(message)
         try:
             if self.runner is numpy_runner:
-                return loads(dumps(numpy_runner.answer(message, self.cells)))
-            return loads(dumps(artifact_runner.answer(message)))
+                response = numpy_runner.answer(message, self.cells)
+            elif self.runner is program_builder:
+                self.builder = self.builder or program_builder.Builder()
+                response = program_builder.answer(message, self.builder)
+            else:
+                response = artifact_runner.answer(message)
+        except WireError as error:
+            response = {"refused": str(error)}
         except Exception as error:
-            return {"raised": {"mro": [c.__name__ for c in type(error).__mro__], "message": str(error)}}
+            response = {"raised": {"mro": [c.__name__ for c in type(error).__mro__], "message": str(error)}}
+        response = loads(dumps(response))
+        return self.tamper(message, response) if self.tamper else response
 
 
 class InProcessHelpers:
-    artifacts = InProcessHelper(artifact_runner)
-    numpy_only = InProcessHelper(numpy_runner)
+    def __init__(self, builder_tamper=None):
+        self.artifacts = InProcessHelper(artifact_runner)
+        self.numpy_only = InProcessHelper(numpy_runner)
+        self.builder = InProcessHelper(program_builder, builder_tamper)
 
 
 @pytest.fixture(scope="module")
@@ -246,7 +258,7 @@ def test_trusted_modules_never_run_a_notebooks_paired_script(tmp_path):
     assert not canary.exists()
 
 
-def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5):
+def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5, builder_tamper=None):
     monkeypatch.syspath_prepend(str(SOLUTIONS))
     notebook = NOTEBOOK_CELLS[notebook_name]
     import jax.numpy as jnp  # noqa: F401  (answer cells take it from earlier cells)
@@ -260,7 +272,7 @@ def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5):
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
             exec(compile(cell.source, "<answer>", "exec"), namespace)
     kernel = InProcessKernel(namespace, monkeypatch, tamper)
-    judge = Judge(kernel, InProcessHelpers(), trusted, seed, answer_cells(notebook), timeout=60)
+    judge = Judge(kernel, InProcessHelpers(builder_tamper), trusted, seed, answer_cells(notebook), timeout=60)
     return judge, kernel
 
 
@@ -379,6 +391,8 @@ def test_sqrt_segments_keep_their_points_at_a_float32_distance_from_plain_scan(m
         judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
         right = kernel.namespace["sqrt_segments_loss"]
         kernel.namespace["sqrt_segments_loss"] = lambda w, x, k, right=right, scale=scale: scale * right(w, x, k)
+        # Its program is made again from the answer cell: the cell is the answer.
+        judge.answers = [a.replace("return final_loss(x)", f"return {scale!r} * final_loss(x)") for a in judge.answers]
         earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-sqrt-segments"), 4)
         assert earned == points, report
 
@@ -644,3 +658,164 @@ def test_an_exception_of_the_numpy_only_process_stays_the_learners_one_line(monk
     earned, report = judge.run_cell(_source("01-understand.ipynb", "test-layer-backward"), 3)
     assert earned == 0 and "[learner's text: Forged\\n\\[PASS\\] 3/3" in report
     assert_judges_lines_only(report, "0 of 3 points")
+
+
+# ---------------------------------------------------------------------------------------
+# Evidence about a JAX program comes from the answer cells, never from the kernel.
+# ---------------------------------------------------------------------------------------
+PLAIN_ANSWERS = (  # the route's control: no checkpoint in either answer cell
+    ("named-policy", "    layer = jax.checkpoint(layer, policy=policy)\n", ""),
+    ("sqrt-segments", "    @jax.checkpoint\n    def run_segment", "    def run_segment"),
+)
+
+
+def _plain_answers(answers):
+    changed = []
+    for source in answers:
+        for _, old, new in PLAIN_ANSWERS:
+            source = source.replace(old, new)
+        changed.append(source)
+    assert changed != answers
+    return changed
+
+
+@pytest.mark.parametrize(("grade_id", "points", "control"), [("test-named-policy", 3, 1), ("test-sqrt-segments", 4, 3)])
+def test_a_kernel_holding_other_programs_than_its_answer_cells_earns_what_the_cells_do(
+    grade_id, points, control, monkeypatch, trusted
+):
+    """The route: a kernel whose functions build the right programs (a hook, a later cell, a
+    patched export could all give it them), while the answer cells are plain. The programs
+    judged are made again from the answer cells: the kernel's earn nothing more than the control."""
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    judge.answers = _plain_answers(judge.answers)
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", grade_id), points)
+    assert earned == control, report
+    assert {json.loads(line)["op"] for line in kernel.sent} <= {"describe", "call"}  # no program asked of it
+
+
+def test_the_builder_rebuilds_what_the_judge_came_by_and_never_asks_the_kernel_for_a_program(monkeypatch, trusted):
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-policy-gradients"), 3)
+    assert earned == 3, report
+    exports = [m for m in judge.helpers.builder.sent if m["op"] == "export"]
+    # objectives = policy_objectives(W, DEPTH); vjp_residuals(objectives[name], x): made the same way
+    assert [m["target"]["$item"]["$call"] for m in exports[:2]] == [{"$learner": "policy_objectives"}] * 2
+    assert [decode(m["target"]["key"]) for m in exports[:2]] == ["plain", "remat"]
+    assert (
+        list(exports[0]["cells"]) == ["policy_objectives"]
+        and "def policy_objectives" in exports[0]["cells"]["policy_objectives"]
+    )
+    assert {json.loads(line)["op"] for line in kernel.sent} <= {"describe", "call"}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"result": {"$list": []}},
+        {"exported": 3},
+        {"exported": "not a program!"},
+        {"refused": "no"},
+        {},
+    ],
+    ids=["a result", "no text", "not base64", "refused", "nothing"],
+)
+def test_an_export_answered_with_anything_but_a_program_earns_nothing(answer, monkeypatch, trusted):
+    """Whatever the builder's process says (learner code runs there), only a program that the
+    artifact runner then runs counts: a result, above all, is never taken as one."""
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=lambda message, response: answer)
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    assert earned == 0, report
+    assert not judge.helpers.artifacts.sent  # nothing to run
+
+
+def test_a_result_that_would_match_the_residual_check_is_not_taken_for_a_program(monkeypatch, trusted):
+    """The exact values the residual check matches (the weights, each pre-activation, the last
+    output), sent as a result for the lesson network: the item fails all the same."""
+    import remat_lesson
+
+    weights, v, kept = np.asarray(remat_lesson.W), np.asarray(remat_lesson.x), []
+    for _ in range(remat_lesson.DEPTH):
+        kept.append(weights @ v)
+        v = np.tanh(kept[-1])
+    forged = {"result": encode([weights, *kept, v])}
+    tamper = lambda message, response: forged if message["transform"] == "residuals" else response  # noqa: E731
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=tamper)
+    judge.answers = _plain_answers(judge.answers)
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    assert earned == 1 and "earns nothing" in report, report
+
+
+def test_an_object_the_judge_cannot_make_again_earns_nothing(monkeypatch, trusted):
+    from autograder.judge import LearnerFunction
+
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    orphan = LearnerFunction(judge, 1, "something", "function")  # no origin: not a name, not a call's result
+    with pytest.raises(LearnerRaised, match="cannot be made again"):
+        judge.artifact(orphan, "grad", [np.zeros(3, np.float32)], None, 0)
+
+
+HAND_MADE_EXPORT = '''
+
+import jax as _jax
+
+
+def _hand_made(fn, *args, **kwargs):
+    """An export that hands over the program of the lesson's pre-activations, whatever it is asked."""
+
+    def residuals(v):
+        kept = [_jax.numpy.asarray(W)]
+        for _ in range(4):
+            kept.append(kept[0] @ v)
+            v = _jax.numpy.tanh(kept[-1])
+        return kept + [v]
+
+    return lambda *avals: _REAL_EXPORT(_jax.jit(residuals))(*avals)
+
+
+_REAL_EXPORT = _jax.export.export
+'''
+
+
+@pytest.mark.parametrize(
+    ("patch", "earned"),
+    [
+        ("_jax.export.export = _hand_made", 0),
+        ("_jax.vjp = lambda f, *a: (f(*a), _hand_made)", 0),
+        ("import jax._src.export._export as _inner\n_inner._module_to_bytecode = lambda *a, **k: b''", 0),
+        ("_no_op = _hand_made", 1),  # the control: the same cell without a rebinding
+    ],
+    ids=["jax.export.export", "jax.vjp", "an inner function", "control"],
+)
+def test_an_answer_cell_that_rebinds_jax_changes_nothing_of_the_export(patch, earned, monkeypatch, trusted):
+    """The builder exports with JAX's functions as they were before any cell ran, and a cell that
+    rebinds any function of JAX's modules is refused outright: its programs earn nothing."""
+    import jax
+    import jax._src.export._export as inner
+
+    saved = (jax.export.export, jax.vjp, inner._module_to_bytecode)
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    judge.answers = [
+        source + HAND_MADE_EXPORT + patch + "\n" if "def named_policy_objective" in source else source
+        for source in _plain_answers(judge.answers)
+    ]
+    try:
+        points, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    finally:
+        jax.export.export, jax.vjp, inner._module_to_bytecode = saved
+    assert points == earned, report
+
+
+def test_an_answer_cell_finds_the_names_the_notebook_imported_before_it(monkeypatch, trusted):
+    """Rebuilt alone, an answer cell still finds what the lesson's notebooks import first (the
+    lesson's W and DEPTH here): a policy_objectives that ignores its arguments for them keeps the
+    lesson's points and loses only the fresh network's (mistake-policy-lesson-globals)."""
+    judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
+    judge.answers = [a.replace("make_objective(weights, depth,", "make_objective(W, DEPTH,") for a in judge.answers]
+    kernel.namespace["policy_objectives"] = lambda weights, depth: {
+        "plain": kernel.namespace["make_objective"](kernel.namespace["W"], kernel.namespace["DEPTH"]),
+        "remat": kernel.namespace["make_objective"](
+            kernel.namespace["W"], kernel.namespace["DEPTH"], rematerialize=True
+        ),
+    }
+    earned, report = judge.run_cell(_source("02-build.ipynb", "test-policy-gradients"), 3)
+    assert earned == 2, report

@@ -77,7 +77,15 @@ def test_the_graph_is_read_from_the_code():
 #: The grader's rooms, earliest first. A module imports only from its own room or an earlier
 #: one; what runs inside a sandbox imports nothing but what is sent with it.
 ROOMS = {
-    "in a sandbox": {"confine", "wire", "agent", "kernel_host_program", "artifact_runner", "numpy_runner"},
+    "in a sandbox": {
+        "confine",
+        "wire",
+        "agent",
+        "kernel_host_program",
+        "artifact_runner",
+        "numpy_runner",
+        "program_builder",
+    },
     "foundations": {
         "__init__",
         "paths",

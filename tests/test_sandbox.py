@@ -32,6 +32,7 @@ from autograder.grade import CannotGradeSafely, grade
 from autograder.kernels import SandboxedKernelManager, SandboxSession
 from autograder.paths import RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
 from autograder.sandbox import Limits, SandboxUnavailable, find_sandbox, interpreter_folders
+from autograder.wire import decode, encode
 from bundle.execute import execute_notebook
 
 DOUBLE = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda a: (a * 2.5).sum())(jnp.arange(7.0))))"
@@ -554,3 +555,167 @@ def test_the_command_line_exits_3_when_no_sandbox_works(tmp_path):
     )
     assert run_.returncode == 3, run_.stdout + run_.stderr
     assert "nobody was graded" in run_.stderr and "bubblewrap" in run_.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# The judge's NumPy-only process: NumPy and the standard library, and nothing else.
+# ---------------------------------------------------------------------------------------
+ESCAPES = """
+import glob, importlib, importlib.util, os, subprocess, sys
+
+ALLOWED = set(sys.stdlib_module_names) | {"numpy", "remat_checks", "__main__"}
+
+
+def routes(site_folders, extension):
+    tried = {}
+
+    def attempt(label, action):
+        try:
+            action()
+            tried[label] = "imported"
+        except BaseException as error:
+            tried[label] = type(error).__name__
+
+    attempt("import statement", lambda: exec("import scipy.differentiate"))
+    attempt("importlib", lambda: importlib.import_module("sympy"))
+    attempt("__import__", lambda: __import__("scipy"))
+    attempt("jax", lambda: __import__("jax"))
+    sys.meta_path[:] = [finder for finder in sys.meta_path if type(finder).__name__ != "OnlyAllowed"]
+    sys.modules.pop("scipy", None)
+    attempt("import hook removed", lambda: importlib.import_module("scipy"))
+    sys.path[:0] = site_folders + ["/usr/lib/python3/dist-packages"]
+    importlib.invalidate_caches()
+    attempt("site folders on the path", lambda: importlib.import_module("sympy"))
+    spec = importlib.util.spec_from_file_location("_loaded_by_file", extension)
+    attempt("a .so by its file", lambda: spec.loader.exec_module(importlib.util.module_from_spec(spec)))
+    attempt("another python", lambda: subprocess.run(
+        [sys.executable, "-S", "-c", "import sys; sys.path[:0] = %r; import scipy" % (site_folders,)], check=True
+    ))
+    found = sorted({name for folder in site_folders for name in os.listdir(folder) if not name.startswith("_")})
+    tried["seen in the folders of packages"] = found
+    tried["modules loaded"] = sorted({name.partition(".")[0] for name in sys.modules} - ALLOWED)
+    return tried
+"""
+
+
+def test_the_numpy_only_process_offers_numpy_and_the_standard_library_and_nothing_else(tmp_path, assignment):
+    """By every route an answer cell has: an import, importlib, __import__, the process's own
+    import hook taken out, the host's package folders put on sys.path, an extension module loaded
+    by its file, another Python: nothing but NumPy and the standard library loads."""
+    import scipy
+
+    from autograder.helpers import NumpyOnlyRunner, package_folders
+
+    extension = next(Path(scipy.__file__).parent.rglob("*.so"))
+    runner = NumpyOnlyRunner(find_sandbox(), tmp_path / "numpy-only", assignment=assignment)
+    try:
+        assert runner.request({"op": "load", "cell": 1, "source": ESCAPES}, 60) == {"loaded": True}
+        answer = runner.request(
+            {"op": "call", "cell": 1, "name": "routes", "args": [encode(package_folders()), str(extension)]}, 120
+        )
+    finally:
+        runner.stop()
+    assert "result" in answer, answer
+    tried = decode(answer["result"])
+    assert tried.pop("seen in the folders of packages") == ["numpy", "numpy.libs"], tried
+    assert tried.pop("modules loaded") == [], tried
+    assert all(outcome != "imported" for outcome in tried.values()), tried
+    assert tried["another python"] == "CalledProcessError" and tried["a .so by its file"] in (
+        "FileNotFoundError",
+        "ImportError",
+    ), tried
+
+
+def test_without_a_sandbox_the_numpy_only_import_hook_refuses_what_is_not_allowed(tmp_path):
+    """--unsafe-no-sandbox: only the hook stands, and it is an allow-list (SciPy, SymPy, JAX, and
+    a module planted on the path, refused; the standard library and NumPy load)."""
+    import subprocess
+    import sys
+
+    from autograder.helpers import sent_text
+
+    (tmp_path / "planted.py").write_text("VALUE = 1\n")
+    probe = (
+        sent_text("wire.py", "confine.py", "numpy_runner.py")
+        + f"\nimport sys\nonly_allowed()\nsys.path.insert(0, {str(tmp_path)!r})\nimport json, numpy, ctypes\n"
+        "for name in ('scipy', 'sympy', 'jax', 'planted', 'IPython'):\n"
+        "    try:\n        __import__(name)\n        print('imported', name)\n"
+        "    except ModuleNotFoundError:\n        print('refused', name)\n"
+    )
+    run = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.stdout.split("\n")[:-1] == [f"refused {n}" for n in ("scipy", "sympy", "jax", "planted", "IPython")], (
+        run.stdout + run.stderr
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The judge's program builder: each program built in a fork of its own, from the cells sent.
+# ---------------------------------------------------------------------------------------
+def _export_request(name: str, source: str) -> dict:
+    return {
+        "op": "export",
+        "cells": {name: source},
+        "target": {"$learner": name},
+        "bind": None,
+        "transform": "grad",
+        "argnums": [0],
+        "avals": [[[3], "float32"]],
+    }
+
+
+TAMPERING_CELL = """
+import os
+import jax
+
+jax.vjp = None  # JAX's own function, rebound
+for fd in range(3, 256):  # and a forged answer on every descriptor this process has
+    try:
+        os.write(fd, b'{"exported": "Zm9yZ2Vk"}\\n')
+    except OSError:
+        pass
+
+
+def tampered(x):
+    return x.sum()
+"""
+
+
+LINGERING_CELL = """
+import os
+import time
+
+if os.fork() == 0:  # a process left behind, holding whatever the cell's process holds
+    time.sleep(600)
+    os._exit(0)
+
+
+def lingering(x):
+    return (x * x).sum()
+"""
+
+
+def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its_line(tmp_path, assignment):
+    """A cell that rebinds JAX and writes a forged answer on every descriptor it has: that request
+    is refused, nothing forged reaches the judge's line, and the next program, from a clean cell,
+    is built by a fork that never saw the tampering: it is the program of its own cell. A cell that
+    leaves a process behind holding the fork's answer line still gets its answer (well within the
+    request's time), and that process is ended with its fork."""
+    import base64
+
+    import jax
+    import numpy as np
+
+    from autograder.helpers import ProgramBuilder
+
+    builder = ProgramBuilder(find_sandbox(), tmp_path / "builder", assignment=assignment)
+    try:
+        tampered = builder.request(_export_request("tampered", TAMPERING_CELL), 120)
+        clean = builder.request(_export_request("square", "def square(x):\n    return (x * x).sum()\n"), 120)
+        lingering = builder.request(_export_request("lingering", LINGERING_CELL), 120)
+    finally:
+        builder.stop()
+    assert "exported" not in tampered, tampered
+    assert "exported" in clean and "exported" in lingering, (clean, lingering)
+    for answer in (clean, lingering):
+        exported = jax.export.deserialize(bytearray(base64.b64decode(answer["exported"])))
+        assert np.allclose(exported.call(np.array([1.0, 2.0, 3.0], np.float32)), [2.0, 4.0, 6.0])
