@@ -451,31 +451,32 @@ def test_a_learner_exception_keeps_its_class_names():
 # ---------------------------------------------------------------------------------------
 # Each task's visible items test its point; a miss says which usual mistake it is.
 # ---------------------------------------------------------------------------------------
-def _layered_objective(policy, *, named=True, jit=False):
-    """named_policy_objective as a learner may write it: each layer checkpointed with policy,
-    the pre-activation named "preactivation" or not named at all, the layer jitted or not."""
-    import jax
-    import jax.numpy as jnp
-    from jax.ad_checkpoint import checkpoint_name
+def _layered_answer(policy: str, *, named=True, jit=False) -> str:
+    """named_policy_objective's answer cell as a learner may write it: each layer checkpointed with
+    `policy` (an expression), the pre-activation named "preactivation" or not named at all, the
+    layer jitted or not. The judge builds the program from this cell."""
+    product = 'checkpoint_name(w @ v, "preactivation")' if named else "w @ v"
+    jitted = "    step = jax.jit(step)\n" if jit else ""
+    return (
+        "import jax\nimport jax.numpy as jnp\nfrom jax.ad_checkpoint import checkpoint_name\n\n\n"
+        "def named_policy_objective(weights, depth):\n"
+        "    w = jnp.asarray(weights)\n\n"
+        "    def layer(v):\n"
+        f"        return jnp.tanh({product})\n\n"
+        f"    step = jax.checkpoint(layer, policy={policy})\n"
+        f"{jitted}\n"
+        "    def objective(v):\n"
+        "        for _ in range(depth):\n"
+        "            v = step(v)\n"
+        "        return jnp.sum(v * v)\n\n"
+        "    return objective\n"
+    )
 
-    def named_policy_objective(weights, depth):
-        w = jnp.asarray(weights)
 
-        def layer(v):
-            product = w @ v
-            return jnp.tanh(checkpoint_name(product, "preactivation") if named else product)
-
-        step = jax.checkpoint(layer, policy=policy)
-        step = jax.jit(step) if jit else step
-
-        def objective(v):
-            for _ in range(depth):
-                v = step(v)
-            return jnp.sum(v * v)
-
-        return objective
-
-    return named_policy_objective
+def _with_answer(judge, name: str, answer: str) -> None:
+    """The judge's answer cells with the one that defines `name` replaced by `answer`."""
+    judge.answers = [answer if f"def {name}(" in source else source for source in judge.answers]
+    assert answer in judge.answers
 
 
 NAMES_ITEM = '[FAIL] 0/1  the name selects what is saved: kept while called "preactivation", recomputed once renamed'
@@ -493,69 +494,61 @@ NAMES_ITEM = '[FAIL] 0/1  the name selects what is saved: kept while called "pre
 def test_a_named_policy_that_does_not_select_by_the_name_loses_exactly_the_names_item(
     policy, named, monkeypatch, trusted
 ):
-    import jax
-
-    chosen = getattr(jax.checkpoint_policies, policy)
-    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
-    kernel.namespace["named_policy_objective"] = _layered_objective(
-        chosen() if policy == "save_any_names_but_these" else chosen, named=named
-    )
+    chosen = f"jax.checkpoint_policies.{policy}" + ("()" if policy == "save_any_names_but_these" else "")
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    _with_answer(judge, "named_policy_objective", _layered_answer(chosen, named=named))
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 2 and NAMES_ITEM in report and report.count("[FAIL]") == 1, report
     assert "kept whatever they are called" in report
-    renamed = [m for m in map(json.loads, kernel.sent) if m["op"] == "export" and m.get("wrap")]
+    renamed = [m for m in judge.helpers.builder.sent if m["op"] == "export" and m.get("wrap")]
     assert renamed and renamed[0]["wrap"]["$shipped"] == ["remat_lesson", "renaming"]
 
 
 def test_the_name_is_renamed_inside_a_jitted_layer_too(monkeypatch, trusted):
-    import jax
-
-    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
-    policy = jax.checkpoint_policies.save_only_these_names("preactivation")
-    kernel.namespace["named_policy_objective"] = _layered_objective(policy, jit=True)
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    policy = 'jax.checkpoint_policies.save_only_these_names("preactivation")'
+    _with_answer(judge, "named_policy_objective", _layered_answer(policy, jit=True))
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 3, report
 
 
 def test_a_policy_that_keeps_nothing_by_the_name_says_so(monkeypatch, trusted):
-    import jax
-
-    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
-    policy = jax.checkpoint_policies.save_only_these_names("pre_activation")
-    kernel.namespace["named_policy_objective"] = _layered_objective(policy)
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    policy = 'jax.checkpoint_policies.save_only_these_names("pre_activation")'
+    _with_answer(judge, "named_policy_objective", _layered_answer(policy))
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 0 and NAMES_ITEM in report and "nothing is kept under the name" in report, report
 
 
-def _unwrapped_segments(checkpoint):
-    from jax import lax
-    from remat_sweep import final_loss, layer
-
-    def sqrt_segments_loss(weights, x, segment_length):
-        depth, width, _ = weights.shape
-        if depth % segment_length:
-            raise ValueError("not divisible")
-        segments = weights.reshape(depth // segment_length, segment_length, width, width)
-
-        def run_segment(x, segment_weights):
-            x, _ = lax.scan(lambda carry, w: (layer(carry, w), None), x, segment_weights)
-            return x, None
-
-        x, _ = lax.scan(checkpoint(run_segment), x, segments)
-        return final_loss(x)
-
-    return sqrt_segments_loss
+def _segments_answer(checkpoint: str) -> str:
+    """sqrt_segments_loss's answer cell with its segments not checkpointed, and the whole loss
+    checkpointed when checkpoint == "whole loss"."""
+    source = (
+        "import jax\nfrom jax import lax\n\nfrom remat_sweep import final_loss, layer\n\n\n"
+        "def segments_loss(weights, x, segment_length):\n"
+        "    depth, width, _ = weights.shape\n"
+        "    if depth % segment_length:\n"
+        "        raise ValueError('not divisible')\n"
+        "    segments = weights.reshape(depth // segment_length, segment_length, width, width)\n\n"
+        "    def run_segment(x, segment_weights):\n"
+        "        x, _ = lax.scan(lambda carry, w: (layer(carry, w), None), x, segment_weights)\n"
+        "        return x, None\n\n"
+        "    x, _ = lax.scan(run_segment, x, segments)\n"
+        "    return final_loss(x)\n\n\n"
+    )
+    if checkpoint == "whole loss":
+        return source + "sqrt_segments_loss = jax.checkpoint(segments_loss, static_argnums=(2,))\n"
+    return (
+        source
+        + "def sqrt_segments_loss(weights, x, segment_length):\n    return segments_loss(weights, x, segment_length)\n"
+    )
 
 
 @pytest.mark.parametrize(("checkpoint", "kept"), [("none", "found 49"), ("whole loss", "found 1")])
 def test_segments_that_keep_the_wrong_activations_fail_a_visible_item(checkpoint, kept, monkeypatch, trusted):
-    import jax
-
-    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
-    loss = _unwrapped_segments(lambda body: body)
-    if checkpoint == "whole loss":
-        loss = jax.checkpoint(loss, static_argnums=(2,))
-    kernel.namespace["sqrt_segments_loss"] = loss
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    answer = _segments_answer(checkpoint)
+    judge.answers = [answer if "def sqrt_segments_loss(" in source else source for source in judge.answers]
     source = _source("03-experiment.ipynb", "test-sqrt-segments")
     earned, report = judge.run_cell(source, 4)
     visible = "[FAIL] 0/1  16 layers in segments of 4 keep one activation per segment, not one per layer"
@@ -602,22 +595,31 @@ def test_an_inexact_hvp_is_shown_by_its_worst_entry_against_the_tolerance(monkey
     assert re.search(r"off by \S+ where \S+ is allowed, \S+ times that", report)
 
 
-def test_a_kernel_that_forges_the_renamed_program_gains_nothing(monkeypatch, trusted):
-    """A kernel that answers the renamed export with a program that keeps no pre-activation (its
-    objective under one checkpoint that saves nothing) still shows no layer's input kept: a dots
-    policy without names keeps losing the names item."""
+def test_a_forged_renamed_program_gains_nothing(monkeypatch, trusted):
+    """The builder's fork runs the answer cell: say it answered the renamed export with a program
+    that keeps no pre-activation (the objective under one checkpoint that saves nothing). That
+    program keeps no layer's input either: a dots policy without names keeps losing the names item."""
+    import base64
+
     import jax
+    import remat_lesson
+
+    namespace: dict = {}
+    exec(_layered_answer("jax.checkpoint_policies.checkpoint_dots", named=False), namespace)
+    objective = namespace["named_policy_objective"](remat_lesson.W, remat_lesson.DEPTH)
 
     def forge(message, response):
-        if message["op"] != "export" or not message.get("wrap"):
+        if message["op"] != "export" or not message.get("wrap") or message["avals"][0][0] != [16]:
             return response
-        objective = agent._handles()[message["target"]["$handle"]]
-        forged = {**message, "wrap": None, "target": {"$handle": agent._keep(jax.checkpoint(objective))}}
-        return loads(dumps(agent.respond(dumps(forged))))
+        nothing = jax.checkpoint(objective)
+        program = lambda *inputs: jax.tree_util.tree_leaves(jax.vjp(nothing, *inputs)[1])  # noqa: E731
+        avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in message["avals"]]
+        exported = jax.export.export(jax.jit(program))(*avals)
+        return {"exported": base64.b64encode(exported.serialize()).decode("ascii")}
 
-    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted, tamper=forge)
-    kernel.namespace["named_policy_objective"] = _layered_objective(
-        jax.checkpoint_policies.checkpoint_dots, named=False
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=forge)
+    _with_answer(
+        judge, "named_policy_objective", _layered_answer("jax.checkpoint_policies.checkpoint_dots", named=False)
     )
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 2 and NAMES_ITEM in report, report
@@ -679,7 +681,7 @@ def _plain_answers(answers):
     return changed
 
 
-@pytest.mark.parametrize(("grade_id", "points", "control"), [("test-named-policy", 3, 1), ("test-sqrt-segments", 4, 3)])
+@pytest.mark.parametrize(("grade_id", "points", "control"), [("test-named-policy", 3, 0), ("test-sqrt-segments", 4, 2)])
 def test_a_kernel_holding_other_programs_than_its_answer_cells_earns_what_the_cells_do(
     grade_id, points, control, monkeypatch, trusted
 ):
@@ -740,9 +742,8 @@ def test_a_result_that_would_match_the_residual_check_is_not_taken_for_a_program
     forged = {"result": encode([weights, *kept, v])}
     tamper = lambda message, response: forged if message["transform"] == "residuals" else response  # noqa: E731
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=tamper)
-    judge.answers = _plain_answers(judge.answers)
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
-    assert earned == 1 and "earns nothing" in report, report
+    assert earned == 0 and "earns nothing" in report, report
 
 
 def test_an_object_the_judge_cannot_make_again_earns_nothing(monkeypatch, trusted):
@@ -782,7 +783,7 @@ _REAL_EXPORT = _jax.export.export
         ("_jax.export.export = _hand_made", 0),
         ("_jax.vjp = lambda f, *a: (f(*a), _hand_made)", 0),
         ("import jax._src.export._export as _inner\n_inner._module_to_bytecode = lambda *a, **k: b''", 0),
-        ("_no_op = _hand_made", 1),  # the control: the same cell without a rebinding
+        ("_no_op = _hand_made", 3),  # the control: the same right cell without a rebinding
     ],
     ids=["jax.export.export", "jax.vjp", "an inner function", "control"],
 )
@@ -796,7 +797,7 @@ def test_an_answer_cell_that_rebinds_jax_changes_nothing_of_the_export(patch, ea
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
     judge.answers = [
         source + HAND_MADE_EXPORT + patch + "\n" if "def named_policy_objective" in source else source
-        for source in _plain_answers(judge.answers)
+        for source in judge.answers
     ]
     try:
         points, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
