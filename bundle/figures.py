@@ -74,7 +74,13 @@ CHECK_ITEM = re.compile(r"^(\[(PASS|FAIL)\] |        (expected|where to look|you
 def shipped_text(stdout: str, scratch: str) -> str:
     """main.py's output as learners receive it: no check item lines, bundle-relative paths."""
     text = stdout.replace(str(Path(scratch)), "runs/performance-05").replace(str(ROOT) + os.sep, "")
-    return "".join(line for line in text.splitlines(keepends=True) if not CHECK_ITEM.match(line))
+    kept, in_item = [], False
+    for line in text.splitlines(keepends=True):
+        # An item line, and the indented lines a long one is wrapped onto (REPORT_WIDTH), stay out.
+        in_item = bool(CHECK_ITEM.match(line)) or (in_item and line.startswith("    "))
+        if not in_item:
+            kept.append(line)
+    return "".join(kept)
 
 
 # ---------------------------------------------------------------------------------------

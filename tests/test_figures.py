@@ -156,3 +156,24 @@ def test_unavailable_memory_analysis_gives_nulls_and_the_availability_panel(tmp_
     assert "memory analysis unavailable on this backend" in svg
     assert "256 B" not in svg and ">0 B<" not in svg
     assert data["provenance"]["memory_analysis"] == "disabled"
+
+
+def test_the_shipped_text_keeps_no_word_of_a_check_item_even_when_wrapped():
+    """A check's item lines, and the lines a long one is wrapped onto, stay out of what learners
+    receive (hidden checks' wording among them); the points line and the lesson's own indented
+    output stay."""
+    from bundle.figures import shipped_text
+
+    stdout = (
+        "Stage 4 of 5 · Exercise\n"
+        "[PASS] 1/1  a fresh function, point and direction: the central difference agrees with\n"
+        "    its exact slope, hidden wording\n"
+        "[FAIL] 0/1  another item\n"
+        "        expected something, found something else that is long enough to wrap\n"
+        "            onto a second line of hidden detail\n"
+        "        where to look: somewhere\n"
+        "2 of 3 points\n"
+        "  f32[16] output of tanh from the lesson\n"
+    )
+    shipped = shipped_text(stdout, "/nowhere")
+    assert shipped == "Stage 4 of 5 · Exercise\n2 of 3 points\n  f32[16] output of tanh from the lesson\n"
