@@ -152,8 +152,8 @@ class BundleOrigin:
 
     @property
     def folders(self) -> tuple[Path, ...]:
-        """Where the assignment's files come from."""
-        return (self.checkout / "solutions", self.checkout / "data")
+        """Where the assignment's files come from, and the learners' release (`make lab` serves it)."""
+        return (self.checkout / "solutions", self.checkout / "data", self.checkout / "notebooks")
 
     def copy_to(self, root: Path) -> None:
         install_assignment(self.checkout, root)

@@ -79,8 +79,9 @@ def default_out(origin) -> Path:
 def refused_out(out: Path, submissions: Path, origin) -> str | None:
     """Why `out` may not hold a class (its course: solutions, hidden tests, the gradebook), or
     None. Refused: a folder every kernel sees read-only (the system's, the Python installation,
-    the virtual environment: a submission would list it), the assignment's own files and nbgrader's
-    folders of the course (they are shipped to kernels or handed to learners), and the submissions."""
+    the virtual environment: a submission would list it), the assignment's own files, the learners'
+    release and nbgrader's folders of the course (they are shipped to kernels or handed to
+    learners), any folder that holds one of those, and the submissions."""
     out = Path(os.path.realpath(out))
     shown = [Path(p) for p in folders_kernels_read()]
     if origin is not None:
@@ -88,6 +89,8 @@ def refused_out(out: Path, submissions: Path, origin) -> str | None:
     for folder in shown:
         if out == folder or out.is_relative_to(folder):
             return f"--out {out} lies in {folder}, which a kernel or a learner can read: give an --out outside it"
+        if folder.is_relative_to(out):  # the course would sit beside what is handed out, or replace it
+            return f"--out {out} holds {folder}, which a kernel or a learner can read: give a folder of its own"
     submissions = Path(os.path.realpath(submissions))
     if out == submissions or submissions.is_relative_to(out) or out.is_relative_to(submissions):
         return f"--out {out} would mix the class's files with the submissions in {submissions}"

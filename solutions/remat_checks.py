@@ -275,7 +275,7 @@ def points_line(earned: float, checked: float, declared: float) -> str:
         return f"{earned:g} of {declared:g} points"
     return (
         f"{earned:g} of {checked:g} points checked here; the cell is worth {declared:g}: "
-        f"{declared - checked:g} more are checked when graded"
+        f"{declared - checked:g} more {'is' if declared - checked == 1 else 'are'} checked when graded"
     )
 
 

@@ -91,7 +91,7 @@ def test_a_learner_sees_the_failure_once_and_the_cell_raises(checks, monkeypatch
     assert shown == str(raised.value).splitlines()
     assert shown[:2] == ["[PASS] 1/1  right", "[FAIL] 0/1  wrong"]
     assert "\n".join(shown).count("expected the count: 1, found 2") == 1
-    assert shown[-1] == "1 of 2 points checked here; the cell is worth 3: 1 more are checked when graded"
+    assert shown[-1] == "1 of 2 points checked here; the cell is worth 3: 1 more is checked when graded"
     # nbgrader's validator cuts each line of a cell's error at 87 characters, its indent included.
     long = checks.Checks(1, where="'a section with a long name': a function with a long name")
     with long.item(1, "an item whose description alone is long enough to need a second line of its own"):

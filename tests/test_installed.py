@@ -55,6 +55,7 @@ def _refused_places(course: Path, subs: Path) -> dict[str, Path]:
         "learners' feedback": course / "feedback" / "out",
         "the submissions": subs / "out",
         "above the submissions": subs.parent,
+        "the course itself": course,
     }
 
 
@@ -71,6 +72,7 @@ def _refused_places(course: Path, subs: Path) -> dict[str, Path]:
         "learners' feedback",
         "the submissions",
         "above the submissions",
+        "the course itself",
     ],
 )
 def test_an_out_a_kernel_or_learner_could_read_is_refused_and_nothing_written(tmp_path, capsys, where):
@@ -95,6 +97,19 @@ def test_an_out_beside_the_course_or_in_tmp_is_accepted(tmp_path):
     # A symbolic link into the venv is the venv.
     (tmp_path / "link").symlink_to(sys.prefix)
     assert refused_out(tmp_path / "link" / "out", subs, origin) is not None
+
+
+def test_an_out_in_the_bundles_release_or_holding_it_is_refused(tmp_path):
+    """`make lab` serves notebooks/ to learners: a class course there, or in a folder that holds
+    it (the checkout itself), is refused as the solutions are."""
+    from autograder.course import BundleOrigin
+    from autograder.paths import ROOT
+
+    origin, subs = BundleOrigin(ROOT), tmp_path / "submissions"
+    subs.mkdir()
+    for out in (ROOT / "notebooks" / "y", ROOT / "solutions" / "y", ROOT, ROOT.parent):
+        assert refused_out(out, subs, origin) is not None, out
+    assert refused_out(ROOT / "runs" / "autograde", subs, origin) is None  # make autograde's default
 
 
 def test_the_command_names_its_assignment_and_derives_out_from_the_course(tmp_path, capsys):
