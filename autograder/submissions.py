@@ -67,8 +67,15 @@ def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissio
             continue
         # nbgrader's submitted/<student_id>/<assignment>/: the notebooks are one folder down.
         held = entry / assignment.id if (entry / assignment.id).is_dir() else entry
+        if entry.is_symlink() or held.is_symlink():
+            # A link could hand in any file of this machine (the solutions, another student's work).
+            found.rejected[entry.name] = f"{held} is a symbolic link: a submission's files must be its own"
+            continue
         files, notes = {}, []
         for item in sorted(held.iterdir()):
+            if item.is_symlink():
+                notes.append(f"{item.name} left out: a symbolic link, not a file handed in")
+                continue
             if (item.name in assignment.notebooks or item.name in EXTRA_FILES) and item.is_file():
                 files[item.name] = item
                 continue

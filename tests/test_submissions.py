@@ -92,3 +92,25 @@ def test_unreadable_notebooks_are_named(tmp_path):
     for name, why in (("half", "not a readable notebook"), ("binary", "not UTF-8"), ("no-cells", "no cell list")):
         with pytest.raises(NotANotebook, match=why):
             read_notebook((tmp_path / f"{name}.ipynb").read_bytes())
+
+
+def test_a_symbolic_link_is_never_a_submission(tmp_path):
+    """A link in a submission could hand in any file of the grading machine (the instructor's
+    solutions, a host file that then shows in the feedback page): a linked notebook is left out,
+    a linked student or assignment folder is rejected, and the other students are graded."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "01-understand.ipynb").write_text("{}")
+    subs = tmp_path / "subs"
+    _student(subs, "honest", "01-understand.ipynb")
+    (subs / "linker").mkdir()
+    (subs / "linker" / "01-understand.ipynb").symlink_to(elsewhere / "01-understand.ipynb")
+    (subs / "linker" / "02-build.ipynb").write_text("{}")
+    (subs / "folder-link").symlink_to(elsewhere)
+    (subs / "nested" / "performance-05").parent.mkdir(parents=True)
+    (subs / "nested" / "performance-05").symlink_to(elsewhere)
+    found = find_submissions(subs)
+    assert set(found.students) == {"honest", "linker"}
+    assert list(found.students["linker"]) == ["02-build.ipynb"]
+    assert any("symbolic link" in note for note in found.notes["linker"])
+    assert "symbolic link" in found.rejected["folder-link"] and "symbolic link" in found.rejected["nested"]
