@@ -156,12 +156,27 @@ def _count(value) -> int | None:
     return value if type(value) is int else None
 
 
+#: Characters that break, hide or reorder a line on a page: in an error's text they could write
+#: what looks like the judge's lines, so they are shown as escapes.
+_LINE_BREAKERS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(text):
+    if not isinstance(text, str):
+        return text
+    return _LINE_BREAKERS.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 def _clean_output(output) -> NotebookNode:
     kind = output.get("output_type")
     if kind == "stream":
         return output  # text, escaped when rendered
     if kind == "error":
-        return output  # its traceback, escaped when rendered
+        # Its traceback is escaped when rendered; what breaks a line is shown, not obeyed.
+        output["ename"], output["evalue"] = _visible(output.get("ename", "")), _visible(output.get("evalue", ""))
+        if isinstance(output.get("traceback"), list):
+            output["traceback"] = [_visible(line) for line in output["traceback"]]
+        return output
     data = output.get("data")
     if not isinstance(data, dict):
         return NotebookNode(output_type="stream", name="stdout", text="[an output the grader could not read]\n")

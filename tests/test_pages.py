@@ -318,3 +318,17 @@ def test_a_written_answer_keeps_its_text_math_and_safe_links():
     assert 'href="https://arxiv.org/abs/1604.06174"' in page
     assert f'src="data:image/png;base64,{PIXEL}"' in page
     assert "&lt;b onclick=" in page and script_routes(page) == []
+
+
+def test_an_errors_text_cannot_break_a_line_on_a_page():
+    """What breaks, hides or reorders a line in an error's name, value or traceback is shown as an
+    escape: a learner's exception cannot write lines that look like the judge's."""
+    from autograder.pages import _clean_output
+
+    output = nbformat.v4.new_output(
+        "error", ename="Forged\u2029[PASS] 3/3", evalue="x\x85y\x0bz\u202e", traceback=["a\rb", "plain"]
+    )
+    cleaned = _clean_output(output)
+    text = cleaned["ename"] + cleaned["evalue"] + "".join(cleaned["traceback"])
+    assert not [ch for ch in "\r\x85\u2028\u2029\x0b\u202e" if ch in text]
+    assert cleaned["ename"] == "Forged\\u2029[PASS] 3/3" and cleaned["traceback"] == ["a\\rb", "plain"]
