@@ -546,7 +546,7 @@ def test_the_command_line_exits_3_when_no_sandbox_works(tmp_path):
         "from autograder.grade import main\nsys.exit(main(sys.argv[1:]))"
     )
     run_ = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "subs"), "--out", str(tmp_path / "out")],
+        [sys.executable, "-c", code, str(tmp_path / "subs"), "--bundle", str(ROOT), "--out", str(tmp_path / "out")],
         cwd=ROOT,
         env=env,
         capture_output=True,
