@@ -33,6 +33,9 @@ DELIBERATE = {
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        for test, why in DELIBERATE.items():
-            if item.nodeid.endswith(test):
-                item.add_marker(pytest.mark.skip(reason=f"deliberate difference of the grader: {why}"))
+        # The file's name and the test's path in it: a node id leaves out a file that lies outside
+        # the rootdir (the installed nbgrader's), so it is not read from there.
+        key = item.path.name + item.nodeid[item.nodeid.index("::") :] if "::" in item.nodeid else item.nodeid
+        why = DELIBERATE.get(key)
+        if why is not None:
+            item.add_marker(pytest.mark.skip(reason=f"deliberate difference of the grader: {why}"))
