@@ -25,7 +25,7 @@ only ever change what data goes back, and the judge checks that data.
 from __future__ import annotations
 
 try:  # imported as part of the grader (its tests); sent to a kernel, wire.py's text comes first
-    from .wire import WireError, decode, dumps, encode, loads
+    from .wire import WireError, decode, dumps, encode, loads, shipped
 except ImportError:  # pragma: no cover - the kernel's copy
     pass
 
@@ -117,20 +117,6 @@ class _Timed:
         return _Pending(self, call, result)
 
 
-def _shipped(data, nested):
-    import importlib
-
-    module, attribute = data["$shipped"]
-    if not (isinstance(module, str) and isinstance(attribute, str)):
-        raise WireError("a shipped object named by something other than text")
-    value = getattr(importlib.import_module(module), attribute)
-    if "args" not in data and "kwargs" not in data:
-        return value
-    args = [nested(item) for item in data.get("args", [])]
-    kwargs = {str(name): nested(item) for name, item in data.get("kwargs", [])}
-    return value(*args, **kwargs)
-
-
 def _as_jax(array):
     import jax.numpy
 
@@ -149,7 +135,7 @@ def _resolve(form, data, nested):
             raise WireError(f"no object with handle {data['$handle']!r} in this kernel")
         return table[data["$handle"]]
     if form == "$shipped":
-        return _shipped(data, nested)
+        return shipped(data, nested)
     if form == "$timed":
         executable = data.get("executable")
         return _Timed(int(data["$timed"]), None if executable is None else nested(executable))
