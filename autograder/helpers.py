@@ -1,14 +1,15 @@
 """The judge's helper processes, each in a sandbox of its own, away from the gradebook and the kernel.
 
-- `artifacts`: a Python with JAX that runs the programs a learner's kernel handed over, on the
-  judge's inputs, and reads their compiled memory plans (autograder/artifact_runner.py);
+- `artifacts`: a Python with JAX that makes a learner's program again from the data the builder
+  wrote, transforms it, runs it on the judge's inputs or reads its compiled memory plan
+  (autograder/artifact_runner.py); no learner code runs there;
 - `numpy_only`: a Python where JAX cannot be imported, that runs a learner's answer cell alone
   and calls its function (autograder/numpy_runner.py);
 - `builder`: a Python with JAX that rebuilds a learner's function from its answer cells alone and
-  exports its program for the artifact runner (autograder/program_builder.py): the kernel is never
-  asked for a program.
+  writes its program as data for the artifact runner (autograder/program_builder.py): the kernel
+  is never asked for a program.
 
-Both run learner-made work, so both are confined like a kernel: the same allow-list sandbox
+All run learner-made work (code, or a program it made), so both are confined like a kernel: the same allow-list sandbox
 (sandbox.py: no network, no other process, nothing of the machine but the interpreter), an
 unprivileged uid of their own when the grader is root, the kernel's limits. The NumPy-only one
 sees no installed package but NumPy: every folder of packages is replaced by one that holds
@@ -58,10 +59,11 @@ class HelperError(RuntimeError):
     """A helper process did not answer (it died, or ran past its time); the message says which."""
 
 
-def program(runner: str) -> str:
-    """The text a helper runs: wire.py, confine.py, then the runner's module, then its main()."""
+def program(runner: str, *sent: str) -> str:
+    """The text a helper runs: wire.py, confine.py, the modules it needs, then the runner's module,
+    then its main()."""
     return (
-        sent_text("wire.py", "confine.py", runner)
+        sent_text("wire.py", "confine.py", *sent, runner)
         + "\nimport json as _json, sys as _sys\nmain(_json.loads(_sys.argv[1]))\n"
     )
 
@@ -93,6 +95,8 @@ class HelperProcess:
     """One helper: started on the first request, answered line by line, stopped with the session."""
 
     runner = ""
+    #: The grader's modules the runner uses, sent before it (after wire.py and confine.py).
+    sent: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -122,7 +126,7 @@ class HelperProcess:
         return {}
 
     def program(self) -> str:
-        return program(self.runner)
+        return program(self.runner, *self.sent)
 
     # -- the process ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -308,9 +312,17 @@ class HelperWatcher(threading.Thread):
 
 
 class ArtifactRunner(HelperProcess):
-    """Runs exported programs on the judge's inputs; compiles them for their memory plans."""
+    """Makes programs written as data again, transforms them, runs them on the judge's inputs or
+    compiles them for their memory plans."""
 
     runner = "artifact_runner.py"
+    sent = ("program_data.py",)
+
+    def config(self) -> dict:
+        # The shipped modules, for the wraps a check applies to a program (remat_lesson.renaming).
+        if self.assignment is None:
+            return {}
+        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
 
     def extra_env(self) -> dict[str, str]:
         from .compile_cache import reading_env, writing_env
@@ -349,9 +361,10 @@ class NumpyOnlyRunner(HelperProcess):
 
 
 class ProgramBuilder(HelperProcess):
-    """Rebuilds a learner's function from its answer cells and exports its program (never runs it)."""
+    """Rebuilds a learner's function from its answer cells and writes its program as data (never runs it)."""
 
     runner = "program_builder.py"
+    sent = ("program_data.py",)
 
     def config(self) -> dict:
         return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
@@ -364,7 +377,9 @@ class JudgeHelpers:
         self, sandbox: Sandbox, folder: Path, assignment: Path, cache: Path | None = None, cache_writable: bool = False
     ):
         self.folder = Path(tempfile.mkdtemp(prefix="judge-", dir=folder))
-        self.artifacts = ArtifactRunner(sandbox, self.folder / "artifacts", cache=cache, cache_writable=cache_writable)
+        self.artifacts = ArtifactRunner(
+            sandbox, self.folder / "artifacts", assignment=assignment, cache=cache, cache_writable=cache_writable
+        )
         self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
         self.builder = ProgramBuilder(sandbox, self.folder / "builder", assignment=assignment)
         self.watcher = HelperWatcher(list(self.by_name().values()), sandbox.limits)

@@ -29,7 +29,6 @@ of a hidden test is ever sent to it (`kernel_part` and the agent's requests carr
 from __future__ import annotations
 
 import ast
-import base64
 import builtins
 import contextlib
 import hashlib
@@ -47,7 +46,7 @@ from nbformat.notebooknode import NotebookNode
 from .helpers import HelperError, JudgeHelpers
 from .hidden_tests import strip_source
 from .kernel_channel import JudgeUnavailable, KernelChannel
-from .wire import WireError, decode, encode
+from .wire import WireError, decode, dumps, encode
 
 # ---------------------------------------------------------------------------------------
 # The learner's words in a report: one line each, escaped, marked as theirs.
@@ -246,7 +245,10 @@ class TrustedModules:
 # ---------------------------------------------------------------------------------------
 # The learner's work, as the judge sees it.
 # ---------------------------------------------------------------------------------------
-TRANSFORMS = {"grad": "grad", "value_and_grad": "value_and_grad", "residuals": "residuals", "plan": "grad"}
+#: The most program text one notebook's judge keeps (its programs, as the builder wrote them).
+MAX_PROGRAMS = 64 << 20
+#: The evidence a check may ask about a learner's program: each the artifact runner's transform of it.
+EVIDENCE = ("grad", "value_and_grad", "residuals", "plan")
 
 
 class LearnerObject:
@@ -312,6 +314,7 @@ class Judge:
         # so it costs one deadline, not one per item that needs it.
         self._ended_cells: dict[str, str] = {}
         self._timed_ids = 0
+        self._programs: dict[str, str] = {}  # a builder request -> its program's text (Judge._program)
 
     # -- one test cell ------------------------------------------------------------------------------
     def run_cell(self, source: str, declared: float) -> tuple[float, str]:
@@ -473,14 +476,15 @@ class Judge:
         }
 
     def artifact(self, function: LearnerFunction, operation: str, args, bind, argnums, wrap=None):
-        """The program (function, bound, wrapped, transformed) at args' shapes, made by the judge's
-        program builder from the answer cells (never by the kernel), then run on args, or compiled
-        for its plan, in the artifact runner. Anything but a program from the builder earns
-        nothing. wrap: an object of the shipped modules (sent as its recipe) that the builder
-        applies to the program first (remat_lesson.renaming, say)."""
+        """Evidence about the learner's program (function, bound, at args' shapes): the program is
+        made by the judge's program builder from the answer cells (never by the kernel) and handed
+        over as data; the artifact runner makes it again, wraps it, applies the transform the
+        evidence needs and runs it on args, or compiles it for its plan. Anything but a program
+        earns nothing. wrap: an object of the shipped modules (sent as its recipe) applied to the
+        program first (remat_lesson.renaming, say)."""
         import jax.numpy as jnp
 
-        if operation not in TRANSFORMS:
+        if operation not in EVIDENCE:
             raise ValueError(f"no such evidence: {operation}")
         arrays = [jnp.asarray(a) for a in args]
         avals = [[list(a.shape), a.dtype.name] for a in arrays]
@@ -501,32 +505,15 @@ class Judge:
             if not defining:
                 raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
             cells[name] = defining[-1]
-        message = {
-            "op": "export",
-            "cells": cells,
-            "target": target,
-            "bind": template,
-            "wrap": None if wrap is None else self.outbound(wrap, to_kernel=False, names=names),
-            "transform": TRANSFORMS[operation],
-            "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
+        message = {"op": "program", "cells": cells, "target": target, "bind": template, "avals": avals}
+        program = self._program(message)
+        request = {
+            "op": operation,
+            "program": program,
             "avals": avals,
+            "wrap": None if wrap is None else self.outbound(wrap, to_kernel=False, names=set()),
+            "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
         }
-        try:
-            response = self.helpers.builder.request(message, self._helper_timeout())
-        except HelperError as error:
-            raise LearnerRaised(["RuntimeError"], error, "your program could not be rebuilt by the grader: ") from None
-        exported = response.get("exported")
-        if "raised" in response or "refused" in response:
-            self._result(response, decode)  # raises what the answer cell raised, or why it was refused
-        if not isinstance(exported, str):
-            raise LearnerRaised(
-                ["RuntimeError"], about="no program was handed over: an answer that is not a program earns nothing"
-            )
-        try:
-            base64.b64decode(exported, validate=True)
-        except ValueError:
-            raise LearnerRaised(["RuntimeError"], about="what was handed over is not a program") from None
-        request = {"op": "plan" if operation == "plan" else "run", "exported": exported, "avals": avals}
         if operation != "plan":
             request["inputs"] = [encode(np.asarray(a)) for a in arrays]
         try:
@@ -534,6 +521,30 @@ class Judge:
         except HelperError as error:
             raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
         return self._result(answer, decode)
+
+    def _program(self, message: dict) -> dict:
+        """The builder's program for message (one request per target, binding and shapes, kept
+        for the notebook): every piece of evidence about it is judged on that one program, so a
+        process that answers as it likes cannot give one program for the gradient and another
+        for what is saved."""
+        key = dumps(message)
+        if key not in self._programs:
+            try:
+                response = self.helpers.builder.request(message, self._helper_timeout())
+            except HelperError as error:
+                raise LearnerRaised(
+                    ["RuntimeError"], error, "your program could not be rebuilt by the grader: "
+                ) from None
+            if "raised" in response or "refused" in response:
+                self._result(response, decode)  # raises what the answer cell raised, or why it was refused
+            if not isinstance(response.get("program"), str):
+                raise LearnerRaised(
+                    ["RuntimeError"], about="no program was handed over: an answer that is not a program earns nothing"
+                )
+            if sum(map(len, self._programs.values())) + len(response["program"]) > MAX_PROGRAMS:
+                raise LearnerRaised(["RuntimeError"], about="your programs are larger than the grader keeps")
+            self._programs[key] = response["program"]
+        return self._programs[key]
 
     def numpy_only(self, name: str) -> NumpyOnlyFunction:
         if name not in self._numpy_cells:

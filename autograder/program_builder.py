@@ -1,35 +1,39 @@
-"""The judge's program builder: a learner's JAX function rebuilt from its answer cell, and exported here.
+"""The judge's program builder: a learner's JAX function rebuilt from its answer cell, and written as data.
 
 The checks ask for evidence about a learner's JAX program: its gradient, its saved residuals, its
 compiled memory plan (remat_lesson.gradient, vjp_residuals, planned_memory, value_and_gradient).
-That evidence must not be the kernel's word: a kernel can export any program it likes, or answer
-with values. So the program is built again here, in a fresh process of the judge's (a sandbox of
-its own, autograder/helpers.py), from the learner's answer cells alone: each cell runs here one
-statement at a time (a statement that cannot run is left out), the judge's recipe for the target
-is followed (a function the cell defines, called on the judge's values, an item of what it
-returned), the transform the check asked for is applied, and the program is exported
-(`jax.export`) at the shapes the judge names. The judge's artifact runner then runs or compiles
-it on inputs this process never sees. Nothing the kernel holds (other cells, hooks, a patched
-JAX, the agent) reaches this process.
+That evidence must not be the kernel's word: a kernel can hand over any program it likes, or
+answer with values. So the program is built again here, in a fresh process of the judge's (a
+sandbox of its own, autograder/helpers.py), from the learner's answer cells alone: each cell runs
+here one statement at a time (a statement that cannot run is left out), the judge's recipe for
+the target is followed (a function the cell defines, called on the judge's values, an item of
+what it returned), and the program is traced at the shapes the judge names and handed over
+untransformed, as its jaxpr written as data (autograder/program_data.py). Nothing the kernel holds
+(other cells, hooks, a patched JAX, the agent) reaches this process.
 
-JAX's own functions this process exports with are taken before any answer cell runs: a cell that
-rebinds `jax.export.export`, `jax.vjp` and the like changes nothing here; one that rebinds any
-function or class of JAX's modules is refused (and the static scan flags it for review).
+Learner code runs here, so what this process sends is the learner's to choose. That is why it
+sends a program and nothing else: the judge's artifact runner, which never runs learner code,
+makes the program again from JAX's own primitives and applies every transform itself (the
+gradient, the VJP's saved values, the compiler's plan). A program can only be judged for what it
+is, never stand in for the evidence of another.
 
-Requests: {"op": "export", "cells": {name: source}, "target": <value>, "bind": [...] | null,
-"wrap": <value> | null (a shipped function applied to the program, remat_lesson.renaming say),
-"transform": "call" | "grad" | "value_and_grad" | "residuals", "argnums": [...], "avals": [[shape,
-dtype], ...]}, where a value may hold {"$learner": name} (what the answer cell defining name binds
-it to), {"$call": <value>, "args": [...], "kwargs": [[name, value], ...]}, {"$item": <value>,
-"key": <value>}, {"$shipped": ...} and {"$arg": i} (where bind puts the program's inputs).
-Answer: {"exported": base64}, each from a fork of this process made before any answer cell ran
-(`main`). Sent as text after wire.py's and confine.py's; `main()` reads one request per line.
+JAX's own functions this process traces with are taken before any answer cell runs; a cell that
+rebinds any function or class of JAX's modules is refused (and the static scan flags it for review).
+
+Requests: {"op": "program", "cells": {name: source}, "target": <value>, "bind": [...] | null,
+"avals": [[shape, dtype], ...]}, where a value may hold {"$learner": name} (what the answer cell
+defining name binds it to), {"$call": <value>, "args": [...], "kwargs": [[name, value], ...]},
+{"$item": <value>, "key": <value>}, {"$shipped": ...} and {"$arg": i} (where bind puts the
+program's inputs). Answer: {"program": data as JSON text}, from a fork of this process made before any answer
+cell ran (`main`). Sent as text after wire.py's, confine.py's and program_data.py's; `main()`
+reads one request per line.
 """
 
 from __future__ import annotations
 
-try:  # imported as part of the grader (its tests); sent as text, the two files come first
+try:  # imported as part of the grader (its tests); sent as text, the three files come first
     from .confine import confine
+    from .program_data import program_as_data
     from .wire import WireError, decode, dumps, loads, shipped
 except ImportError:  # pragma: no cover - the sandbox's copy
     pass
@@ -42,21 +46,19 @@ PRELUDE = (
 )
 #: Top-level packages whose functions and classes an answer cell may not rebind here.
 GUARDED = ("jax", "jaxlib")
-#: Modules an export imports on its first use: imported ahead, so they are guarded too.
+#: Modules a trace may import on its first use: imported ahead, so they are guarded too.
 AHEAD = ("jax.ad_checkpoint", "jax.experimental.multihost_utils", "jaxlib.mlir.dialects.mhlo")
-#: The largest answer taken from the fork that builds a program (base64 of the serialized program).
-MAX_ANSWER = 128 << 20
+#: The largest answer taken from the fork that builds a program (the program as data).
+MAX_ANSWER = 32 << 20
 
 
 class Builder:
     """The answer cells loaded so far (by their text) and JAX's functions, taken before any ran."""
 
     def __init__(self):
-        import base64
         import importlib
 
         import jax
-        import jax.export  # noqa: F401  (a submodule: imported before any cell may replace it)
         import jax.numpy
 
         for name in AHEAD:
@@ -67,15 +69,9 @@ class Builder:
 
         self.namespaces: dict[str, dict] = {}
         self.jax = {
-            "export": jax.export.export,
-            "jit": jax.jit,
-            "grad": jax.grad,
-            "value_and_grad": jax.value_and_grad,
-            "vjp": jax.vjp,
-            "leaves": jax.tree_util.tree_leaves,
+            "make_jaxpr": jax.make_jaxpr,
             "struct": jax.ShapeDtypeStruct,
             "asarray": jax.numpy.asarray,
-            "b64encode": base64.b64encode,
         }
         self.guarded = self._jax_definitions()
 
@@ -101,7 +97,7 @@ class Builder:
         for (module_name, name), ident in self.guarded.items():
             module = sys.modules.get(module_name)
             if module is None or id(vars(module).get(name)) != ident:
-                raise WireError(f"the answer cells changed JAX itself ({module_name}.{name}): nothing is exported")
+                raise WireError(f"the answer cells changed JAX itself ({module_name}.{name}): nothing is handed over")
 
     # -- the learner's cells ----------------------------------------------------------------------
     def namespace(self, source: str) -> dict:
@@ -147,7 +143,8 @@ class Builder:
         return decode(data, resolve=resolve, as_jax=self.jax["asarray"])
 
     # -- the program ------------------------------------------------------------------------------
-    def export(self, request) -> dict:
+    def program(self, request) -> dict:
+        """The learner's program, bound as the judge asked, at the judge's shapes, as data."""
         cells = request.get("cells") or {}
         target = self.value(request["target"], cells)
         bind = request.get("bind")
@@ -159,28 +156,11 @@ class Builder:
             def program(*inputs):
                 return target(*[inputs[a.index] if isinstance(a, _Argument) else a for a in template])
 
-        wrap = request.get("wrap")  # a shipped module's function of a program, applied first
-        if wrap is not None:
-            program = self.value(wrap, cells)(program)
-        function = self._transformed(program, request["transform"], request.get("argnums", [0]))
         avals = [self.jax["struct"](tuple(shape), dtype) for shape, dtype in request["avals"]]
-        exported = self.jax["export"](self.jax["jit"](function))(*avals)
-        text = self.jax["b64encode"](exported.serialize()).decode("ascii")
+        closed = self.jax["make_jaxpr"](program)(*avals)
         self._check_jax_unchanged()  # after the trace too: the learner's function ran in it
-        return {"exported": text}
-
-    def _transformed(self, program, transform: str, argnums):
-        argnums = tuple(argnums) if len(argnums) != 1 else argnums[0]
-        if transform == "call":
-            return program
-        if transform == "grad":
-            return self.jax["grad"](program, argnums=argnums)
-        if transform == "value_and_grad":
-            return self.jax["value_and_grad"](program, argnums=argnums)
-        if transform == "residuals":
-            vjp, leaves = self.jax["vjp"], self.jax["leaves"]
-            return lambda *inputs: leaves(vjp(program, *inputs)[1])
-        raise WireError(f"no transform {transform!r}")
+        # As text: the judge keeps and forwards it without reading it (no Python object per number).
+        return {"program": dumps(program_as_data(closed))}
 
 
 class _Argument:
@@ -191,9 +171,9 @@ class _Argument:
 
 
 def answer(request, builder: Builder) -> dict:
-    if request.get("op") != "export":
+    if request.get("op") != "program":
         raise WireError(f"no operation {request.get('op')!r}")
-    return builder.export(request)
+    return builder.program(request)
 
 
 def main(config: dict) -> None:
@@ -264,10 +244,10 @@ def _in_a_fork(line, builder: Builder, private: tuple) -> dict:
         response = loads(b"".join(chunks))
     except WireError:
         return {"refused": "the process that built the program ended without an answer (a crash, or a limit)"}
-    if not isinstance(response, dict):
+    if not isinstance(response, dict) or not isinstance(response.get("program", ""), str):
         return {"refused": "the process that built the program gave no answer"}
     # Learner code ran in the fork: only the three shapes of an answer pass, the judge checks the rest.
-    return {key: response[key] for key in ("exported", "raised", "refused") if key in response}
+    return {key: response[key] for key in ("program", "raised", "refused") if key in response}
 
 
 def _respond(line, builder: Builder) -> dict:

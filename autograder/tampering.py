@@ -8,7 +8,7 @@ syntax tree (so comments and strings about these things do not count, and aliase
 - rebinding an attribute of an imported module or class (NumPy, JAX, sys.stdout, the checks...);
 - changing how IPython runs or reports code (its traceback display, display formatters, input
   transformers, event hooks);
-- reaching into `sys.modules` or Python's builtins;
+- reaching into `sys.modules` or Python's builtins, or up the call stack into its callers' frames;
 - processes, signals, sockets, ctypes and exits; code built from text (`exec`, `eval`);
 - paths outside the submission folder, and the grader's files.
 """
@@ -62,6 +62,11 @@ RISKY_CALLS = {
     ("os", "walk"): "walks the file system",
     ("sys", "exit"): "ends the kernel",
 }
+#: Attributes that reach the call stack's frames: the variables of whoever called the code (in
+#: the grader's helpers, their lines out). Honest lesson code reads none of them.
+FRAME_ATTRIBUTES = frozenset(
+    {"_getframe", "currentframe", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+)
 GRADER_FILES = (
     "gradebook.db",
     "nbgrader_config",
@@ -148,6 +153,8 @@ class _Scanner(ast.NodeVisitor):
             self.flag(node, "changes how IPython runs or reports code", dotted)
         elif node.attr == "modules" and isinstance(node.value, ast.Name) and self.imported.get(node.value.id) == "sys":
             self.flag(node, "edits the module table (sys.modules)", dotted)
+        elif node.attr in FRAME_ATTRIBUTES:
+            self.flag(node, "reads the call stack's frames (its callers' variables)", dotted)
         self.generic_visit(node)
 
     def visit_Name(self, node):

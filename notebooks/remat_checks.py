@@ -24,9 +24,9 @@ The same cell runs three ways:
   points earned, nbgrader's partial credit.
 - **The bundle's grader**: no check runs in the learner's kernel. The grader's *judge* runs
   the whole cell in its own process, and reaches the learner's work only through data: it asks
-  the kernel to call a learner's function on inputs it sends, and to hand over the learner's
-  JAX programs (`jax.export`), which it runs on its own inputs (see remat_lesson.gradient and
-  friends). Names the learner defined are, there, handles on the kernel; `numpy_only` runs an
+  the kernel to call a learner's function on inputs it sends, and has the learner's JAX
+  programs rebuilt from the answer cells and handed over as data, which it transforms and runs
+  on its own inputs (see remat_lesson.gradient and friends). Names the learner defined are, there, handles on the kernel; `numpy_only` runs an
   answer cell in a process where JAX cannot be imported; a `TimedExecutable` lets the judge
   choose, and see, how long each call and each result take.
 

@@ -500,15 +500,36 @@ def reference_gradient(weights, x0, depth):
     return bar
 
 
-with checks.item(1, "a fresh network agrees with an independent reference"):
-    w_fresh, x_fresh, depth = fresh_network(checks.rng(), depths=(3, 8), widths=(5, 12), scale=0.4)
-    w_fresh, x_fresh, width = w_fresh.astype(np.float64), x_fresh.astype(np.float64), len(x_fresh)
+def saturated_network(rng):
+    """A float64 network whose every pre-activation lies between 4 and 8 in size: the loss is about
+    its width while the gradient's entries are 1e-10 or smaller. The recurrence resolves them to
+    float64's rounding; a finite difference cannot (its rounding error, about 1e-16 of the loss
+    over the step, is larger than the gradient itself, whatever the step)."""
+    width, depth = int(rng.integers(5, 13)), int(rng.integers(4, 6))
+    signs = rng.choice([-1.0, 1.0], size=(2, width))
+    weights = np.diag(rng.uniform(4.5, 6.5, width) * signs[0]) + rng.normal(size=(width, width)) * (0.3 / width**0.5)
+    return weights, rng.uniform(0.8, 1.2, width) * signs[1], depth
+
+
+def check_oracle(weights, x0, depth, what, hint=None):
+    expected = reference_gradient(weights, x0, depth)
     checks.close(
-        reverse_oracle(w_fresh, x_fresh, depth),
-        reference_gradient(w_fresh, x_fresh, depth),
+        reverse_oracle(weights, x0, depth),
+        expected,
         rtol=1e-4,
-        atol=1e-5 * float(np.abs(reference_gradient(w_fresh, x_fresh, depth)).max()),
-        what=f"gradient (depth {depth}, width {width})",
+        atol=1e-5 * float(np.abs(expected).max()),
+        what=f"{what} (depth {depth}, width {len(x0)})",
+        hint=hint,
+    )
+
+
+with checks.item(1, "a fresh network, and a saturated one, agree with an independent reference"):
+    w_fresh, x_fresh, depth = fresh_network(checks.rng(), depths=(3, 8), widths=(5, 12), scale=0.4)
+    check_oracle(w_fresh.astype(np.float64), x_fresh.astype(np.float64), depth, "gradient")
+    check_oracle(
+        *saturated_network(checks.rng()),
+        "gradient of a saturated network, entries of 1e-10 or less",
+        hint="the reverse recurrence resolves them to rounding; a finite difference of the loss cannot",
     )
 with checks.item(1, "the oracle, run from its answer cell alone where JAX cannot be imported, gives the same gradient"):
     checks.close(
@@ -568,7 +589,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, fresh_network, make_objective, vjp_residuals, x
+from remat_lesson import DEPTH, Checks, W, fresh_network, gradient, make_objective, vjp_residuals, x
 
 
 def jax_gradient(weights, x0, depth):
@@ -599,6 +620,16 @@ with checks.item(1, "the lesson network: plain saves 9 residual entries, the per
         what="entries saved by [plain, remat]",
         hint="remat is make_objective(..., rematerialize=True): one checkpoint per layer",
     )
+    # The programs counted must be the objectives: each one's gradient, from the same program.
+    expected = np.asarray(jax_gradient(W, x, DEPTH), np.float64)
+    for name in ("plain", "remat"):
+        checks.close(
+            gradient(objectives[name], x),
+            expected,
+            rtol=1e-4,
+            atol=1e-5 * float(np.abs(expected).max()),
+            what=f"the gradient of the {name} objective whose entries were counted",
+        )
 
 
 ### BEGIN HIDDEN TESTS

@@ -33,6 +33,7 @@ from autograder.judge import (
     learner_names,
 )
 from autograder.paths import NOTEBOOKS, SHIPPED_MODULES, SOLUTIONS
+from autograder.program_data import program_as_data
 from autograder.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
 from tests.reports import assert_judges_lines_only
 
@@ -500,7 +501,7 @@ def test_a_named_policy_that_does_not_select_by_the_name_loses_exactly_the_names
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 2 and NAMES_ITEM in report and report.count("[FAIL]") == 1, report
     assert "kept whatever they are called" in report
-    renamed = [m for m in judge.helpers.builder.sent if m["op"] == "export" and m.get("wrap")]
+    renamed = [m for m in judge.helpers.artifacts.sent if m.get("wrap")]
     assert renamed and renamed[0]["wrap"]["$shipped"] == ["remat_lesson", "renaming"]
 
 
@@ -596,10 +597,11 @@ def test_an_inexact_hvp_is_shown_by_its_worst_entry_against_the_tolerance(monkey
 
 
 def test_a_forged_renamed_program_gains_nothing(monkeypatch, trusted):
-    """The builder's fork runs the answer cell: say it answered the renamed export with a program
-    that keeps no pre-activation (the objective under one checkpoint that saves nothing). That
-    program keeps no layer's input either: a dots policy without names keeps losing the names item."""
-    import base64
+    """The builder's fork runs the answer cell: say it answered with a program that keeps no
+    pre-activation (the objective under one checkpoint that saves nothing), hoping it would be
+    taken for the renamed one. The judge renames the one program it was given itself, and asks
+    the builder once for each program: every item is judged on the forged program, which gains
+    nothing over the honest answer (a dots policy without names keeps losing the names item)."""
 
     import jax
     import remat_lesson
@@ -609,21 +611,20 @@ def test_a_forged_renamed_program_gains_nothing(monkeypatch, trusted):
     objective = namespace["named_policy_objective"](remat_lesson.W, remat_lesson.DEPTH)
 
     def forge(message, response):
-        if message["op"] != "export" or not message.get("wrap") or message["avals"][0][0] != [16]:
+        if message["op"] != "program" or message["avals"][0][0] != [16]:
             return response
         nothing = jax.checkpoint(objective)
-        program = lambda *inputs: jax.tree_util.tree_leaves(jax.vjp(nothing, *inputs)[1])  # noqa: E731
         avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in message["avals"]]
-        exported = jax.export.export(jax.jit(program))(*avals)
-        return {"exported": base64.b64encode(exported.serialize()).decode("ascii")}
+        return {"program": dumps(program_as_data(jax.make_jaxpr(nothing)(*avals)))}
 
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=forge)
     _with_answer(
         judge, "named_policy_objective", _layered_answer("jax.checkpoint_policies.checkpoint_dots", named=False)
     )
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
-    assert earned == 2 and NAMES_ITEM in report, report
-    assert "'renamed': {'layer inputs': [1], 'pre-activations': []}" in report
+    assert earned < 2 and NAMES_ITEM in report, report
+    asked = [dumps(m) for m in judge.helpers.builder.sent]
+    assert len(asked) == len(set(asked))  # the renamed evidence came from the same program
 
 
 #: What hostile-forged-report-lines raises: the judge's own lines, after every kind of line break.
@@ -699,7 +700,7 @@ def test_the_builder_rebuilds_what_the_judge_came_by_and_never_asks_the_kernel_f
     judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
     earned, report = judge.run_cell(_source("02-build.ipynb", "test-policy-gradients"), 3)
     assert earned == 3, report
-    exports = [m for m in judge.helpers.builder.sent if m["op"] == "export"]
+    exports = [m for m in judge.helpers.builder.sent if m["op"] == "program"]
     # objectives = policy_objectives(W, DEPTH); vjp_residuals(objectives[name], x): made the same way
     assert [m["target"]["$item"]["$call"] for m in exports[:2]] == [{"$learner": "policy_objectives"}] * 2
     assert [decode(m["target"]["key"]) for m in exports[:2]] == ["plain", "remat"]
@@ -714,20 +715,23 @@ def test_the_builder_rebuilds_what_the_judge_came_by_and_never_asks_the_kernel_f
     "answer",
     [
         {"result": {"$list": []}},
-        {"exported": 3},
-        {"exported": "not a program!"},
+        {"exported": "Zm9yZ2Vk"},
+        {"program": 3},
+        {"program": {"jaxpr": {}}},
+        {"program": "not a program!"},
+        {"program": '{"program": 0, "closed": [], "arrays": []}'},
         {"refused": "no"},
         {},
     ],
-    ids=["a result", "no text", "not base64", "refused", "nothing"],
+    ids=["a result", "an artifact", "no text", "not text", "not JSON", "no program in it", "refused", "nothing"],
 )
-def test_an_export_answered_with_anything_but_a_program_earns_nothing(answer, monkeypatch, trusted):
+def test_a_program_request_answered_with_anything_but_a_program_earns_nothing(answer, monkeypatch, trusted):
     """Whatever the builder's process says (learner code runs there), only a program that the
-    artifact runner then runs counts: a result, above all, is never taken as one."""
+    artifact runner makes again counts: a result, above all, is never taken as one."""
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=lambda message, response: answer)
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 0, report
-    assert not judge.helpers.artifacts.sent  # nothing to run
+    assert all(isinstance(m["program"], str) for m in judge.helpers.artifacts.sent)
 
 
 def test_a_result_that_would_match_the_residual_check_is_not_taken_for_a_program(monkeypatch, trusted):
@@ -740,10 +744,41 @@ def test_a_result_that_would_match_the_residual_check_is_not_taken_for_a_program
         kept.append(weights @ v)
         v = np.tanh(kept[-1])
     forged = {"result": encode([weights, *kept, v])}
-    tamper = lambda message, response: forged if message["transform"] == "residuals" else response  # noqa: E731
+    tamper = lambda message, response: forged  # noqa: E731
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=tamper)
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 0 and "earns nothing" in report, report
+
+
+def _kept_values_program(message):
+    """What a fork that writes its own answer could hand over for the lesson network: a program
+    that computes, from x, exactly the values the residual check matches (the weights, each
+    pre-activation, the last output), written as data."""
+    import jax
+    import remat_lesson
+
+    def kept_values(v):
+        weights = jax.numpy.asarray(remat_lesson.W)
+        kept = [weights]
+        for _ in range(remat_lesson.DEPTH):
+            kept.append(weights @ v)
+            v = jax.numpy.tanh(kept[-1])
+        return kept + [v]
+
+    avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in message["avals"]]
+    return {"program": dumps(program_as_data(jax.make_jaxpr(kept_values)(*avals)))}
+
+
+def test_a_program_that_computes_the_matched_values_is_judged_for_what_it_saves(monkeypatch, trusted):
+    """The builder's fork runs the answer cell, so it may hand over any program. Written as data,
+    the program is transformed by the judge: one whose outputs are the values the residual check
+    matches saves none of them itself, and the plain answer earns no more than its due."""
+    tamper = lambda message, response: _kept_values_program(message) if "program" in response else response  # noqa: E731
+    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=tamper)
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
+    assert earned == 0, report
+    residuals = [m for m in judge.helpers.artifacts.sent if m["op"] == "residuals"]
+    assert residuals and all("program" in m and "exported" not in m for m in residuals)
 
 
 def test_an_object_the_judge_cannot_make_again_earns_nothing(monkeypatch, trusted):

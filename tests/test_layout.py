@@ -85,6 +85,7 @@ ROOMS = {
         "artifact_runner",
         "numpy_runner",
         "program_builder",
+        "program_data",
     },
     "foundations": {
         "__init__",

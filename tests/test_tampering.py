@@ -107,6 +107,16 @@ def test_every_grader_file_is_named(name):
     assert any("own files" in f[1] for f in scan_source(f"path = {name!r}")), name
 
 
+FRAMES = ["_getframe", "currentframe", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"]
+
+
+@pytest.mark.parametrize("name", FRAMES)
+def test_every_way_up_the_call_stack_is_named(name):
+    """Code that walks up to its callers' frames reaches what they hold (a helper's line out)."""
+    for source in (f"import sys\nframe = sys._getframe().{name}", f"import inspect as i\ni.{name}()"):
+        assert any("call stack" in f[1] for f in scan_source(source)), source
+
+
 def test_the_scanner_knows_exactly_the_names_listed_here():
     from autograder import tampering
 
@@ -114,6 +124,7 @@ def test_the_scanner_knows_exactly_the_names_listed_here():
     assert {".".join(pair) for pair in tampering.RISKY_CALLS} == set(CALLS)
     assert set(tampering.IPYTHON_INTERNALS) == set(IPYTHON)
     assert set(tampering.GRADER_FILES) == set(FILES)
+    assert set(tampering.FRAME_ATTRIBUTES) == set(FRAMES)
 
 
 @pytest.mark.parametrize(
