@@ -107,7 +107,17 @@ def test_every_grader_file_is_named(name):
     assert any("own files" in f[1] for f in scan_source(f"path = {name!r}")), name
 
 
-FRAMES = ["_getframe", "currentframe", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"]
+FRAMES = [
+    "_getframe",
+    "currentframe",
+    "f_back",
+    "f_locals",
+    "f_globals",
+    "tb_frame",
+    "gi_frame",
+    "cr_frame",
+    "ag_frame",
+]
 
 
 @pytest.mark.parametrize("name", FRAMES)
