@@ -201,7 +201,7 @@ class Sandbox:
             argv += ["--seccomp", SECCOMP_PLACEHOLDER]  # launch() gives it a file of its own
         for name, value in sorted(env.items()):
             argv += ["--setenv", name, value]
-        return argv + ["--chdir", SCRATCH, "--", *command]
+        return argv + ["--chdir", SCRATCH, "--", *_unlinked_program(command)]
 
 
 #: In an argv, where launch() puts the descriptor of the seccomp program.
@@ -285,7 +285,7 @@ def kernel_env(
     }
     env.update(
         {
-            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "PATH": f"{os.path.realpath(Path(sys.executable).parent)}:/usr/bin:/bin",
             "HOME": f"{scratch}/home",
             "USER": "learner",
             "LOGNAME": "learner",
@@ -428,3 +428,14 @@ UNSAFE_WARNING = (
     "other submissions, write anywhere you can, and reach the grader's own services. Use this only "
     "for submissions you trust."
 )
+
+
+def _unlinked_program(command: list[str]) -> list[str]:
+    """command with its program named through its folder's real path: the sandbox binds the
+    environment's real folders, so a virtual environment reached through a link (a checkout's
+    .venv linked to another's) is not there by the linked name. The program itself keeps its
+    name (a venv's python is a link to the base one, and finds its environment by that name)."""
+    if not command or not os.path.isabs(command[0]):
+        return command
+    folder, name = os.path.split(command[0])
+    return [os.path.join(os.path.realpath(folder), name), *command[1:]]

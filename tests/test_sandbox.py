@@ -717,3 +717,18 @@ def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its
     for answer in (clean, lingering):
         request = {"op": "grad", "program": answer["program"], "avals": [[[3], "float32"]], "inputs": [x]}
         assert np.allclose(decode(artifact_runner.answer(request)["result"]), [2.0, 4.0, 6.0])
+
+
+def test_a_program_reached_through_a_linked_folder_is_named_by_its_real_folder(tmp_path):
+    """A checkout whose .venv links to another's: the sandbox binds the real folders, so the
+    program is named through them; its own name, a link itself in a venv, is kept."""
+    from autograder.sandbox import _unlinked_program
+
+    real = tmp_path / "real-venv" / "bin"
+    real.mkdir(parents=True)
+    (real / "python").symlink_to(sys.executable)
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / ".venv").symlink_to(tmp_path / "real-venv")
+    linked = str(tmp_path / "checkout" / ".venv" / "bin" / "python")
+    assert _unlinked_program([linked, "-c", "pass"]) == [str(real / "python"), "-c", "pass"]
+    assert _unlinked_program(["python3", "-c"]) == ["python3", "-c"]
