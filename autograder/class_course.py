@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from .class_gradebook import GradebookError, db_url, open_api
+from .class_report import JUDGED, REPORT_DATA, REPORT_PAGE
 from .course import assignment_of, nbgrader_setting, new_course
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,16 @@ def clear_outputs(out: Path, fresh: bool = False) -> None:
     out = Path(out)
     if (out / "course" / "gradebook.db").exists() and not fresh:
         return
-    stale = ["feedback", "grades.csv", "cells.csv", "flags.csv", *(p.name for p in out.glob("lms-*.csv"))]
+    stale = [
+        "feedback",
+        "grades.csv",
+        "cells.csv",
+        "flags.csv",
+        REPORT_PAGE,
+        REPORT_DATA,
+        JUDGED,
+        *(p.name for p in out.glob("lms-*.csv")),
+    ]
     for name in stale:
         target = out / name
         shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)

@@ -53,6 +53,9 @@ ERRNO_NOTES = {
 }
 #: Exit status of a grading command that found no usable sandbox.
 NO_SANDBOX_EXIT = 3
+#: Where a notebook's time travels among nbgrader's preprocessors, for the class report under
+#: `nbgrader autograde` (the grader's own runs read the worker's timings instead).
+TIMING = "notebook_time"
 
 
 @dataclasses.dataclass
@@ -90,6 +93,11 @@ class NotebookRecord:
     current_cell: int | None = None  # the cell running now
     failure: Failure | None = None  # set when the notebook could not be graded at all
     ledger: Ledger | None = None  # the judge's points of its test cells, and what was found against them
+
+
+def past_budget(trouble: list[str]) -> bool:
+    """Whether a notebook's troubles say it ran past its time budget (`SandboxedExecute._stop`'s words)."""
+    return any("time budget" in line for line in trouble)
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -176,6 +184,7 @@ class SandboxedExecute(Execute):
         settings = JudgeSettings(self.judge_source, self.judge_checks_module, self.judge_seed)
         self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline)
         self.record.ledger = self._judged.ledger
+        started, troubles_before = time.perf_counter(), len(self.record.trouble)
         try:
             nb, resources = super().preprocess(nb, resources, km)
         except Exception as error:
@@ -183,6 +192,13 @@ class SandboxedExecute(Execute):
             raise
         if settings.source:  # nbgrader's grades are then checked against it (judged_cells.LedgerGrades)
             resources[LEDGER] = self._judged.ledger
+        if resources is not None:
+            resources[TIMING] = {
+                "seconds": time.perf_counter() - started,
+                "budget": self.budget or None,
+                "past_budget": past_budget(self.record.trouble[troubles_before:]),
+                "trouble": list(self.record.trouble[troubles_before:]),
+            }
         if session.sandbox.unsafe:
             _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed
         return nb, resources

@@ -9,7 +9,8 @@ Reads OUT/course/gradebook.db (never rebuilt here, no notebook run) and rewrites
 - OUT/grades.csv: nbgrader's own export (what `nbgrader export` writes in the course folder);
 - OUT/lms-performance-05.csv: Canvas's gradebook import layout, one row per student
   (Student, ID, SIS User ID, SIS Login ID, Section, performance-05, then one column per notebook),
-  under a "Points Possible" row.
+  under a "Points Possible" row;
+- OUT/report.html and OUT/report/*.csv: the class report (autograder/class_report.py).
 
 While any cell awaits manual grading (or a re-check after regrading), the LMS file is not
 written and every such cell is listed: exit 1. --allow-pending writes it without those
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 from .class_gradebook import GradebookError, require_gradebook
+from .class_report import write_run_report
 from .paths import ROOT
 from .reports import (
     lms_file,
@@ -56,6 +58,7 @@ def main(argv=None) -> int:
         course = require_gradebook(out)
         cells = regenerate_class_files(out)
         written, export = write_lms_file(out, course, allow_pending=args.allow_pending, total_only=args.total_only)
+        write_run_report(out, course)  # manual grades given since the run counted there too
     except GradebookError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from .class_course import clear_outputs, prepare_class_course, source_files, update_class_course
 from .class_gradebook import GradebookError, class_students, graded_by_hand
+from .class_report import write_judged, write_run_report
 from .console import show_log
 from .course import BUNDLE, Assignment, BundleOrigin, CourseOrigin, assignment_of_origin, use_the_venvs_tools
 from .feedback import regenerate_feedback
@@ -256,12 +257,19 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
             failed.setdefault(result.student_id, []).append(
                 f"their files could not be written: {type(error).__name__}: {printable(error)}"
             )
+    for result in graded_now:  # what the class report reads of them; their last run's is kept as the one before
+        student = result.student_id
+        try:
+            write_judged(out, student, result.judged, broken.get(student, []), flagged.get(student, []))
+        except OSError as error:  # their grades are stored; only the report misses them
+            log.warning("the class report's record of %s was not written: %s", student, error)
     students = sorted(found.students)
     stored = sorted(result.student_id for result in graded_now)
     cells = read_cells(course, stored)
     kept_scores = _kept_while_pending(course, stored)
     if class_students(course):  # the class files hold what the gradebook holds: nothing before anyone is graded
         write_class_files(out, course, {k: v for k, v in flagged.items() if k in stored}, stored)
+        write_run_report(out, course)
     by_hand = graded_by_hand(course, stored)
     if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
         for student, why in regenerate_feedback(out, by_hand).failed.items():

@@ -315,6 +315,10 @@ class Judge:
         self._ended_cells: dict[str, str] = {}
         self._timed_ids = 0
         self._programs: dict[str, str] = {}  # a builder request -> its program's text (Judge._program)
+        #: The last cell's items as the class report keeps them (`item_records`), and why the cell
+        #: could not be checked at all (None when it could).
+        self.items: list[dict] = []
+        self.cell_error: str | None = None
 
     # -- one test cell ------------------------------------------------------------------------------
     def run_cell(self, source: str, declared: float) -> tuple[float, str]:
@@ -340,6 +344,8 @@ class Judge:
             for item in (checks.items if checks is not None else [])
         ]
         where = checks.where if checks is not None else "this cell"
+        self.items = item_records(items)
+        self.cell_error = None if error is None else report_line(error[:2000])
         lines, earned, _ = checks_module.report_lines(items, where)
         lines += [report_line(line[:2000]) for line in printed.getvalue().rstrip("\n").split("\n")[:20] if line]
         if error is not None:
@@ -580,6 +586,34 @@ class Judge:
             self._numpy_cells.clear()  # a new process: cells are loaded again ...
             self._ended_cells[source] = str(error)  # ... but not this one
             raise LearnerRaised(["RuntimeError"], error, "the answer cell's process: ") from None
+
+
+#: The most characters of an item's wording and of its failure the class report keeps.
+KEPT_WORDING, KEPT_FAILURE = 300, 1000
+
+
+def item_records(items: list[dict]) -> list[dict]:
+    """A cell's items as plain data for the class report: wording, points, pass or fail, the
+    failure's text (already one escaped report line) and the hint of the judgment that failed,
+    when the failure ends with it (the judge's own diagnosis, which the report groups by)."""
+    records = []
+    for item in items:
+        failure = item.get("failure")
+        judgments = item.get("judgments") or []
+        hint = judgments[-1].get("hint") if failure is not None and judgments else None
+        hint = report_line(hint)[:KEPT_WORDING] if isinstance(hint, str) and hint else None
+        if hint is not None and not failure.endswith(f" ({hint})"):
+            hint = None  # the failure is not that judgment's (the learner's code raised after it)
+        records.append(
+            {
+                "what": report_line(str(item.get("what", "")))[:KEPT_WORDING],
+                "points": float(item.get("points", 0)),
+                "passed": failure is None,
+                "failure": None if failure is None else failure[:KEPT_FAILURE],
+                "hint": hint,
+            }
+        )
+    return records
 
 
 def _mark(value, origin) -> None:

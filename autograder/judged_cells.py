@@ -42,6 +42,8 @@ class Ledger:
     points: dict = field(default_factory=dict)  # grade_id -> the judge's points
     cells: dict = field(default_factory=dict)  # index of a cell holding a verdict -> its grade_id
     findings: list = field(default_factory=list)  # for review, one line each
+    #: grade_id -> {"earned", "max", "items": judge.item_records, "error"}: what the class report reads
+    items: dict = field(default_factory=dict)
 
     def note(self, finding: str) -> None:
         if len(self.findings) < MAX_FINDINGS:
@@ -165,13 +167,19 @@ class JudgedCells:
         if stopped is not None:
             write_verdict(cell, 0.0, f"this cell's checks did not run: {stopped}\n0 of {points:g} points")
             self.ledger.enter(cell, index, 0.0)
+            self._keep_items(cell, 0.0, points, [], f"this cell's checks did not run: {stopped}")
             return 0.0, None
         start = time.perf_counter()
         judge = self._judge_on(executor, helpers)
         earned, report = await asyncio.to_thread(judge.run_cell, cell.source, points)
         write_verdict(cell, earned, report)
         self.ledger.enter(cell, index, earned)
+        self._keep_items(cell, earned, points, judge.items, judge.cell_error)
         dead = judge.kernel.dead
         return time.perf_counter() - start, (
             f"the kernel stopped answering while this cell was checked ({dead})" if dead else None
         )
+
+    def _keep_items(self, cell, earned: float, points: float, items: list[dict], error: str | None) -> None:
+        grade_id = str(cell.metadata["nbgrader"].get("grade_id"))
+        self.ledger.items[grade_id] = {"earned": float(earned), "max": points, "items": items, "error": error}

@@ -72,6 +72,7 @@ def _save_auto_grades_keeping_manual():
             nb, resources = super().preprocess(nb, resources)
             self._record.parent.mkdir(parents=True, exist_ok=True)
             self._record.write_text(json.dumps(self._now, sort_keys=True))
+            _class_report_after(root, meta, resources, self.db_url, self.log)
             return nb, resources
 
         def _add_score(self, cell, resources):
@@ -86,6 +87,43 @@ def _save_auto_grades_keeping_manual():
                 self.gradebook.db.commit()
 
     return SaveAutoGradesKeepingManual
+
+
+#: In the course folder: the class report of each assignment `nbgrader autograde` grades
+#: (CLASS_REPORT/<assignment>/report.html; autograder/class_report.py).
+CLASS_REPORT = "class-report"
+
+
+def _class_report_after(root: Path, meta: dict, resources: dict, db_url: str, log) -> None:
+    """After one notebook is autograded: keep what the class report reads of it, and write the
+    report again (nbgrader autograde has no end of run to wait for). The feedback pages it links
+    are nbgrader's own (COURSE/feedback/, once `nbgrader generate_feedback` wrote them). A report
+    that cannot be written is logged; the grades are stored already."""
+    from .class_report import record_notebook, write_class_report
+    from .execute import TIMING
+    from .judged_cells import LEDGER
+
+    assignment, student = meta["assignment"], meta["student"]
+    out = root / CLASS_REPORT / assignment
+    ledger, timing = resources.get(LEDGER), resources.get(TIMING) or {}
+    record = {
+        "seconds": timing.get("seconds"),
+        "budget": timing.get("budget"),
+        "past_budget": bool(timing.get("past_budget")),
+        "cells": dict(ledger.items) if ledger is not None else {},
+    }
+    try:
+        record_notebook(
+            out, student, meta["notebook"], record, timing.get("trouble", []), ledger.findings if ledger else []
+        )
+        write_class_report(
+            out,
+            db_url,
+            assignment,
+            lambda who, notebook: root / "feedback" / who / assignment / f"{notebook}.html",
+        )
+    except Exception as error:
+        log.warning("the class report was not written: %s: %s", type(error).__name__, error)
 
 
 def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe: bool = False) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from .class_gradebook import db_url, quiet_gradebook_warnings
 from .compile_cache import ENTRIES, HOST, reading_env, usable_cache
 from .course import assignment_in, assignment_of, nbgrader_setting, notebook_kernel, use_the_venvs_tools
-from .execute import Failure, NotebookRecord, failure_of
+from .execute import Failure, NotebookRecord, failure_of, past_budget
 from .helpers import HELPER_NAMES
 from .kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from .options import GradingOptions
@@ -57,6 +57,9 @@ class StudentResult:
     #: For review, "<notebook file>: <finding>": what grading found against the judge's verdicts
     flags: list[str] = field(default_factory=list)
     timings: list[dict] = field(default_factory=list)
+    #: notebook name -> what the class report keeps of it: its time and budget, and each judged
+    #: cell's items (autograder/class_report.py)
+    judged: dict = field(default_factory=dict)
     seconds: float = 0.0
     worker: str = ""
 
@@ -342,6 +345,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
                     f"{name}: not graded: this student's time budget of {sum(own.values()):.0f} s ran out "
                     "before it; graded 0"
                 )
+                result.judged[name] = {"seconds": 0.0, "budget": 0.0, "past_budget": True, "cells": {}}
                 continue
             if position == 1:
                 # After this student's first notebook: the next sandbox's imports then fill the
@@ -359,6 +363,12 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
             seconds = time.perf_counter() - t0
             if record.ledger is not None:
                 result.flags += [f"{name}: {finding}" for finding in record.ledger.findings]
+            result.judged[name] = {
+                "seconds": seconds,
+                "budget": budget,
+                "past_budget": bool(fired) or past_budget(record.trouble),
+                "cells": dict(record.ledger.items) if record.ledger is not None else {},
+            }
             cells = record.cells
             first = cells[0]["seconds"] if cells else 0.0
             tests = sum(c["seconds"] for c in cells if c["test"])

@@ -103,7 +103,7 @@ ROOMS = {
         "options",
         "console",
     },
-    "the class gradebook": {"class_gradebook", "class_course", "merge", "reports", "student_files"},
+    "the class gradebook": {"class_gradebook", "class_course", "merge", "reports", "student_files", "class_report"},
     "the kernel": {"process_limits", "helpers", "kernel_host", "kernels", "kernel_channel"},
     "the judge": {"judge", "judged_cells"},
     "one notebook": {"execute", "repair", "pages", "plugin"},

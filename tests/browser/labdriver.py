@@ -172,7 +172,9 @@ def show(page, locator) -> None:
         """(el) => {
             const r = el.getBoundingClientRect();
             const fits = r.height <= window.innerHeight - 160;  // below the menu and toolbars
-            const inView = r.height > 0 && r.top >= 0 && (fits ? r.bottom <= window.innerHeight : r.top < 240);
+            // Layout positions are fractional but scroll offsets whole pixels: scrolled to its
+            // start, an element's top can stay a fraction of a pixel above the view for good.
+            const inView = r.height > 0 && r.top > -1 && (fits ? r.bottom < window.innerHeight + 1 : r.top < 240);
             if (!inView) {
                 el.scrollIntoView({block: fits ? 'center' : 'start'});
                 el.__lastTop = undefined;

@@ -322,11 +322,6 @@ def _grade_id(course: Path, student: str) -> str:
         return gb.find_grade(CELL, NOTEBOOK, ASSIGNMENT, student).id
 
 
-@pytest.mark.skip(
-    reason="open regression: formgrader's scripts never ask for this submission's grades (its grade boxes "
-    "do not appear within 60 s), so the clicks and the manual grade cannot run; the page's content is "
-    "checked inert by test_autograded_notebook_holds_nothing_that_runs and tests/test_pages.py"
-)
 def test_hostile_submission_runs_nothing_in_pages(hostile_class, formgrader, static_server, make_page):
     out, course = hostile_class, hostile_class / "course"
     page = make_page()

@@ -1,0 +1,43 @@
+"""The class report in headless Chromium: opened from disk as an instructor opens it, with a
+learner's failure text that would run script if it were markup. Nothing runs, every figure
+loads under the page's policy, and each has alt text and a table of its numbers right after it."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder.class_report import build_report, write_report
+from tests.test_class_report import NOTEBOOKS, _class_of_five, _item, _rows
+
+pytestmark = pytest.mark.browser
+
+HOSTILE = (
+    "<script>window.PWNED='script'</script><img src=x onerror=\"window.PWNED='onerror'\">"
+    "<a id=hostile href=\"javascript:window.PWNED='link'\">x</a>"
+)
+
+
+def test_the_class_report_runs_nothing_and_every_figure_has_alt_text_and_a_table(make_page, tmp_path):
+    judged = _class_of_five()
+    cell = judged["cat"]["notebooks"]["04-exercise"]["cells"]["test-central-difference"]
+    cell["items"][1] = _item("the slope along a direction", False, f"your code raised ValueError: {HOSTILE}")
+    flags = [("cat", f"04-exercise.ipynb: {HOSTILE}")]
+    report = build_report("performance-05", NOTEBOOKS, _rows(sorted(judged)), judged, flags)
+    path = write_report(report, tmp_path)
+    page = make_page()
+    page.goto(path.as_uri())
+    page.shots("report")
+    figures = page.evaluate(
+        """() => [...document.images].map(img => ({
+            alt: img.getAttribute('alt') || '',
+            loaded: img.complete && img.naturalWidth > 0,
+            next: img.nextElementSibling ? img.nextElementSibling.tagName : null,
+        }))"""
+    )
+    assert len(figures) == 3
+    assert all(f["alt"] and f["loaded"] and f["next"] == "TABLE" for f in figures), figures
+    assert page.evaluate("() => document.scripts.length") == 0
+    assert page.evaluate("() => document.querySelectorAll('#hostile, [onerror]').length") == 0
+    assert page.locator("body").inner_text().count("window.PWNED='script'") >= 2  # shown as text
+    assert page.evaluate("() => window.PWNED === undefined")
+    assert not [m for m in page.console_messages if "pageerror" in m]

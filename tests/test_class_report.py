@@ -1,0 +1,412 @@
+"""The class report, from synthetic classes: counts and reasons found where they belong, the page
+and its CSV files agreeing cell by cell, learner text escaped, and the classes that break naive
+reports (one student, nobody passing, broken submissions) still readable."""
+
+from __future__ import annotations
+
+import csv
+import html
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from autograder.class_report import (
+    build_report,
+    read_judged,
+    reason_of,
+    record_notebook,
+    render_html,
+    write_class_report,
+    write_judged,
+    write_report,
+)
+from autograder.judge import item_records
+
+NOTEBOOKS = ["01-understand", "04-exercise"]
+HINT = "twice the slope: the quotient is (f(x + εd) − f(x − εd)) divided by 2ε"
+
+
+def _item(what: str, passed: bool, failure: str | None = None, hint: str | None = None, points: float = 1.0) -> dict:
+    return {"what": what, "points": points, "passed": passed, "failure": None if passed else failure, "hint": hint}
+
+
+def _cell(items: list[dict], error: str | None = None) -> dict:
+    earned = sum(i["points"] for i in items if i["passed"])
+    return {"earned": earned, "max": sum(i["points"] for i in items) or 1.0, "items": items, "error": error}
+
+
+def _notebook(cells: dict, seconds: float = 10.0, past_budget: bool = False) -> dict:
+    return {"seconds": seconds, "budget": 60.0, "past_budget": past_budget, "cells": cells, "graded_at": "then"}
+
+
+def _slope_failure(found: float) -> str:
+    return (
+        f"expected directional derivative within rtol=1e-05 of the reference; found {found:.9g}, expected 1.5, "
+        f"off by {found - 1.5:.3g} where 1.5e-05 is allowed ({HINT})"
+    )
+
+
+def _rows(students: list[str], pending: tuple[str, ...] = ()) -> list[dict]:
+    rows = []
+    for student in students:
+        rows.append(
+            {"student_id": student, "notebook": "01-understand", "grade_id": "test-a", "score": 2.0, "max_score": 2.0}
+        )
+        rows.append(
+            {
+                "student_id": student,
+                "notebook": "04-exercise",
+                "grade_id": "test-central-difference",
+                "score": 1.0,
+                "max_score": 3.0,
+            }
+        )
+        rows.append(
+            {
+                "student_id": student,
+                "notebook": "04-exercise",
+                "grade_id": "written-answer",
+                "score": None if student in pending else 2.0,
+                "max_score": 2.0,
+            }
+        )
+    return rows
+
+
+def _class_of_five() -> dict[str, dict]:
+    """ann and bob pass everything; cat, dan and eve are twice the slope off (each with their own value)."""
+    judged = {}
+    for index, student in enumerate(["ann", "bob", "cat", "dan", "eve"]):
+        misses = student in {"cat", "dan", "eve"}
+        slope = _item("the slope along a direction", not misses, _slope_failure(3.0 + index), HINT if misses else None)
+        judged[student] = {
+            "notebooks": {
+                "01-understand": _notebook({"test-a": _cell([_item("a shape", True), _item("a value", True)])}),
+                "04-exercise": _notebook(
+                    {"test-central-difference": _cell([_item("EPSILON is a float", True), slope])}, seconds=20.0 + index
+                ),
+            },
+            "previous": {},
+            "broken": [],
+            "flags": [],
+        }
+    return judged
+
+
+class _Tables(HTMLParser):
+    """Each table of a page by its CSV file's name (from its caption), as rows of cell text."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.images: list[dict] = []
+        self._table = self._row = self._text = None
+        self._after_image = False
+        self.followed: list[bool] = []  # for each image: is the next element a table?
+
+    def handle_starttag(self, tag, attrs):
+        if self._after_image:
+            self.followed.append(tag == "table")
+            self._after_image = False
+        if tag == "img":
+            self.images.append(dict(attrs))
+            self._after_image = True
+        elif tag == "table":
+            self._table = []
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+        elif tag in ("td", "th", "caption"):
+            self._text = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._row is not None:
+            self._row.append("".join(self._text))
+            self._text = None
+        elif tag == "caption":
+            self._name = re.search(r"\(([\w-]+)\.csv\)$", "".join(self._text)).group(1)
+            self._text = None
+        elif tag == "tr" and self._row is not None:
+            self._table.append(self._row)
+            self._row = None
+        elif tag == "table":
+            self.tables[self._name] = self._table
+            self._table = None
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text.append(data)
+
+
+def _write(tmp_path: Path, judged: dict, rows: list[dict], flags=(), href=lambda s, n: None) -> tuple[str, _Tables]:
+    page = write_report(build_report("performance-05", NOTEBOOKS, rows, judged, list(flags), href), tmp_path)
+    text = page.read_text()
+    tables = _Tables()
+    tables.feed(text)
+    return text, tables
+
+
+def _csv(tmp_path: Path, name: str) -> list[dict]:
+    with open(tmp_path / "report" / f"{name}.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _page_and_files_agree(tmp_path: Path, tables: _Tables) -> None:
+    for name, rows in tables.tables.items():
+        with open(tmp_path / "report" / f"{name}.csv", newline="") as handle:
+            written = list(csv.reader(handle))
+        header, body = rows[0], rows[1:]
+        assert header == written[0], name
+        if len(written) == 1:  # an empty table: one row saying so on the page
+            assert len(body) == 1 and len(body[0]) == 1, name
+        else:
+            assert body == written[1:], name
+
+
+def _no_markup_escapes(text: str) -> None:
+    assert "<script" not in text.lower()
+    assert not re.search(r"<[^>]+\son\w+\s*=", text, re.I)  # no event handler attribute anywhere
+    assert not re.search(r"""(href|src)\s*=\s*["']?\s*javascript:""", text, re.I)
+
+
+def test_three_of_five_twice_the_slope_off_are_counted_under_the_judges_reason(tmp_path):
+    judged = _class_of_five()
+    text, tables = _write(tmp_path, judged, _rows(sorted(judged)))
+    items = _csv(tmp_path, "items")
+    assert items[0]["wording"] == "the slope along a direction"  # the most missed first
+    assert (items[0]["passed"], items[0]["of"], items[0]["share passed"]) == ("2", "5", "0.4")
+    assert {row["share passed"] for row in items[1:]} == {"1"}
+    reasons = _csv(tmp_path, "failure-reasons")
+    assert len(reasons) == 1
+    assert reasons[0]["reason"] == reason_of(None, HINT)
+    assert (reasons[0]["students"], reasons[0]["example student"]) == ("3", "cat")
+    assert reasons[0]["example failure"] == _slope_failure(5.0)
+    assert html.escape(HINT) in text and "the slope along a direction" in text
+    assert tables.tables["failure-reasons"][1][2:5] == [reason_of(None, HINT), "3", "cat"]
+    _page_and_files_agree(tmp_path, tables)
+
+
+def test_every_figure_has_alt_text_and_a_table_of_its_numbers_and_nothing_runs(tmp_path):
+    judged = _class_of_five()
+    text, tables = _write(tmp_path, judged, _rows(sorted(judged), pending=("bob",)))
+    assert len(tables.images) == 3  # scores, items, time
+    assert all(image["src"].startswith("data:image/png;base64,") and image["alt"] for image in tables.images)
+    assert tables.followed == [True, True, True]
+    assert "Content-Security-Policy" in text and "default-src 'none'" in text
+    _no_markup_escapes(text)
+    scores = {row["student"]: row for row in _csv(tmp_path, "scores")}
+    # bob's written answer awaits a person: shown apart, not in his total
+    assert (scores["bob"]["total"], scores["bob"]["awaiting manual grading (points)"]) == ("3", "2")
+    assert (scores["ann"]["total"], scores["ann"]["of"]) == ("5", "7")
+    assert _csv(tmp_path, "pending-manual") == [
+        {"notebook": "04-exercise", "cell": "written-answer", "students": "1", "who": "bob"}
+    ]
+    distribution = [r for r in _csv(tmp_path, "score-distribution") if r["part"] == "total"]
+    assert sum(int(r["students"]) for r in distribution) == 5
+    time_rows = {row["notebook"]: row for row in _csv(tmp_path, "time")}
+    assert (time_rows["04-exercise"]["least"], time_rows["04-exercise"]["median"]) == ("20", "22")
+    _page_and_files_agree(tmp_path, tables)
+
+
+def test_learner_text_is_escaped_never_markup(tmp_path):
+    hostile = '<script>alert(1)</script><a href="javascript:alert(2)">x</a><img src=x onerror=alert(3)>'
+    judged = _class_of_five()
+    cell = judged["cat"]["notebooks"]["04-exercise"]["cells"]["test-central-difference"]
+    cell["items"][1] = _item("the slope along a direction", False, f"your code raised ValueError: {hostile}")
+    flags = [("cat", f"04-exercise.ipynb: a display update (display_id {hostile}) was refused")]
+    text, tables = _write(tmp_path, judged, _rows(sorted(judged)), flags, lambda s, n: f"feedback/{s}/{n}.html")
+    _no_markup_escapes(text)
+    assert html.escape(hostile) in text
+    reasons = {row["reason"]: row for row in _csv(tmp_path, "failure-reasons")}
+    assert reasons["your code raised ValueError"]["example failure"] == f"your code raised ValueError: {hostile}"
+    review = _csv(tmp_path, "needs-a-person")
+    assert review[0]["feedback page"] == "feedback/cat/04-exercise.html" and hostile in review[0]["reason"]
+    assert '<a href="feedback/cat/04-exercise.html">' in text
+    _page_and_files_agree(tmp_path, tables)
+
+
+def test_a_class_of_one(tmp_path):
+    judged = {"solo": _class_of_five()["cat"]}
+    text, tables = _write(tmp_path, judged, _rows(["solo"]))
+    items = _csv(tmp_path, "items")
+    assert (items[0]["passed"], items[0]["of"], items[0]["share passed"]) == ("0", "1", "0")
+    assert _csv(tmp_path, "failure-reasons")[0]["example student"] == "solo"
+    assert len(tables.images) == 3
+    _page_and_files_agree(tmp_path, tables)
+
+
+def test_a_class_where_nobody_passed_an_item(tmp_path):
+    judged = _class_of_five()
+    for student, record in judged.items():
+        record["notebooks"]["01-understand"]["cells"]["test-a"]["items"][1] = _item(
+            "a value", False, f"expected the value: 3, found {len(student)}"
+        )
+    _, tables = _write(tmp_path, judged, _rows(sorted(judged)))
+    items = _csv(tmp_path, "items")
+    assert (items[0]["wording"], items[0]["passed"], items[0]["share passed"]) == ("a value", "0", "0")
+    reasons = [r for r in _csv(tmp_path, "failure-reasons") if r["wording"] == "a value"]
+    assert [(r["reason"], r["students"]) for r in reasons] == [("expected the value: #", "5")]
+    _page_and_files_agree(tmp_path, tables)
+
+
+def test_broken_submissions_are_named_and_counted_as_missing_their_items(tmp_path):
+    judged = _class_of_five()
+    judged["dan"]["notebooks"]["04-exercise"] = _notebook(
+        {"test-central-difference": _cell([], error="this cell's checks did not run: the kernel died, in cell 7")},
+        seconds=60.5,
+        past_budget=True,
+    )
+    judged["dan"]["broken"] = ["04-exercise.ipynb: the notebook ran past its time budget of 60 s, in cell 7"]
+    del judged["eve"]["notebooks"]["04-exercise"]
+    judged["eve"]["broken"] = ["04-exercise.ipynb: not a notebook nbgrader can read; graded 0"]
+    judged["ann"]["broken"] = ["01-understand.ipynb: the kernel was stopped because it used more than its memory limit"]
+    text, tables = _write(tmp_path, judged, _rows(sorted(judged)), href=lambda s, n: f"feedback/{s}/{n}.html")
+    review = {(row["student"], row["kind"]) for row in _csv(tmp_path, "needs-a-person")}
+    assert review == {("dan", "time"), ("eve", "broken"), ("ann", "limit")}
+    slope = [r for r in _csv(tmp_path, "failure-reasons") if r["wording"] == "the slope along a direction"]
+    by_reason = {r["reason"]: r["students"] for r in slope}
+    assert by_reason == {
+        reason_of(None, HINT): "1",
+        "this cell's checks did not run: the kernel died, in cell #": "1",
+        "no verdict: this notebook was not handed in or not graded": "1",
+    }
+    assert _csv(tmp_path, "past-budget") == [
+        {"student": "dan", "notebook": "04-exercise", "seconds": "60.5", "budget (seconds)": "60"}
+    ]
+    _page_and_files_agree(tmp_path, tables)
+
+
+def test_a_class_with_nobody_graded_yet_still_gives_a_page(tmp_path):
+    text, tables = _write(tmp_path, {}, [])
+    assert "Nobody is graded" in text and not tables.images
+    _page_and_files_agree(tmp_path, tables)
+
+
+@pytest.mark.parametrize(
+    "failure, hint, reason",
+    [
+        (_slope_failure(3.0), HINT, HINT),
+        (
+            "expected each sample (seconds) below 0.0123, found 0.5 (number 3 of 7)",
+            None,
+            "expected each sample (seconds) below #",
+        ),
+        (
+            "expected values within rtol=1e-05 of the reference (3 of 4 entries are outside); entry 0 of 4: found 1",
+            None,
+            "expected values within rtol=# of the reference (# of # entries are outside)",
+        ),
+        ("your code raised ValueError: [learner's text: nope]", None, "your code raised ValueError"),
+        (
+            "your code raised RuntimeError: your program could not be rebuilt by the grader: [learner's text: x]",
+            None,
+            "your code raised RuntimeError: your program could not be rebuilt by the grader",
+        ),
+        (
+            "your code raised TypeError: unsupported operand type(s) for +: 'int' and 'str'",
+            None,
+            "your code raised TypeError",
+        ),
+        (
+            "not answered yet: the answer cell still raises NotImplementedError",
+            None,
+            "not answered yet: the answer cell still raises NotImplementedError",
+        ),
+        ("expected float32 values as numbers, found str", None, "expected float32 values as numbers"),
+        (
+            "the first call took 0.53 s: make it the untimed warm-up",
+            None,
+            "the first call took # s: make it the untimed warm-up",
+        ),
+    ],
+)
+def test_the_reason_key_is_the_judges_wording_without_the_learners_values(failure, hint, reason):
+    assert reason_of(failure, hint) == reason
+
+
+def test_the_judge_keeps_each_items_hint_only_when_the_failure_is_that_judgments():
+    judgment = {"kind": "close", "what": "slope", "hint": HINT}
+    items = [
+        {"points": 1, "what": "passes", "judgments": [judgment], "failure": None},
+        {"points": 2, "what": "off", "judgments": [judgment], "failure": f"expected slope ... ({HINT})"},
+        {"points": 1, "what": "raised", "judgments": [judgment], "failure": "your code raised TypeError: no"},
+    ]
+    kept = item_records(items)
+    assert [(k["passed"], k["hint"], k["points"]) for k in kept] == [
+        (True, None, 1.0),
+        (False, HINT, 2.0),
+        (False, None, 1.0),
+    ]
+
+
+def test_a_regrade_shows_what_changed_and_for_whom(tmp_path):
+    judged = _class_of_five()
+    first = {f"{nb}.ipynb": data for nb, data in judged["cat"]["notebooks"].items()}
+    write_judged(tmp_path, "cat", first, [], [])
+    fixed = {name: {**data, "cells": dict(data["cells"])} for name, data in first.items()}
+    fixed["04-exercise.ipynb"]["cells"]["test-central-difference"] = _cell(
+        [_item("EPSILON is a float", True), _item("the slope along a direction", True)]
+    )
+    write_judged(tmp_path, "cat", fixed, [], [])
+    write_judged(tmp_path, "ann", {f"{nb}.ipynb": d for nb, d in judged["ann"]["notebooks"].items()}, [], [])
+    _, tables = _write(tmp_path, read_judged(tmp_path), _rows(["ann", "cat"]))
+    changes = _csv(tmp_path, "changes")
+    assert [(c["student"], c["notebook"], c["points before"], c["points after"]) for c in changes] == [
+        ("cat", "04-exercise", "1", "2")
+    ]
+    assert changes[0]["now passed"] == "test-central-difference: the slope along a direction"
+    assert changes[0]["now failed"] == ""
+    _page_and_files_agree(tmp_path, tables)
+
+
+def test_nbgrader_autograde_keeps_one_notebook_at_a_time(tmp_path):
+    record = _notebook({"test-a": _cell([_item("a value", False, "expected the value: 3, found 4")])})
+    record_notebook(tmp_path, "ann", "01-understand", record, ["a trouble"], ["a finding"])
+    record_notebook(tmp_path, "ann", "04-exercise", record, [], [])
+    again = _notebook({"test-a": _cell([_item("a value", True)])})
+    record_notebook(tmp_path, "ann", "01-understand", again, [], ["another finding"])
+    kept = read_judged(tmp_path)["ann"]
+    assert sorted(kept["notebooks"]) == ["01-understand", "04-exercise"]
+    assert kept["previous"]["01-understand"]["cells"] == record["cells"]
+    assert kept["broken"] == [] and kept["flags"] == ["01-understand.ipynb: another finding"]
+
+
+def test_the_report_reads_the_class_gradebook_and_links_feedback_that_exists(tmp_path):
+    from nbgrader.api import Gradebook
+
+    from autograder.class_gradebook import quiet_gradebook_warnings, stamp_new_gradebooks_here
+
+    quiet_gradebook_warnings()
+    stamp_new_gradebooks_here()
+    db = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(db) as gb:
+        gb.add_assignment("performance-05")
+        for nb in NOTEBOOKS:
+            gb.add_notebook(nb, "performance-05")
+        gb.add_grade_cell("test-a", "01-understand", "performance-05", max_score=2, cell_type="code")
+        gb.add_grade_cell("test-central-difference", "04-exercise", "performance-05", max_score=3, cell_type="code")
+        for student in ("ann", "cat"):
+            gb.add_student(student)
+            gb.add_submission("performance-05", student)
+            for grade_id, nb, score in (
+                ("test-central-difference", "04-exercise", 3.0 if student == "ann" else 1.0),
+                ("test-a", "01-understand", 2.0),
+            ):
+                grade = gb.find_grade(grade_id, nb, "performance-05", student)
+                grade.auto_score, grade.needs_manual_grade = score, False
+        gb.db.commit()
+    judged = _class_of_five()
+    for student in ("ann", "cat"):
+        write_judged(tmp_path, student, {f"{nb}.ipynb": d for nb, d in judged[student]["notebooks"].items()}, [], [])
+    (tmp_path / "feedback" / "cat").mkdir(parents=True)
+    (tmp_path / "feedback" / "cat" / "04-exercise.html").write_text("<html></html>")
+    with open(tmp_path / "flags.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows([("student_id", "finding"), ("cat", "04-exercise.ipynb: imports ctypes")])
+    page = write_class_report(tmp_path, db, "performance-05", lambda s, n: tmp_path / "feedback" / s / f"{n}.html")
+    assert page == tmp_path / "report.html"
+    scores = {row["student"]: row["total"] for row in _csv(tmp_path, "scores")}
+    assert scores == {"ann": "5", "cat": "3"}
+    assert _csv(tmp_path, "needs-a-person")[0]["feedback page"] == "feedback/cat/04-exercise.html"
+    assert _csv(tmp_path, "failure-reasons")[0]["students"] == "1"
+    assert "<script" not in render_html(build_report("x", [], [], {}, [])).lower()
