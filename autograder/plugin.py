@@ -61,7 +61,8 @@ def _save_auto_grades_keeping_manual():
     class SaveAutoGradesKeepingManual(LedgerGrades):
         def preprocess(self, nb, resources):
             meta = resources["nbgrader"]
-            root = Path(CourseDirectory(config=self.config).root)
+            coursedir = CourseDirectory(config=self.config)
+            root = Path(coursedir.root)
             self._record = root / ANSWERS_RECORD / meta["assignment"] / meta["student"] / f"{meta['notebook']}.json"
             try:
                 self._before = json.loads(self._record.read_text())
@@ -72,7 +73,12 @@ def _save_auto_grades_keeping_manual():
             nb, resources = super().preprocess(nb, resources)
             self._record.parent.mkdir(parents=True, exist_ok=True)
             self._record.write_text(json.dumps(self._now, sort_keys=True))
-            _class_report_after(root, meta, resources, self.db_url, self.log)
+            # The report is written after a student's last notebook (nbgrader takes them in name
+            # order): once per student, not once per notebook.
+            submitted = Path(coursedir.format_path(coursedir.submitted_directory, meta["student"], meta["assignment"]))
+            names = sorted(p.stem for p in submitted.glob("*.ipynb"))
+            last = not names or meta["notebook"] >= names[-1]
+            _class_report_after(root, meta, resources, self.db_url, self.log, write=last)
             return nb, resources
 
         def _add_score(self, cell, resources):
@@ -94,9 +100,10 @@ def _save_auto_grades_keeping_manual():
 CLASS_REPORT = "class-report"
 
 
-def _class_report_after(root: Path, meta: dict, resources: dict, db_url: str, log) -> None:
-    """After one notebook is autograded: keep what the class report reads of it, and write the
-    report again (nbgrader autograde has no end of run to wait for). The feedback pages it links
+def _class_report_after(root: Path, meta: dict, resources: dict, db_url: str, log, write: bool = True) -> None:
+    """After one notebook is autograded: keep what the class report reads of it, and, when write
+    (after a student's last notebook), write the report again (nbgrader autograde has no end of
+    run to wait for). The feedback pages it links
     are nbgrader's own (COURSE/feedback/, once `nbgrader generate_feedback` wrote them). A report
     that cannot be written is logged; the grades are stored already."""
     from .class_report import record_notebook, write_class_report
@@ -116,6 +123,8 @@ def _class_report_after(root: Path, meta: dict, resources: dict, db_url: str, lo
         record_notebook(
             out, student, meta["notebook"], record, timing.get("trouble", []), ledger.findings if ledger else []
         )
+        if not write:
+            return
         write_class_report(
             out,
             db_url,

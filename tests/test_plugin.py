@@ -26,6 +26,7 @@ from nbgrader.api import Gradebook
 
 from autograder.course import nbgrader_env, new_course, stock_nbgrader_env
 from autograder.paths import ASSIGNMENT
+from autograder.plugin import CLASS_REPORT
 from tests.fixtures import build as fixtures
 from tests.fixtures import second_assignment
 
@@ -102,6 +103,14 @@ def test_nbgrader_autograde_with_the_plugin_scores_the_lesson_as_make_autograde(
     assert (
         sum(v or 0 for (s, nb, _), v in found.items() if (s, nb) == ("hostile-forged-stdout-report", "02-build")) == 0
     )
+    # The class report, written after each student's last notebook: every student, and the
+    # transposed oracle's failure counted against its items.
+    report = course / CLASS_REPORT / ASSIGNMENT
+    assert all(student in (report / "report.html").read_text() for student in STUDENTS)
+    items = list(csv.DictReader(open(report / "report" / "items.csv")))
+    oracle = [row for row in items if row["cell"] == "test-reverse-oracle"]
+    assert oracle and all(row["of"] == str(len(STUDENTS)) for row in oracle)
+    assert min(int(row["passed"]) for row in oracle) <= len(STUDENTS) - 2  # the mistake and the unanswered one
     feedback = _nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", env=env)
     assert feedback.returncode == 0, feedback.stderr[-3000:]
     pages = list((course / "feedback").rglob("*.html"))
