@@ -482,6 +482,8 @@ def main(argv=None) -> int:
         print(
             f"wrote {where}/grades.csv, cells.csv, flags.csv, feedback/ and the gradebook {where}/course/gradebook.db"
         )
+        if (result.out / "report.html").exists():
+            print(f"the class at a glance: {where}/report.html (its tables as CSV in {where}/report/)")
     else:
         print(f"wrote no grades: nobody is graded in {where}/course/gradebook.db", file=sys.stderr)
     if result.failed:
