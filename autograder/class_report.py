@@ -340,11 +340,14 @@ def _scores_section(notebooks: list[str], rows: list[dict]) -> Section:
     bins = {"total": _bins([r[-3] for r in table_rows], total_max)}
     for index, nb in enumerate(notebooks):
         bins[nb] = _bins([r[1 + index] for r in table_rows], maximum.get(nb, 0.0))
+    # One row per part, one column per tenth of its points: the same bands as the histograms.
+    tops = {"total": total_max, **{nb: maximum.get(nb, 0.0) for nb in notebooks}}
     distribution = Table(
         "score-distribution",
-        "Students per band of points (manual points awaiting a grade not counted)",
-        ["part", "from", "to (below)", "students"],
-        [[part, low, high, count] for part in parts for low, high, count in bins[part]],
+        "Students per tenth of the points (manual points awaiting a grade not counted; "
+        "a score on a band's lower edge counts in that band, full marks in the last)",
+        ["part", "points", *[f"{10 * i}-{10 * (i + 1)}%" for i in range(10)]],
+        [[part, tops[part], *[count for _, _, count in bins[part]]] for part in parts],
     )
     scores = Table(
         "scores",
