@@ -107,10 +107,17 @@ def _markdown_html(source: str, attachments: dict | None = None) -> str:
     return strip_files_prefix(MarkdownWithMath(renderer=renderer).render(source))
 
 
+#: Markdown's punctuation, written as character references in a stored page (the same text to a
+#: browser): the renderer then finds nothing to match in it, and takes linear time on any text
+#: (on `[a](` written out 32,000 times inside an HTML block it took 27 s, with these 0.04 s).
+_MARKDOWN_PUNCTUATION = {ord(c): f"&#{ord(c)};" for c in "[]()*_`!\\~$"}
+
+
 def _verbatim(clean: str) -> str:
     """Markdown that nbconvert renders as exactly this HTML: one line (newlines written as
-    character references, the same text to a browser) opening an HTML block."""
-    return "<div>" + clean.replace("\r", "&#13;").replace("\n", "&#10;") + "</div>"
+    character references, the same text to a browser) opening an HTML block, markdown's
+    punctuation written as references too."""
+    return "<div>" + clean.replace("\r", "&#13;").replace("\n", "&#10;").translate(_MARKDOWN_PUNCTUATION) + "</div>"
 
 
 def _shown_as_is(stored: str) -> bool:
@@ -121,18 +128,44 @@ def _shown_as_is(stored: str) -> bool:
         return False
 
 
-def safe_markdown(source: str, attachments: dict | None = None) -> str:
+class RenderAllowance:
+    """How much learner markdown one notebook may still have rendered. Markdown renderers take
+    more than linear time on some texts (64 KB of `[a](` took 26 s, 128 KB 145 s), in the
+    grader's own process: past these bounds a text is shown as text, never rendered."""
+
+    #: The longest markdown rendered (its worst case about half a second on two busy cores).
+    CELL = 8 << 10
+    #: The most markdown rendered for one notebook, all its cells and outputs together.
+    NOTEBOOK = 64 << 10
+
+    def __init__(self):
+        self.left = self.NOTEBOOK
+
+    def take(self, text: str) -> bool:
+        if len(text) > self.CELL or len(text) > self.left:
+            return False
+        self.left -= len(text)
+        return True
+
+
+def safe_markdown(source: str, attachments: dict | None = None, allowance: RenderAllowance | None = None) -> str:
     """Learner markdown as the grader keeps it for pages: its raw HTML made text (every `<` written
     `&lt;`, so the instructor reads what was tried), rendered as nbconvert renders it, cleaned by
     nh3 after rendering, written so that rendering it again changes nothing (checked). Where that
-    check fails, the source is shown as text; where even that fails, a line says so."""
-    if _shown_as_is(source):
-        return source  # already in this form (a notebook sanitized before)
-    try:
-        rendered = _markdown_html(source.replace("<", "&lt;"), attachments).strip()
-    except Exception:  # nbconvert could not render it: its text is shown instead
-        rendered = "<pre>" + html.escape(source, quote=False) + "</pre>"
-    for candidate in (rendered, "<pre>" + html.escape(source, quote=False) + "</pre>", NOT_RENDERED):
+    check fails, or the text is past what the allowance renders (one is made for the call when
+    none is given), the source is shown as text; where even that fails, a line says so."""
+    allowance = allowance or RenderAllowance()
+    as_text = "<pre>" + html.escape(source, quote=False) + "</pre>"
+    if source.startswith("<div>") and _shown_as_is(source):
+        return source  # already in this form (a notebook sanitized before; rendering it is linear)
+    if not allowance.take(source):
+        rendered = as_text
+    else:
+        try:
+            rendered = _markdown_html(source.replace("<", "&lt;"), attachments).strip()
+        except Exception:  # nbconvert could not render it: its text is shown instead
+            rendered = as_text
+    for candidate in (rendered, as_text, NOT_RENDERED):
         stored = _verbatim(clean_html(candidate))
         if _shown_as_is(stored):
             return stored
@@ -167,7 +200,7 @@ def _visible(text):
     return _LINE_BREAKERS.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
-def _clean_output(output) -> NotebookNode:
+def _clean_output(output, allowance: RenderAllowance | None = None) -> NotebookNode:
     kind = output.get("output_type")
     if kind == "stream":
         return output  # text, escaped when rendered
@@ -191,7 +224,7 @@ def _clean_output(output) -> NotebookNode:
         elif mime == "text/html" and isinstance(text, str):
             kept[mime] = clean_html(text)
         elif mime == "text/markdown" and isinstance(text, str):
-            kept.setdefault("text/html", clean_html(safe_markdown(text)))
+            kept.setdefault("text/html", clean_html(safe_markdown(text, allowance=allowance)))
         else:
             dropped.append(mime)
     if dropped and not kept:
@@ -224,7 +257,7 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
     """Rewrite, in place, what a learner wrote or displayed so that no page made of this notebook
     runs anything (see the module docstring). assignment_texts: the markdown of the assignment's
     own cells, left as it is. Returns how many cells changed."""
-    changed = 0
+    changed, allowance = 0, RenderAllowance()
     for cell in notebook.get("cells", []):
         before = repr(cell)
         if isinstance(cell.get("source"), list):  # as written on disk: lines
@@ -236,13 +269,13 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
         if cell.get("cell_type") == "markdown" and not own:
             # Attachments are embedded by rendering (as data the sanitizer lets through or not).
             bundles = {k: v for k, v in (attachments or {}).items() if isinstance(v, dict)}
-            cell["source"] = safe_markdown(cell.get("source", ""), bundles)
+            cell["source"] = safe_markdown(cell.get("source", ""), bundles, allowance)
         elif cell.get("cell_type") == "markdown" and attachments:
             cell["attachments"] = attachments  # the instructor's own
         elif cell.get("cell_type") == "raw":
             cell["source"] = cell.get("source", "").replace("<", "&lt;")
         if cell.get("cell_type") == "code":
-            cell["outputs"] = [_clean_output(output) for output in cell.get("outputs", [])]
+            cell["outputs"] = [_clean_output(output, allowance) for output in cell.get("outputs", [])]
             cell["execution_count"] = _count(cell.get("execution_count"))
         changed += repr(cell) != before
     # The notebook's own metadata, which the kernel's replies fill in while it runs: its kernel and

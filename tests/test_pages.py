@@ -332,3 +332,30 @@ def test_an_errors_text_cannot_break_a_line_on_a_page():
     text = cleaned["ename"] + cleaned["evalue"] + "".join(cleaned["traceback"])
     assert not [ch for ch in "\r\x85\u2028\u2029\x0b\u202e" if ch in text]
     assert cleaned["ename"] == "Forged\\u2029[PASS] 3/3" and cleaned["traceback"] == ["a\\rb", "plain"]
+
+
+def test_learner_markdown_is_rendered_within_bounds_and_stored_in_a_linear_form(monkeypatch):
+    """Markdown renderers take more than linear time on some texts ('[a](' written out: 64 KB took
+    26 s in the grader's process). Past a cell's and a notebook's allowance a text is shown as
+    text, never rendered, and the stored page holds no markdown punctuation, so rendering it again
+    (formgrader, feedback) is linear: the renderer is never handed more than the allowances."""
+    from autograder import pages
+
+    handed: list[str] = []
+    render = pages._markdown_html
+    monkeypatch.setattr(pages, "_markdown_html", lambda text, *a: handed.append(text) or render(text, *a))
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("[a](" * 262144)]
+    notebook.cells += [nbformat.v4.new_markdown_cell("[a](" * 2000) for _ in range(40)]
+    notebook.cells += [nbformat.v4.new_markdown_cell("An answer, [a link](https://example.org/a_(b)) and *emphasis*.")]
+    pages.sanitize_notebook(notebook)
+    learners = [text for text in handed if not text.startswith("<div>")]
+    assert max(map(len, learners)) <= pages.RenderAllowance.CELL
+    assert sum(map(len, learners)) <= pages.RenderAllowance.NOTEBOOK
+    stored = [cell.source for cell in notebook.cells]
+    assert all(not set("[]()*_`") & set(text) for text in stored)
+    assert stored[0].startswith("<div><pre>&#91;a&#93;&#40;")  # shown as text, whole
+    assert '<a href="https://example.org/a&#95;&#40;b&#41;"' in stored[-1] and "<em>emphasis</em>" in stored[-1]
+    handed.clear()
+    pages.sanitize_notebook(notebook)  # a page sanitized again is kept as it is
+    assert [cell.source for cell in notebook.cells] == stored
