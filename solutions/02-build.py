@@ -617,13 +617,39 @@ checks = Checks(3, where="'Your turn: both gradients': policy_objectives and pol
 # learner the answer to the reverse-oracle task above. The hidden item checks against NumPy.
 with checks.item(1, "the lesson network: both gradients agree with jax.grad of the shipped plain objective"):
     check_gradients(W, x, DEPTH, jax_gradient)
+def not_saved_by(found, expected) -> int:
+    """How many of the values found are none of the expected ones (same shape, equal to float32
+    rounding; each expected value matched once): entries a count alone would not tell apart."""
+    left = [np.asarray(value, np.float64) for value in expected]
+    strangers = 0
+    for value in (np.asarray(v, np.float64) for v in found):
+        match = next(
+            (i for i, e in enumerate(left) if e.shape == value.shape and np.allclose(value, e, rtol=1e-5, atol=1e-6)),
+            None,
+        )
+        if match is None:
+            strangers += 1
+        else:
+            left.pop(match)
+    return strangers
+
+
 with checks.item(1, "the lesson network: plain saves 9 residual entries, the per-layer checkpoint 6"):
     objectives = policy_objectives(W, DEPTH)
+    saved = {name: vjp_residuals(objectives[name], x) for name in ("plain", "remat")}
     checks.equal(
-        [len(vjp_residuals(objectives[name], x)) for name in ("plain", "remat")],
+        [len(saved[name]) for name in ("plain", "remat")],
         [9, 6],
         what="entries saved by [plain, remat]",
         hint="remat is make_objective(..., rematerialize=True): one checkpoint per layer",
+    )
+    # The entries themselves, by value: those the shipped objectives save (computed here).
+    shipped = {name: vjp_residuals(make_objective(W, DEPTH, rematerialize=name == "remat"), x) for name in saved}
+    checks.equal(
+        [not_saved_by(saved[name], shipped[name]) for name in ("plain", "remat")],
+        [0, 0],
+        what="entries saved by [plain, remat] that the shipped objectives do not save",
+        hint="build both with make_objective and its rematerialize flag, adding nothing to the loss",
     )
     # The programs counted must be the objectives: each one's gradient, from the same program.
     expected = np.asarray(jax_gradient(W, x, DEPTH), np.float64)
