@@ -549,6 +549,8 @@ checks = Checks(3, where="'Your turn: both gradients': policy_objectives and pol
 # learner the answer to the reverse-oracle task above. The hidden item checks against NumPy.
 with checks.item(1, "the lesson network: both gradients agree with jax.grad of the shipped plain objective"):
     check_gradients(W, x, DEPTH, jax_gradient)
+
+
 def not_saved_by(found, expected) -> int:
     """How many of the values found are none of the expected ones (same shape, equal to float32
     rounding; each expected value matched once): entries a count alone would not tell apart."""
