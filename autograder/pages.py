@@ -133,8 +133,9 @@ class RenderAllowance:
     more than linear time on some texts (64 KB of `[a](` took 26 s, 128 KB 145 s), in the
     grader's own process: past these bounds a text is shown as text, never rendered."""
 
-    #: The longest markdown rendered (its worst case about half a second on two busy cores).
-    CELL = 8 << 10
+    #: The longest markdown rendered (a long written answer fits; the worst text of this length
+    #: takes about 2 s, and the notebook's allowance holds about three).
+    CELL = 24 << 10
     #: The most markdown rendered for one notebook, all its cells and outputs together.
     NOTEBOOK = 64 << 10
 
