@@ -167,6 +167,25 @@ def test_the_fixture_families_the_builder_names_are_the_fixtures_there_are():
     assert (unnamed, empty, references - set(fixtures)) == ([], [], set())
 
 
+def test_no_file_of_the_bundle_is_ignored_by_git():
+    """A rule in .gitignore must not hide a fixture or a notebook: the clean checkout CI grades
+    would lack it (`submissions/` once hid two new fixture folders)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    folders = ["tests", "notebooks", "solutions", "data", "projects", "autograder", "bundle"]
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", *folders],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    hidden = [p for p in listed if "__pycache__" not in p and not p.endswith(".pyc")]
+    assert hidden == []
+
+
 def print_graph() -> None:
     """The grader's import graph, room by room (python -m tests.test_layout)."""
     graph = import_graph()
