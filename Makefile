@@ -105,7 +105,7 @@ validate: venv
 ##   merges into OUT/course/gradebook.db, keeping manual grades; FRESH=1 starts a new gradebook (old one backed up);
 ##   a clean reference run is kept in runs/reference and reused while nothing it depends on changes
 autograde: venv
-	$(PY) -m autograder.grade $(SUBMISSIONS) --bundle $(CURDIR) --out $(OUT) --jobs $(JOBS) \
+	$(PY) -m autograder.run.grade $(SUBMISSIONS) --bundle $(CURDIR) --out $(OUT) --jobs $(JOBS) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER) $(TLS),--reference-cache runs/reference) \
 		$(if $(FRESH),--fresh-gradebook) $(foreach limit,$(LIMITS),--limit $(limit)) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
 
@@ -117,11 +117,11 @@ formgrader: venv
 
 ## export [OUT=runs/autograde]: cells.csv, grades.csv and lms-performance-05.csv again from the gradebook
 export: venv
-	$(PY) -m autograder.export --out $(OUT)
+	$(PY) -m autograder.commands.export --out $(OUT)
 
 ## feedback [OUT=runs/autograde] [STUDENT=id]: feedback pages again from the gradebook, manual grades included
 feedback: venv
-	$(PY) -m autograder.feedback --out $(OUT) $(if $(STUDENT),--student $(STUDENT))
+	$(PY) -m autograder.run.feedback --out $(OUT) $(if $(STUDENT),--student $(STUDENT))
 
 ## figures: rerun the worked example and refresh data/ (figure, its data, the recorded execution)
 figures: venv
@@ -148,7 +148,7 @@ test-browser: venv
 
 ## bench-grading [K=16] [BENCH_JOBS=2]: stock serial nbgrader vs the parallel grader; writes runs/bench/grading.json
 bench-grading: venv
-	$(PY) -m autograder.bench_grading --copies $(K) --jobs $(BENCH_JOBS)
+	$(PY) -m autograder.commands.bench_grading --copies $(K) --jobs $(BENCH_JOBS)
 
 ## clean: remove runs/ (a class gradebook under runs/autograde with it)
 clean:

@@ -29,14 +29,14 @@ c.IgnorePattern.pattern = r"(?s).*"
 c.OverwriteCells.add_missing_cells = True
 c.CheckCellMetadata.enabled = True
 
-# The grader (the autograder package: python -m autograder.grade, or nbgrader's own
-# `nbgrader autograde` through autograder/plugin.py) adds its defenses to the stock pipeline: each
+# The grader (the autograder package: python -m autograder.run.grade, or nbgrader's own
+# `nbgrader autograde` through autograder/notebook/plugin.py) adds its defenses to the stock pipeline: each
 # kernel in a sandbox, every test cell checked by the judge outside the learner's process
-# (autograder/judge.py), cell metadata from the source, deleted or duplicated graded cells
+# (autograder/judge/core.py), cell metadata from the source, deleted or duplicated graded cells
 # restored, pages that run no learner's script. Where the package is not importable, plain
 # nbgrader's pipeline runs and the checks decide in the kernel (see the README).
 try:
-    from autograder.plugin import configure
+    from autograder.notebook.plugin import configure
 except ImportError:
     pass
 else:

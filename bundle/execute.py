@@ -17,8 +17,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from autograder.course import nbgrader_env
-from autograder.paths import KERNEL_NAME, NOTEBOOKS, ROOT, RUNS
+from autograder.course.assignment import nbgrader_env
+from autograder.course.paths import KERNEL_NAME, NOTEBOOKS, ROOT, RUNS
 
 
 @dataclass

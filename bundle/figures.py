@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.course import nbgrader_env
-from autograder.paths import DATA, ROOT, SOLUTIONS
+from autograder.course.assignment import nbgrader_env
+from autograder.course.paths import DATA, ROOT, SOLUTIONS
 
 FIGURE_STEM = "storage-views"
 

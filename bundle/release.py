@@ -13,8 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.course import nbgrader, new_course
-from autograder.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.assignment import nbgrader, new_course
+from autograder.course.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES
 
 
 def generate_release(destination: Path) -> list[Path]:

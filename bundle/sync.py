@@ -15,7 +15,7 @@ import sys
 import jupytext
 import nbformat
 
-from autograder.paths import KERNEL_NAME, NOTEBOOKS, SOLUTIONS
+from autograder.course.paths import KERNEL_NAME, NOTEBOOKS, SOLUTIONS
 
 NBGRADER_DEFAULTS = {"grade": False, "solution": False, "locked": False, "task": False, "schema_version": 3}
 KERNELSPEC = {"name": KERNEL_NAME, "display_name": "Python 3 (performance-05)", "language": "python"}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jupytext
 
-from autograder.paths import NOTEBOOKS, SOLUTIONS
+from autograder.course.paths import NOTEBOOKS, SOLUTIONS
 
 READING_WORDS_PER_MINUTE = 150
 CODE_CELL_MINUTES = 0.5

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import use_the_venvs_tools
-from autograder.paths import AUTOGRADER, RELEASE, SHIPPED_MODULES
+from autograder.course.assignment import use_the_venvs_tools
+from autograder.course.paths import AUTOGRADER, RELEASE, SHIPPED_MODULES
 
 
 def _validator():

@@ -493,7 +493,7 @@ class TimedExecutable:
 
 
 class _PendingResult:
-    """A TimedExecutable's result in the learner's own process (the judge's is autograder/agent.py's)."""
+    """A TimedExecutable's result in the learner's own process (the judge's is autograder/sandboxed/agent.py's)."""
 
     def __init__(self, timed: TimedExecutable, call: int, result):
         self._timed, self._call, self._result, self._waited = timed, call, result, False

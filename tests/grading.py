@@ -22,7 +22,7 @@ import os
 import shutil
 from pathlib import Path
 
-from autograder.options import GradingOptions
+from autograder.run.options import GradingOptions
 
 REFERENCE_CACHE_VARIABLE = "AUTOGRADER_TESTS_REFERENCE_CACHE"
 JUDGE_SEED_VARIABLE = "AUTOGRADER_TESTS_JUDGE_SEED"
@@ -55,8 +55,8 @@ def graded_samples(into: Path) -> Path:
     for that grading instead of doing it again. A grading that failed leaves nothing behind,
     so the next one to ask grades them itself (and meets the same failure).
     """
-    from autograder.grade import grade
-    from autograder.paths import AUTOGRADER
+    from autograder.course.paths import AUTOGRADER
+    from autograder.run.grade import grade
 
     shared = Path(os.environ[SHARED_VARIABLE]) / "samples-graded"
     shared.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import re
 
 import nbformat
 
-from autograder.paths import NOTEBOOKS, RELEASE, SHIPPED_MODULES, SOLUTIONS
+from autograder.course.paths import NOTEBOOKS, RELEASE, SHIPPED_MODULES, SOLUTIONS
 
 HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 

@@ -33,9 +33,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.grade import grade
-from autograder.paths import NOTEBOOKS, ROOT, SOLUTIONS
-from autograder.sandbox import Limits
+from autograder.course.paths import NOTEBOOKS, ROOT, SOLUTIONS
+from autograder.kernel.sandbox import Limits
+from autograder.run.grade import grade
 from tests.fixtures import build as fixtures
 from tests.grading import options
 from tests.hidden import hidden_test_lines
@@ -566,7 +566,7 @@ def test_a_marker_in_an_output_changes_nothing_even_after_a_manual_grade(graded,
     again from the gradebook after a manual grade (make feedback), for the whole class."""
     from nbgrader.api import Gradebook
 
-    from autograder.feedback import regenerate_feedback
+    from autograder.run.feedback import regenerate_feedback
 
     out = tmp_path / "out"
     shutil.copytree(graded.out, out)

@@ -3,7 +3,7 @@
 solutions/remat_checks.py defines each judgment's verdict and the report, the timed executable a
 learner's timing code is checked with, and `numpy_only`, which runs an answer cell where JAX
 cannot be imported. The same code runs in a learner's JupyterLab and in the grader's judge
-(autograder/judge.py, tested in tests/test_judge.py).
+(autograder/judge/core.py, tested in tests/test_judge.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from autograder.paths import SOLUTIONS
+from autograder.course.paths import SOLUTIONS
 
 
 @pytest.fixture(scope="module")

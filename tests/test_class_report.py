@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.class_report import (
+from autograder.gradebook.class_report import (
     build_report,
     read_judged,
     reason_of,
@@ -22,7 +22,7 @@ from autograder.class_report import (
     write_judged,
     write_report,
 )
-from autograder.judge import item_records
+from autograder.judge.core import item_records
 
 NOTEBOOKS = ["01-understand", "04-exercise"]
 HINT = "twice the slope: the quotient is (f(x + εd) − f(x − εd)) divided by 2ε"
@@ -375,7 +375,7 @@ def test_nbgrader_autograde_keeps_one_notebook_at_a_time(tmp_path):
 def test_the_report_reads_the_class_gradebook_and_links_feedback_that_exists(tmp_path):
     from nbgrader.api import Gradebook
 
-    from autograder.class_gradebook import quiet_gradebook_warnings, stamp_new_gradebooks_here
+    from autograder.gradebook.class_gradebook import quiet_gradebook_warnings, stamp_new_gradebooks_here
 
     quiet_gradebook_warnings()
     stamp_new_gradebooks_here()

@@ -16,7 +16,7 @@ import tomllib
 import pytest
 from packaging.requirements import Requirement
 
-from autograder.paths import ROOT
+from autograder.course.paths import ROOT
 
 LOCKS = {
     "requirements-cpu.txt": ("grader", "lesson", "test"),

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from autograder.paths import SOLUTIONS
+from autograder.course.paths import SOLUTIONS
 
 sys.path.insert(0, str(SOLUTIONS))
 import remat_evidence  # noqa: E402

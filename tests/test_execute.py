@@ -1,5 +1,5 @@
 """Execution while grading, without a kernel: output caps, why a notebook stops, failures as data,
-and the glue that hands test cells to the judge (autograder/execute.py, output_caps.py,
+and the glue that hands test cells to the judge (autograder/notebook/execute.py, output_caps.py,
 judged_cells.py). The same code with real kernels is in test_sandbox.py and the grading tests."""
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import pytest
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
 
-from autograder.execute import (
+from autograder.judge.judged_cells import JudgedCells, JudgeSettings
+from autograder.kernel.kernels import SandboxSession, session_named
+from autograder.kernel.output_caps import MAX_OUTPUTS, SLACK, OutputCaps, size_of
+from autograder.kernel.sandbox import Limits, Sandbox
+from autograder.notebook.execute import (
     FAILURE_CAUSES,
     Failure,
     NotebookRecord,
@@ -21,10 +25,6 @@ from autograder.execute import (
     _rewrite_paths,
     failure_of,
 )
-from autograder.judged_cells import JudgedCells, JudgeSettings
-from autograder.kernels import SandboxSession, session_named
-from autograder.output_caps import MAX_OUTPUTS, SLACK, OutputCaps, size_of
-from autograder.sandbox import Limits, Sandbox
 
 
 def _stream(text: str, msg_id: str = "m") -> dict:
@@ -178,7 +178,7 @@ def test_an_output_channel_cut_by_a_limits_stop_names_the_limit(executor, monkey
 def test_the_kernel_managers_limit_is_the_watchers_word_before_anything_checked_the_kernel():
     """The cell above asks the manager at once: nothing has yet found the kernel dead (which is
     where nbclient would ask is_alive), so the manager reads the limit from its watcher."""
-    from autograder.kernels import SandboxedKernelManager
+    from autograder.kernel.kernels import SandboxedKernelManager
 
     manager = SandboxedKernelManager()
     assert manager.limit_hit is None

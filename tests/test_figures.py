@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from autograder.paths import DATA
+from autograder.course.paths import DATA
 from bundle.figures import FIGURE_STEM, NUMBER, comparable, differences, is_measured, regenerate
 from tests.lesson_cache import lesson_run_env
 

@@ -27,10 +27,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.grade import grade
-from autograder.options import GradingOptions
-from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
-from autograder.tls import SchedulerSecurity
+from autograder.course.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
+from autograder.run.grade import grade
+from autograder.run.options import GradingOptions
+from autograder.run.tls import SchedulerSecurity
 from tests.grading import options, reference_cache
 from tests.hidden import hidden_test_lines
 from tests.lesson_cache import lesson_run_env
@@ -208,8 +208,8 @@ def test_no_message_of_a_reference_run_to_its_kernel_holds_a_line_of_a_hidden_te
     """The reference run runs the instructor's own notebooks, hidden tests in their test cells:
     every message it sends its kernel is searched for each hidden-test line. 02-build holds the
     most of them (128 of the lesson's lines), in checks of every kind the judge runs."""
-    from autograder.class_course import source_files, update_class_course
-    from autograder.reference import run_reference
+    from autograder.gradebook.class_course import source_files, update_class_course
+    from autograder.run.reference import run_reference
 
     course = update_class_course(tmp_path / "course", fresh=True)
     with recorded_kernel_messages() as sent:
@@ -291,7 +291,7 @@ def _free_port() -> int:
 
 def _tls_files(folder: Path) -> SchedulerSecurity:
     """The course's TLS files (`autograder tls`), as the grader's client uses them."""
-    from autograder.tls import make_tls_files
+    from autograder.run.tls import make_tls_files
 
     files = make_tls_files(folder / "tls", ["localhost", "127.0.0.1"], days=1)
     return SchedulerSecurity(str(files["ca.pem"]), str(files["client.pem"]), str(files["client-key.pem"]))
@@ -324,7 +324,7 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
 
     # The instructor's course, the assignment installed (`autograder install-assignment`) with the
     # bundle's config; grading derives its --out from it: my-course/autograder/performance-05.
-    from autograder.course import new_course
+    from autograder.course.assignment import new_course
 
     course = new_course(tmp_path / "my-course")
 
@@ -364,7 +364,7 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
             assert time.monotonic() < deadline, (tmp_path / "dask.log").read_text()
             time.sleep(1)
         # Without the course's certificate nobody gets in, a learner's kernel included: nor
-        # through the HTTP port each Dask server opens beside its TLS one (--preload autograder.tls).
+        # through the HTTP port each Dask server opens beside its TLS one (--preload autograder.run.tls).
         with pytest.raises((OSError, TypeError)):
             Client(address, timeout="3s")
         with Client(address, security=security, timeout="5s") as client:
@@ -385,7 +385,7 @@ def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, t
         logs.close()
 
 
-#: A grading cluster's housekeeping (autograder/tls.py's keep_housekeeping_rare, runners.py's config).
+#: A grading cluster's housekeeping (autograder/run/tls.py's keep_housekeeping_rare, runners.py's config).
 QUIET = {"profiling": False, "tick_ms": 1000, "monitor_ms": 5000}
 
 
@@ -423,7 +423,7 @@ def _http_ports_that_answer(info: dict) -> list[str]:
 def test_a_local_grading_cluster_serves_no_http():
     """The scheduler's HTTP pages name each task, and a grading task's name holds the student's
     id: a local run's cluster (on 127.0.0.1, for anyone on the machine) opens no such port."""
-    from autograder.runners import DaskRunner
+    from autograder.run.runners import DaskRunner
 
     with DaskRunner(options(jobs=1)) as runner:
         info = runner.client.scheduler_info()
@@ -436,7 +436,7 @@ def test_a_local_grading_cluster_serves_no_http():
 
 
 def test_an_unencrypted_or_unauthenticated_scheduler_is_refused(klass, tmp_path):
-    from autograder.submissions import UsageError
+    from autograder.course.submissions import UsageError
 
     with pytest.raises(UsageError, match="TLS"):
         grade(klass, tmp_path / "out", GradingOptions(scheduler="tcp://127.0.0.1:8786"))
@@ -499,7 +499,7 @@ def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp
         shutil.copyfile(RELEASE / "01-understand.ipynb", subs / name / "01-understand.ipynb")
     shutil.copyfile(RELEASE / "01-understand.ipynb", subs / "ok-1" / "scratch.ipynb")
     run = _cli(
-        "autograder.grade",
+        "autograder.run.grade",
         str(subs),
         "--bundle",
         str(ROOT),
@@ -521,8 +521,8 @@ def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path)
     """Without the grader's lines in any config nbgrader reads, nbgrader's own pipeline runs and
     the checks decide in the kernel: the solutions get every auto-graded point, and the hidden
     tests are in the autograded notebooks, as stock nbgrader leaves them."""
-    from autograder.course import new_course, stock_nbgrader_env, without_the_grader
-    from autograder.hidden_tests import BEGIN
+    from autograder.course.assignment import new_course, stock_nbgrader_env, without_the_grader
+    from autograder.course.hidden_tests import BEGIN
 
     course = new_course(tmp_path / "course")
     # An instructor's own course folder without the grader's lines: nbgrader's own pipeline.
@@ -561,20 +561,20 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     elif layout == "unknown":
         (subs / "ann").mkdir()
         shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / "homework.ipynb")
-    run = _cli("autograder.grade", str(subs), "--bundle", str(ROOT), "--out", str(tmp_path / "out"))
+    run = _cli("autograder.run.grade", str(subs), "--bundle", str(ROOT), "--out", str(tmp_path / "out"))
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.startswith("error: ") and str(subs) in run.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_the_usage_texts_show_every_option_of_the_command():
-    """The usage in autograder/grade.py's docstring and in autograder/README.md's first lines lists
+    """The usage in autograder/run/grade.py's docstring and in autograder/README.md's first lines lists
     each option `autograder grade` takes (one had drifted without four of them)."""
-    import autograder.grade
-    from autograder.paths import AUTOGRADER
+    import autograder.run.grade
+    from autograder.course.paths import AUTOGRADER
 
-    options = {o for a in autograder.grade.command_line()._actions for o in a.option_strings} - {"-h", "--help"}
-    usage = autograder.grade.__doc__.split("\n\n")[1]
+    options = {o for a in autograder.run.grade.command_line()._actions for o in a.option_strings} - {"-h", "--help"}
+    usage = autograder.run.grade.__doc__.split("\n\n")[1]
     readme = (AUTOGRADER / "README.md").read_text().split("\n\n")[1]
     for text in (usage, readme):
         shown = set(re.findall(r"--[a-z][a-z-]*", text))
@@ -584,7 +584,7 @@ def test_the_usage_texts_show_every_option_of_the_command():
 def test_the_help_of_each_off_switch_says_what_it_turns_off(capsys):
     """--no-fork and --no-compile-cache turn a speed-up off: their help must not read as if they
     turned it on."""
-    from autograder.grade import main
+    from autograder.run.grade import main
 
     with pytest.raises(SystemExit):
         main(["--help"])
@@ -611,7 +611,7 @@ def test_workers_with_more_than_one_thread_are_refused(klass, tmp_path):
     from dask.distributed import LocalCluster
     from distributed.security import Security
 
-    from autograder.submissions import UsageError
+    from autograder.course.submissions import UsageError
 
     files = _tls_files(tmp_path)
     security = Security(

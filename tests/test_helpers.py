@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder.helpers import HelperError, HelperProcess, HelperWatcher, NumpyOnlyRunner
-from autograder.judge import Judge, LearnerRaised
-from autograder.kernels import SandboxSession
-from autograder.sandbox import Limits, Sandbox
-from autograder.wire import dumps, encode
+from autograder.judge.core import Judge, LearnerRaised
+from autograder.kernel.helpers import HelperError, HelperProcess, HelperWatcher, NumpyOnlyRunner
+from autograder.kernel.kernels import SandboxSession
+from autograder.kernel.sandbox import Limits, Sandbox
+from autograder.sandboxed.wire import dumps, encode
 from tests.fixtures.build import NUMPY_HELPER_STALL
 
 UNSAFE = Sandbox(None, Limits())

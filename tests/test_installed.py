@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course import assignment_files, install_assignment
-from autograder.grade import main as grade_main
-from autograder.grade import refused_out
-from autograder.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, ROOT, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.assignment import assignment_files, install_assignment
+from autograder.course.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, ROOT, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.run.grade import main as grade_main
+from autograder.run.grade import refused_out
 
 PY = sys.executable
 
@@ -89,7 +89,7 @@ def test_an_out_a_kernel_or_learner_could_read_is_refused_and_nothing_written(tm
 
 def test_an_out_beside_the_course_or_in_tmp_is_accepted(tmp_path):
     course, subs = _class(tmp_path)
-    from autograder.course import CourseOrigin
+    from autograder.course.assignment import CourseOrigin
 
     origin = CourseOrigin(course, ASSIGNMENT)
     for out in (tmp_path / "graded", course / "autograder" / ASSIGNMENT, Path("/tmp") / "a-class"):
@@ -102,8 +102,8 @@ def test_an_out_beside_the_course_or_in_tmp_is_accepted(tmp_path):
 def test_an_out_in_the_bundles_release_or_holding_it_is_refused(tmp_path):
     """`make lab` serves notebooks/ to learners: a class course there, or in a folder that holds
     it (the checkout itself), is refused as the solutions are."""
-    from autograder.course import BundleOrigin
-    from autograder.paths import ROOT
+    from autograder.course.assignment import BundleOrigin
+    from autograder.course.paths import ROOT
 
     origin, subs = BundleOrigin(ROOT), tmp_path / "submissions"
     subs.mkdir()
@@ -119,8 +119,8 @@ def test_the_command_names_its_assignment_and_derives_out_from_the_course(tmp_pa
     assert grade_main([str(subs), "--bundle", str(ROOT)]) == 2
     assert "--out is required without --course" in capsys.readouterr().err
     assert not (ROOT / "runs" / "autograde" / "course" / "ann").exists()
-    from autograder.course import CourseOrigin
-    from autograder.grade import default_out
+    from autograder.course.assignment import CourseOrigin
+    from autograder.run.grade import default_out
 
     assert default_out(CourseOrigin(course, ASSIGNMENT)) == course / "autograder" / ASSIGNMENT
 
@@ -156,7 +156,7 @@ def test_install_assignment_installs_exactly_the_assignments_files(tmp_path):
     course = tmp_path / "course"
     course.mkdir()
     run = subprocess.run(
-        [PY, "-m", "autograder.cli", "install-assignment", str(ROOT), str(course)],
+        [PY, "-m", "autograder.commands.cli", "install-assignment", str(ROOT), str(course)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -172,11 +172,13 @@ def test_install_assignment_installs_exactly_the_assignments_files(tmp_path):
     # Again: refused, then --force replaces the folder whole (an answer file copied by hand goes).
     (course / "source" / ASSIGNMENT / "remat_sweep_reference.py").write_text("# the answer")
     again = subprocess.run(
-        [PY, "-m", "autograder.cli", "install-assignment", str(ROOT), str(course)], capture_output=True, text=True
+        [PY, "-m", "autograder.commands.cli", "install-assignment", str(ROOT), str(course)],
+        capture_output=True,
+        text=True,
     )
     assert again.returncode == 2 and "--force" in again.stderr
     forced = subprocess.run(
-        [PY, "-m", "autograder.cli", "install-assignment", str(ROOT), str(course), "--force"],
+        [PY, "-m", "autograder.commands.cli", "install-assignment", str(ROOT), str(course), "--force"],
         capture_output=True,
         text=True,
     )
@@ -202,13 +204,13 @@ def test_every_module_the_notebooks_import_is_installed_and_no_answer_is():
 def test_a_run_that_grades_nobody_exits_4_and_writes_no_grades(tmp_path, monkeypatch, capsys):
     """Every student's grading fails for a reason of the grader's own: the run says so (exit 4,
     a FAILED line each) and writes no grades.csv, cells.csv or feedback with zeros for them."""
-    import autograder.runners
+    import autograder.run.runners
     from tests.grading import reference_cache, session_seed
 
     def broken(task, template):
         raise OSError("the grader's disk is full")
 
-    monkeypatch.setattr(autograder.runners, "grade_student", broken)
+    monkeypatch.setattr(autograder.run.runners, "grade_student", broken)
     _, subs = _class(tmp_path)
     out = tmp_path / "out"
     seed = ["--judge-seed", str(session_seed())] if session_seed() else []
@@ -229,7 +231,7 @@ def test_settings_the_config_leaves_out_are_nbgraders_defaults():
     default (Execute.timeout 30 s, no kernel name: the notebook's), never traitlets' placeholder."""
     from traitlets.config import Config
 
-    from autograder.course import nbgrader_setting, notebook_kernel
+    from autograder.course.assignment import nbgrader_setting, notebook_kernel
 
     empty = Config()
     empty.Execute.timeout  # noqa: B018 - reading a missing name leaves a placeholder behind
@@ -248,8 +250,8 @@ def test_a_quickstart_courses_relative_header_is_found_as_nbgrader_finds_it(tmp_
     the course generates the assignment with it, from wherever the grader runs."""
     import nbformat
 
-    from autograder.class_course import prepare_class_course, source_files, update_class_course
-    from autograder.course import CourseOrigin
+    from autograder.course.assignment import CourseOrigin
+    from autograder.gradebook.class_course import prepare_class_course, source_files, update_class_course
 
     course = tmp_path / "course"
     (course / "source" / "ps1").mkdir(parents=True)
@@ -282,7 +284,7 @@ def test_a_kernel_searching_the_file_system_finds_no_class_whatever_the_out(tmp_
     into one inside this checkout (beside the venv), it finds neither the class course nor the
     canaries planted in the out and the course; an out inside the venv is refused before
     anything is written, so nothing of a class is ever where a kernel looks."""
-    from autograder.course import new_course
+    from autograder.course.assignment import new_course
     from tests.fixtures import build as fixtures
     from tests.grading import reference_cache, session_seed
 
@@ -325,8 +327,8 @@ def test_a_kernel_searching_the_file_system_finds_no_class_whatever_the_out(tmp_
 def test_the_console_table_counts_a_manual_grade_kept_for_a_recheck_as_grades_csv_does():
     """A manual grade kept while its changed answer awaits a re-check: cells.csv leaves the cell
     empty (pending), nbgrader's export and grades.csv count the kept score, and so does the table."""
-    from autograder.course import Assignment
-    from autograder.grade import GradingResult, score_table
+    from autograder.course.assignment import Assignment
+    from autograder.run.grade import GradingResult, score_table
 
     rows = [
         {"student_id": "ann", "notebook": "04-exercise", "grade_id": "test-hvp", "score": 5.0, "max_score": 6.0},

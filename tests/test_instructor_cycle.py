@@ -25,9 +25,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
-from autograder.class_gradebook import GradebookError
-from autograder.grade import grade
-from autograder.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SOLUTIONS
+from autograder.course.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SOLUTIONS
+from autograder.gradebook.class_gradebook import GradebookError
+from autograder.run.grade import grade
 from tests.grading import graded_samples, options
 
 SAMPLES = AUTOGRADER / "samples"
@@ -238,12 +238,12 @@ def test_changed_answer_keeps_the_grade_but_flags_it_for_a_recheck(regraded):
     assert line is not None, printed
     assert "changed" in line and "kept" in line
     assert _score(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp") == ""  # awaits the instructor again
-    export = _cli("autograder.export", "--out", str(out))
+    export = _cli("autograder.commands.export", "--out", str(out))
     assert export.returncode == 1
     assert re.search(r"^PENDING sample-two-mistakes: .*04-exercise/answer-why-hvp", export.stdout, re.M), export.stdout
     # Re-saving the score in formgrader (its "Resolve" button) settles it.
     grade_by_hand(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp", 1.0)
-    settled = _cli("autograder.export", "--out", str(out))
+    settled = _cli("autograder.commands.export", "--out", str(out))
     assert settled.returncode == 1  # its other written answer was never graded
     assert "PENDING sample-two-mistakes: 05-evidence/explanation\n" in settled.stdout, settled.stdout
     assert _score(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp") == "1.0"
@@ -265,7 +265,9 @@ def test_a_changed_assignment_is_refused_until_a_fresh_gradebook(out, tmp_path):
     (submissions / "late-student").mkdir(parents=True)
     shutil.copyfile(RELEASE / NOTEBOOKS[0], submissions / "late-student" / NOTEBOOKS[0])
 
-    refused = _cli("autograder.grade", str(submissions), "--bundle", str(ROOT), "--out", str(out), "--no-compile-cache")
+    refused = _cli(
+        "autograder.run.grade", str(submissions), "--bundle", str(ROOT), "--out", str(out), "--no-compile-cache"
+    )
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert refused.stderr.startswith("error: ")
     assert "04-exercise: grade cell 'test-hvp' changed (code, 4 points -> code, 3 points)" in refused.stderr
@@ -302,7 +304,7 @@ def test_lms_export_layout_and_numbers(out):
     assert sorted(pending) == ["sample-complete", "sample-two-mistakes"], pending
 
     # While written answers wait, no LMS file: every waiting cell is named.
-    refused = _cli("autograder.export", "--out", str(out))
+    refused = _cli("autograder.commands.export", "--out", str(out))
     assert refused.returncode == 1, refused.stdout + refused.stderr
     for student, waiting in pending.items():
         assert f"PENDING {student}: {', '.join(sorted(waiting))}" in refused.stdout
@@ -328,7 +330,7 @@ def test_lms_export_layout_and_numbers(out):
         return float(text)
 
     # --allow-pending: only the students whose grading is finished.
-    partial = _cli("autograder.export", "--out", str(out), "--allow-pending")
+    partial = _cli("autograder.commands.export", "--out", str(out), "--allow-pending")
     assert partial.returncode == 0, partial.stdout + partial.stderr
     rows = _lms(out)
     assert rows[0] == header
@@ -351,7 +353,7 @@ def test_lms_export_layout_and_numbers(out):
             grade_by_hand(out, student, notebook, cell, score)
     with Gradebook(_db(out)) as gb:
         gb.update_or_create_student("sample-complete", first_name="Ada", last_name="Lovelace", lms_user_id="4711")
-    done = _cli("autograder.export", "--out", str(out))
+    done = _cli("autograder.commands.export", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     rows = _lms(out)
     assert rows[0] == header and rows[1][0] == "    Points Possible"
@@ -383,19 +385,19 @@ def test_lms_export_layout_and_numbers(out):
         + sum(manual["sample-two-mistakes"].values())
     )
 
-    total_only = _cli("autograder.export", "--out", str(out), "--total-only")
+    total_only = _cli("autograder.commands.export", "--out", str(out), "--total-only")
     assert total_only.returncode == 0
     assert [r[:6] for r in _lms(out)] == [r[:6] for r in rows] and all(len(r) == 6 for r in _lms(out))
 
 
 def test_export_and_feedback_say_what_is_missing(tmp_path, graded):
-    for module in ("autograder.export", "autograder.feedback"):
+    for module in ("autograder.commands.export", "autograder.run.feedback"):
         missing = _cli(module, "--out", str(tmp_path / "nowhere"))
         assert missing.returncode == 2 and "does not exist" in missing.stderr, missing.stderr
         (tmp_path / "empty").mkdir(exist_ok=True)
         empty = _cli(module, "--out", str(tmp_path / "empty"))
         assert empty.returncode == 2 and "no class gradebook" in empty.stderr, empty.stderr
-    unknown = _cli("autograder.feedback", "--out", str(graded), "--student", "nobody")
+    unknown = _cli("autograder.run.feedback", "--out", str(graded), "--student", "nobody")
     assert unknown.returncode == 2
     assert "'nobody'" in unknown.stderr and "sample-complete" in unknown.stderr
 
@@ -437,7 +439,7 @@ def test_feedback_regenerated_with_the_manual_grade_and_no_hidden_tests(out):
     with open(out / "flags.csv", "a", newline="") as handle:  # as the grader records a finding
         csv.writer(handle).writerow((student, "03-experiment.ipynb: line 4: touches the IPython shell"))
 
-    run = _cli("autograder.feedback", "--out", str(out), "--student", student)
+    run = _cli("autograder.run.feedback", "--out", str(out), "--student", student)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"{student}: 5 page(s)" in run.stdout
     page = (pages / "04-exercise.html").read_text()
@@ -459,7 +461,7 @@ def test_feedback_regenerated_with_the_manual_grade_and_no_hidden_tests(out):
     ), "only feedback pages belong in the feedback folder"
 
     # The whole class: a student without manual grades gets the very pages grading wrote.
-    everyone = _cli("autograder.feedback", "--out", str(out))
+    everyone = _cli("autograder.run.feedback", "--out", str(out))
     assert everyone.returncode == 0, everyone.stdout + everyone.stderr
     for path, before in untouched.items():
         assert _without_times(path.read_text()) == _without_times(before), path.name

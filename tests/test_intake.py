@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder.hidden_tests import strip_hidden_tests
-from autograder.intake import NotANotebook, printable, read_notebook, take_in
-from autograder.judge import answer_cells
-from autograder.pages import sanitize_notebook
-from autograder.tampering import scan_notebook, scan_source
+from autograder.course.hidden_tests import strip_hidden_tests
+from autograder.course.intake import NotANotebook, printable, read_notebook, take_in
+from autograder.course.tampering import scan_notebook, scan_source
+from autograder.judge.core import answer_cells
+from autograder.notebook.pages import sanitize_notebook
 
 #: Examples per property (the figure quoted in the closing note is this times the properties).
 EXAMPLES = int(os.environ.get("INTAKE_EXAMPLES", "1500"))

@@ -1,7 +1,7 @@
 """The judge, without a kernel: the wire format, the kernel's agent, and every test cell judged.
 
-autograder/judge.py runs each test cell in the grader and reaches the learner's work through
-the kernel's agent (autograder/agent.py) and its helper processes. Here the agent answers in
+autograder/judge/core.py runs each test cell in the grader and reaches the learner's work through
+the kernel's agent (autograder/sandboxed/agent.py) and its helper processes. Here the agent answers in
 this process, over the same JSON, and the helpers' programs answer in this process too, so the
 judge's logic is tested in seconds: every test cell of the solutions earns its points, a forged
 or broken answer earns nothing, and what goes to the kernel carries no line of a hidden test.
@@ -21,9 +21,9 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import agent, artifact_runner, numpy_runner, program_builder
-from autograder.hidden_tests import BEGIN, END
-from autograder.judge import (
+from autograder.course.hidden_tests import BEGIN, END
+from autograder.course.paths import NOTEBOOKS, SHIPPED_MODULES, SOLUTIONS
+from autograder.judge.core import (
     Judge,
     LearnerRaised,
     TrustedModules,
@@ -32,9 +32,9 @@ from autograder.judge import (
     kernel_part,
     learner_names,
 )
-from autograder.paths import NOTEBOOKS, SHIPPED_MODULES, SOLUTIONS
-from autograder.program_data import program_as_data
-from autograder.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
+from autograder.sandboxed import agent, artifact_runner, numpy_runner, program_builder
+from autograder.sandboxed.program_data import program_as_data
+from autograder.sandboxed.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
 from tests.reports import assert_judges_lines_only
 
 
@@ -782,7 +782,7 @@ def test_a_program_that_computes_the_matched_values_is_judged_for_what_it_saves(
 
 
 def test_an_object_the_judge_cannot_make_again_earns_nothing(monkeypatch, trusted):
-    from autograder.judge import LearnerFunction
+    from autograder.judge.core import LearnerFunction
 
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
     orphan = LearnerFunction(judge, 1, "something", "function")  # no origin: not a name, not a call's result

@@ -11,7 +11,7 @@ import base64
 import numpy as np
 import pytest
 
-from autograder.wire import MAX_SAME_HASH, WireError, decode, dumps, encode, loads
+from autograder.sandboxed.wire import MAX_SAME_HASH, WireError, decode, dumps, encode, loads
 
 _MASK = (1 << 64) - 1
 _P1, _P2, _P5 = 11400714785074694791, 14029467366897019727, 2870177450012600261
@@ -95,7 +95,7 @@ def test_ordinary_keys_travel_however_many():
 def checks():
     import importlib.util
 
-    from autograder.paths import SOLUTIONS
+    from autograder.course.paths import SOLUTIONS
 
     spec = importlib.util.spec_from_file_location("remat_checks_cost_under_test", SOLUTIONS / "remat_checks.py")
     module = importlib.util.module_from_spec(spec)

@@ -1,4 +1,4 @@
-"""The kernel host, without a sandbox or a kernel (autograder/kernel_host_program.py and the
+"""The kernel host, without a sandbox or a kernel (autograder/sandboxed/kernel_host_program.py and the
 grader's side, kernel_host.py): the workspace each notebook starts from, what a host refuses,
 and its line protocol, with `become_kernel` replaced by a stand-in that only reports."""
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import kernel_host_program as program
-from autograder.kernel_host import PROGRAM, KernelHost, alive
-from autograder.paths import ROOT
-from autograder.sandbox import Limits
+from autograder.course.paths import ROOT
+from autograder.kernel.kernel_host import PROGRAM, KernelHost, alive
+from autograder.kernel.sandbox import Limits
+from autograder.sandboxed import kernel_host_program as program
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_outside_a_sandbox_a_host_empties_only_a_folder_the_grader_marked(layout
 def test_descendants_are_every_process_below_and_no_other():
     """A child that starts a thread, and from the thread a grandchild: both are found (the
     grandchild is the thread's child, listed under the thread's task), as psutil finds them."""
-    from autograder import process_limits
+    from autograder.kernel import process_limits
 
     tree = (
         "import subprocess, sys, threading, time\n"
@@ -125,7 +125,7 @@ def test_outside_a_sandbox_a_host_ends_the_kernels_it_started_and_no_other_proce
 STAND_IN = """
 import gc, json, os, sys, time
 sys.path.insert(0, {root!r})
-import autograder.kernel_host_program as program
+import autograder.sandboxed.kernel_host_program as program
 
 SCRATCH = json.loads(sys.argv[1])["scratch"]
 PLOTTING = []  # what Matplotlib's folder held each time the host imported the plotting stack
@@ -202,7 +202,7 @@ def test_a_warm_host_forks_a_kernel_per_request_and_ends_the_one_before(layout, 
 
 def test_a_host_that_does_not_start_is_an_error_that_says_what_it_said(layout):
     broken = KernelHost(lambda config: [sys.executable, "-c", "print('no')"], layout, dict(os.environ))
-    from autograder.kernel_host import KernelHostError
+    from autograder.kernel.kernel_host import KernelHostError
 
     with pytest.raises(KernelHostError, match="did not start .*'no'"):
         broken.start()
@@ -211,7 +211,7 @@ def test_a_host_that_does_not_start_is_an_error_that_says_what_it_said(layout):
 def test_a_long_print_leaves_the_kernel_in_pieces_the_grader_takes(monkeypatch):
     from ipykernel import iostream
 
-    from autograder.kernels import MAX_KERNEL_MESSAGE
+    from autograder.kernel.kernels import MAX_KERNEL_MESSAGE
 
     long_print = "x" * (5 * program.PRINT_PIECE + 7)
     monkeypatch.setattr(

@@ -8,34 +8,36 @@ import ast
 import re
 from pathlib import Path
 
-from autograder.paths import ROOT
+from autograder.course.paths import ROOT
 
 PACKAGES = ("autograder", "bundle")
 
 
-def _imports(path: Path, package: str) -> set[str]:
-    """The bundle modules one file imports, anywhere in it (lazy imports too)."""
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The bundle's modules one file imports, anywhere in it (lazy imports too), by full name."""
+    here = _module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: from . import x, from .x import y
-                names = [node.module] if node.module else [alias.name for alias in node.names]
-                found.update(f"{package}.{name.split('.')[0]}" for name in names)
-            elif node.module and node.module.split(".")[0] in PACKAGES:
-                parts = node.module.split(".")
-                found.add(".".join(parts[:2]) if len(parts) > 1 else f"{parts[0]}.{node.names[0].name}")
+            base = package[: len(package) - node.level + 1] if node.level else []
+            stem = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            for alias in node.names:  # `from a.b import c`: c is a module of a.b, or a name in it
+                found.add(f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in modules else stem)
         elif isinstance(node, ast.Import):
-            found.update(".".join(a.name.split(".")[:2]) for a in node.names if a.name.split(".")[0] in PACKAGES)
-    return found
+            found.update(a.name for a in node.names)
+    return {name for name in found if name in modules}
 
 
 def import_graph() -> dict[str, set[str]]:
-    graph = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).glob("*.py")):
-            module = f"{package}.{path.stem}"
-            graph[module] = _imports(path, package) - {module}
-    return graph
+    paths = [p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))]
+    modules = {_module_name(p) for p in paths}
+    return {_module_name(p): _imports(p, modules) - {_module_name(p)} for p in paths}
 
 
 def test_the_grader_imports_nothing_of_the_authoring_side():
@@ -66,93 +68,65 @@ def test_no_import_cycle():
 
 def test_the_graph_is_read_from_the_code():
     graph = import_graph()
-    assert "autograder.sandbox" in graph["autograder.kernels"]  # a plain relative import
-    assert "autograder.paths" in graph["bundle.release"]  # an absolute one
-    assert "autograder.execute" in graph["autograder.worker"]  # one inside a function
+    assert "autograder.kernel.sandbox" in graph["autograder.kernel.kernels"]  # a plain relative import
+    assert "autograder.course.paths" in graph["bundle.release"]  # an absolute one
+    assert "autograder.notebook.execute" in graph["autograder.run.worker"]  # one inside a function
 
 
 # ---------------------------------------------------------------------------------------
-# Rooms: one job per module, grouped along the flow.
+# Subpackages: one part of the flow each, earliest first.
 # ---------------------------------------------------------------------------------------
-#: The grader's rooms, earliest first. A module imports only from its own room or an earlier
-#: one; what runs inside a sandbox imports nothing but what is sent with it.
-ROOMS = {
-    "in a sandbox": {
-        "confine",
-        "wire",
-        "agent",
-        "kernel_host_program",
-        "artifact_runner",
-        "numpy_runner",
-        "program_builder",
-        "program_data",
-    },
-    "foundations": {
-        "__init__",
-        "paths",
-        "course",
-        "task_template",
-        "submissions",
-        "intake",
-        "tampering",
-        "hidden_tests",
-        "sandbox",
-        "compile_cache",
-        "output_caps",
-        "tls",
-        "options",
-        "console",
-    },
-    "the class gradebook": {"class_gradebook", "class_course", "merge", "reports", "student_files", "class_report"},
-    "the kernel": {"process_limits", "helpers", "kernel_host", "kernels", "kernel_channel"},
-    "the judge": {"judge", "judged_cells"},
-    "one notebook": {"execute", "repair", "pages", "plugin"},
-    "one student": {"worker", "reference"},
-    "the run": {"runners", "progress", "grade", "feedback"},
-    "commands": {"export", "cli", "__main__", "bench_grading", "nbgrader_config"},
-}
+#: The grader's subpackages, earliest first. A module imports only from its own subpackage or an
+#: earlier one; what runs inside a sandbox imports nothing but what is sent with it. The package's
+#: own top-level files (`__init__`, `__main__`, the course configuration) come last.
+ORDER = ("sandboxed", "course", "gradebook", "kernel", "judge", "notebook", "run", "commands")
+TOP_LEVEL = {"__init__", "__main__", "nbgrader_config"}
 
 
-def _room_of() -> dict[str, int]:
-    return {module: rank for rank, modules in enumerate(ROOMS.values()) for module in modules}
+def subpackage(module: str) -> str:
+    """`autograder.kernel.sandbox` -> `kernel`; a top-level module -> `` (after every subpackage)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else ""
 
 
-def test_every_module_of_the_grader_is_in_exactly_one_room():
-    modules = sorted(p.stem for p in (ROOT / "autograder").glob("*.py"))
-    placed = [m for modules_ in ROOMS.values() for m in modules_]
-    assert sorted(placed) == modules  # a new module is placed here, and a removed one taken out
+def _rank(module: str) -> int:
+    name = subpackage(module)
+    return ORDER.index(name) if name else len(ORDER)
 
 
-def test_imports_go_to_the_same_room_or_an_earlier_one():
-    rank = _room_of()
-    rooms = list(ROOMS)
+def test_every_module_of_the_grader_is_in_a_subpackage_of_the_flow():
+    folder = ROOT / "autograder"
+    loose = sorted(p.stem for p in folder.glob("*.py"))
+    packages = sorted(p.name for p in folder.iterdir() if (p / "__init__.py").exists())
+    assert (loose, packages) == (sorted(TOP_LEVEL), sorted(ORDER))
+
+
+def test_imports_go_to_the_same_subpackage_or_an_earlier_one():
     wrong = [
-        f"{module} ({rooms[rank[module]]}) imports {dep} ({rooms[rank[dep]]})"
+        f"{module} imports {dep}"
         for module, deps in import_graph().items()
         if module.startswith("autograder.")
-        for dep in (d.split(".", 1)[1] for d in deps if d.startswith("autograder."))
-        if rank[dep] > rank[module.split(".", 1)[1]]
+        for dep in deps
+        if dep.startswith("autograder.") and _rank(dep) > _rank(module)
     ]
     assert wrong == []
 
 
 def test_what_runs_in_a_sandbox_imports_only_what_is_sent_with_it():
-    sent = ROOMS["in a sandbox"]
     graph = import_graph()
-    wrong = {m: sorted(graph[f"autograder.{m}"] - {f"autograder.{s}" for s in sent}) for m in sent}
+    sandboxed = {m for m in graph if subpackage(m) == "sandboxed"}
+    wrong = {m: sorted(d for d in graph[m] if d.startswith("autograder.") and d not in sandboxed) for m in sandboxed}
     assert {m: deps for m, deps in wrong.items() if deps} == {}
 
 
-def test_the_readme_lists_every_module_once_with_its_room():
+def test_the_readme_lists_every_module_once_under_its_subpackage():
     text = (ROOT / "autograder" / "README.md").read_text().split("## The code, by job")[1].split("\n## ")[0]
-    rows = re.findall(r"^\| ([^|]*) \| (`[^|]*`) \| [^|]+ \|$", text, re.M)
-    listed = {
-        name.removesuffix(".py"): room.strip() for room, names in rows for name in re.findall(r"`([^`]+)`", names)
-    }
-    modules = {p.stem for p in (ROOT / "autograder").glob("*.py")}
-    assert sorted(listed) == sorted(modules)
-    room_names = {module: room for room, modules_ in ROOMS.items() for module in modules_}
-    assert {m: r for m, r in listed.items() if r and r != room_names[m]} == {}
+    rows = re.findall(r"^\| (`[a-z]+/`|top level) \| (`[^|]*`) \| [^|]+ \|$", text, re.M)
+    folders = [(folder.strip("`") if folder != "top level" else "", names) for folder, names in rows]
+    listed = sorted(f"{folder}{name}" for folder, names in folders for name in re.findall(r"`([^`]+)`", names))
+    modules = sorted(str(p.relative_to(ROOT / "autograder")) for p in (ROOT / "autograder").rglob("*.py"))
+    modules = [m for m in modules if not m.endswith("/__init__.py")]
+    assert listed == modules
 
 
 def test_the_fixture_families_the_builder_names_are_the_fixtures_there_are():
@@ -180,20 +154,25 @@ def test_no_file_of_the_bundle_is_ignored_by_git():
     folders = ["tests", "notebooks", "solutions", "data", "projects", "autograder", "bundle"]
     listed = subprocess.run(
         ["git", "ls-files", "--others", "--ignored", "--exclude-standard", *folders],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     hidden = [p for p in listed if "__pycache__" not in p and not p.endswith(".pyc")]
     assert hidden == []
 
 
 def print_graph() -> None:
-    """The grader's import graph, room by room (python -m tests.test_layout)."""
-    graph = import_graph()
-    for room, modules in ROOMS.items():
-        print(f"[{room}]")
-        for module in sorted(modules):
-            deps = sorted(d.split(".", 1)[1] for d in graph[f"autograder.{module}"] if d.startswith("autograder."))
-            print(f"  {module:<20} -> {', '.join(deps) or '-'}")
+    """The grader's import graph by subpackage, then module (python -m tests.test_layout)."""
+    graph = {m: d for m, d in import_graph().items() if m.startswith("autograder.")}
+    for name in (*ORDER, ""):
+        inside = sorted(m for m in graph if subpackage(m) == name and m.removeprefix("autograder.") not in ORDER)
+        into = sorted({subpackage(d) or "autograder" for m in inside for d in graph[m]} - {name})
+        print(f"[{name or 'top level'}] uses: {', '.join(into) or '-'}")
+        for module in inside:
+            deps = sorted(d.removeprefix("autograder.") for d in graph[module] if d.startswith("autograder."))
+            print(f"  {module.removeprefix('autograder.'):<28} -> {', '.join(deps) or '-'}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The judge's ledger is the only source of a judged cell's points, and the learner's words in a
-report stay theirs (autograder/judged_cells.py, judge.py), without a grading run: nbgrader's own
+report stay theirs (autograder/judge/judged_cells.py, judge.py), without a grading run: nbgrader's own
 reading of a verdict tampered with every way the fixtures try (hostile-verdict-display-*), the
 display updates that would tamper with it, and the escaping of exception messages and class
 names (hostile-forged-report-lines)."""
@@ -11,12 +11,12 @@ import pytest
 from nbgrader import utils
 from nbgrader.api import Gradebook
 
-from autograder.class_gradebook import quiet_gradebook_warnings, stamp_new_gradebooks_here
-from autograder.execute import SandboxedExecute
-from autograder.judge import JUDGE_MARKS, LearnerRaised, learner_name, learner_text, report_line, write_verdict
-from autograder.judged_cells import LEDGER, MAX_FINDINGS, JudgedCells, JudgeSettings, Ledger, LedgerGrades
-from autograder.output_caps import OutputCaps
-from autograder.sandbox import Limits
+from autograder.gradebook.class_gradebook import quiet_gradebook_warnings, stamp_new_gradebooks_here
+from autograder.judge.core import JUDGE_MARKS, LearnerRaised, learner_name, learner_text, report_line, write_verdict
+from autograder.judge.judged_cells import LEDGER, MAX_FINDINGS, JudgedCells, JudgeSettings, Ledger, LedgerGrades
+from autograder.kernel.output_caps import OutputCaps
+from autograder.kernel.sandbox import Limits
+from autograder.notebook.execute import SandboxedExecute
 
 
 def _test_cell(grade_id: str = "test-x", points: float = 3) -> nbformat.NotebookNode:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.paths import NOTEBOOKS
+from autograder.course.paths import NOTEBOOKS
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.paths import ROOT
+from autograder.course.paths import ROOT
 from tests.nbgrader_with_the_grader import DELIBERATE
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def test_nbgraders_suites_pass_with_the_plugin_but_the_deliberate_differences(tm
     (config / "nbgrader_config.py").write_text(
         "c = get_config()  # noqa: F821\n"
         f"open({str(mark)!r}, 'a').write('loaded\\n')  # the suites' nbgrader did read this file\n"
-        "from autograder.plugin import configure\n\nconfigure(c)\n"
+        "from autograder.notebook.plugin import configure\n\nconfigure(c)\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_NO_CONFIG", "JUPYTER_CONFIG_DIR")}
     env |= {

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.paths import ASSIGNMENT, RELEASE, ROOT, SOLUTIONS
+from autograder.course.paths import ASSIGNMENT, RELEASE, ROOT, SOLUTIONS
 
 pytestmark = pytest.mark.slow
 

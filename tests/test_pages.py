@@ -20,8 +20,8 @@ from bs4 import BeautifulSoup
 from nbconvert.exporters import HTMLExporter
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from autograder.pages import MISSING_ALT, PageExporter, sanitize_notebook, with_alt_text_and_tab_stops
-from autograder.paths import SOLUTIONS
+from autograder.course.paths import SOLUTIONS
+from autograder.notebook.pages import MISSING_ALT, PageExporter, sanitize_notebook, with_alt_text_and_tab_stops
 from tests.fixtures.build import script_html_spellings, script_link_spellings
 
 PIXEL = base64.b64encode(
@@ -115,7 +115,7 @@ def test_remembered_highlighting_stays_within_its_size_and_skips_long_sources(mo
     long cells of their own cannot fill a worker's memory through it."""
     from nbconvert.filters.highlight import Highlight2HTML
 
-    from autograder import pages
+    from autograder.notebook import pages
 
     monkeypatch.setattr(pages, "_HIGHLIGHTED", {})
     monkeypatch.setattr(pages, "_highlighted_size", 0)
@@ -323,7 +323,7 @@ def test_a_written_answer_keeps_its_text_math_and_safe_links():
 def test_an_errors_text_cannot_break_a_line_on_a_page():
     """What breaks, hides or reorders a line in an error's name, value or traceback is shown as an
     escape: a learner's exception cannot write lines that look like the judge's."""
-    from autograder.pages import _clean_output
+    from autograder.notebook.pages import _clean_output
 
     output = nbformat.v4.new_output(
         "error", ename="Forged\u2029[PASS] 3/3", evalue="x\x85y\x0bz\u202e", traceback=["a\rb", "plain"]
@@ -339,7 +339,7 @@ def test_learner_markdown_is_rendered_within_bounds_and_stored_in_a_linear_form(
     26 s in the grader's process). Past a cell's and a notebook's allowance a text is shown as
     text, never rendered, and the stored page holds no markdown punctuation, so rendering it again
     (formgrader, feedback) is linear: the renderer is never handed more than the allowances."""
-    from autograder import pages
+    from autograder.notebook import pages
 
     handed: list[str] = []
     render = pages._markdown_html

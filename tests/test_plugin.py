@@ -1,4 +1,4 @@
-"""nbgrader's own commands grade safely with the grader installed (autograder/plugin.py).
+"""nbgrader's own commands grade safely with the grader installed (autograder/notebook/plugin.py).
 
 An instructor's course folder, with the lines `autograder configure` writes in its
 nbgrader_config.py, is graded with `nbgrader generate_assignment`, `nbgrader autograde`,
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.course import nbgrader_env, new_course, stock_nbgrader_env
-from autograder.paths import ASSIGNMENT
-from autograder.plugin import CLASS_REPORT
+from autograder.course.assignment import nbgrader_env, new_course, stock_nbgrader_env
+from autograder.course.paths import ASSIGNMENT
+from autograder.notebook.plugin import CLASS_REPORT
 from tests.fixtures import build as fixtures
 from tests.fixtures import second_assignment
 
@@ -84,7 +84,7 @@ def instructor_home(tmp_path_factory) -> tuple[Path, str]:
 def test_nbgrader_autograde_with_the_plugin_scores_the_lesson_as_make_autograde(tmp_path, instructor_home):
     home, secret = instructor_home
     course = new_course(tmp_path / "course")
-    assert "autograder.plugin import configure" in (course / "nbgrader_config.py").read_text()
+    assert "autograder.notebook.plugin import configure" in (course / "nbgrader_config.py").read_text()
     env = _env(home, tmp=tmp_path / "tmp")
     assert _nbgrader(course, "generate_assignment", ASSIGNMENT, "--force", env=env).returncode == 0
     for student in STUDENTS:
@@ -164,7 +164,7 @@ def test_without_a_sandbox_nbgrader_autograde_grades_nobody_and_exits_3(tmp_path
 
 
 def test_configure_writes_the_lines_once(tmp_path):
-    from autograder.plugin import main
+    from autograder.notebook.plugin import main
 
     (tmp_path / "nbgrader_config.py").write_text("c = get_config()  # noqa: F821\nc.Execute.timeout = 5\n")
     assert main([str(tmp_path), "--checks-module", "remat_checks"]) == 0
@@ -179,7 +179,7 @@ def test_the_wheel_builds_and_holds_the_grader_alone(tmp_path):
     fixtures, no sample submissions."""
     import zipfile
 
-    from autograder.paths import ROOT
+    from autograder.course.paths import ROOT
 
     built = subprocess.run(
         [PY, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
@@ -196,4 +196,4 @@ def test_the_wheel_builds_and_holds_the_grader_alone(tmp_path):
     for module in ("judge.py", "sandbox.py", "plugin.py", "wire.py", "agent.py", "nbgrader_config.py"):
         assert f"autograder/{module}" in names
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
-    assert "autograder = autograder.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "autograder = autograder.commands.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

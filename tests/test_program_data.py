@@ -1,4 +1,4 @@
-"""A program written as data (autograder/program_data.py): made again, it saves what the original
+"""A program written as data (autograder/sandboxed/program_data.py): made again, it saves what the original
 saves and plans what the original plans; what is not JAX's own never comes back."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 from jax.extend import core as jaxpr_core
 
-from autograder.program_data import MAX_EQUATIONS, program_as_data, program_from_data
-from autograder.wire import WireError, dumps, loads
+from autograder.sandboxed.program_data import MAX_EQUATIONS, program_as_data, program_from_data
+from autograder.sandboxed.wire import WireError, dumps, loads
 
 WEIGHTS = np.asarray(jax.random.normal(jax.random.key(0), (16, 16, 16)) / 4, np.float32)
 X = np.linspace(-1, 1, 16, dtype=np.float32)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from autograder.progress import Progress
-from autograder.worker import StudentResult
+from autograder.run.progress import Progress
+from autograder.run.worker import StudentResult
 
 
 class Clock:

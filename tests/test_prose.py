@@ -11,7 +11,7 @@ import re
 import nbformat
 import pytest
 
-from autograder.paths import DATA, NOTEBOOKS, SHIPPED_FILES, SOLUTIONS
+from autograder.course.paths import DATA, NOTEBOOKS, SHIPPED_FILES, SOLUTIONS
 
 #: Numbers the prose may state without a code cell printing them, each with where it comes from.
 CITED = {

@@ -11,16 +11,16 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.paths import NOTEBOOKS
-from autograder.reference import (
+from autograder.course.paths import NOTEBOOKS
+from autograder.course.task_template import time_budgets
+from autograder.kernel.sandbox import Limits
+from autograder.run.reference import (
     ReferenceProblem,
     ReferenceRun,
     into_template,
     problems_of,
     solution_shortfalls,
 )
-from autograder.sandbox import Limits
-from autograder.task_template import time_budgets
 
 
 def _cell(*outputs) -> nbformat.NotebookNode:
@@ -76,7 +76,7 @@ def test_a_clean_reference_run_travels_in_the_template_with_each_notebooks_time_
 
 
 def test_the_helpers_each_notebooks_checks_asked_travel_in_the_template_where_known():
-    from autograder.task_template import helpers_asked
+    from autograder.course.task_template import helpers_asked
 
     runs = _runs()
     runs[0].helpers, runs[1].helpers, runs[2].helpers = ["numpy_only"], ["artifacts", "numpy_only"], []
@@ -88,7 +88,7 @@ def test_the_helpers_each_notebooks_checks_asked_travel_in_the_template_where_kn
 
 
 def test_without_the_compile_cache_the_template_has_the_budgets_and_no_executable():
-    from autograder.compile_cache import ENTRIES, HOST
+    from autograder.kernel.compile_cache import ENTRIES, HOST
 
     runs = _runs()
     runs[0].entries = {"jit_f-abc": b"an executable"}
@@ -120,8 +120,8 @@ def test_a_test_cell_the_solutions_do_not_pass_in_full_is_named():
 # A clean reference run, kept for the next run with the same key.
 # ---------------------------------------------------------------------------------------
 def test_a_clean_run_is_kept_whole_and_read_back_as_it_was(tmp_path):
-    from autograder.options import GradingOptions
-    from autograder.reference import keep_reference, kept_reference, reference_key
+    from autograder.run.options import GradingOptions
+    from autograder.run.reference import keep_reference, kept_reference, reference_key
 
     runs = [ReferenceRun(name, "host", {"jit_f-abc": bytes([i, 0, 255])}, 1.5 + i) for i, name in enumerate(NOTEBOOKS)]
     runs[0].helpers, runs[1].helpers = ["numpy_only"], []  # the helpers its checks asked; None: not known
@@ -139,7 +139,7 @@ def test_a_second_run_with_the_same_key_waits_for_the_first_ones_reference_run(t
     (and says so) until the first has kept its reference run or given up; another key never waits."""
     import threading
 
-    from autograder.reference import claimed_reference
+    from autograder.run.reference import claimed_reference
 
     events, waiting = [], threading.Event()
 
@@ -159,8 +159,8 @@ def test_a_second_run_with_the_same_key_waits_for_the_first_ones_reference_run(t
 
 
 def test_a_run_without_the_sandbox_may_take_a_sandboxed_runs_reference_and_never_the_other_way(tmp_path):
-    from autograder.options import GradingOptions
-    from autograder.reference import keep_reference, kept_for, reference_key
+    from autograder.run.options import GradingOptions
+    from autograder.run.reference import keep_reference, kept_for, reference_key
 
     sandboxed, unsafe = GradingOptions(), GradingOptions(unsafe=True)
     runs = [ReferenceRun(name, "host", {"jit_f-abc": b"1"}, 1.0) for name in NOTEBOOKS]
@@ -174,7 +174,7 @@ def test_a_run_without_the_sandbox_may_take_a_sandboxed_runs_reference_and_never
 
 
 def test_a_run_with_a_problem_is_never_kept(tmp_path):
-    from autograder.reference import keep_reference, kept_reference
+    from autograder.run.reference import keep_reference, kept_reference
 
     runs = _runs()
     runs[0].problems = ["cell 3: KeyError"]
@@ -183,8 +183,8 @@ def test_a_run_with_a_problem_is_never_kept(tmp_path):
 
 
 def test_the_key_changes_with_the_source_the_host_and_the_options_that_change_the_run(monkeypatch):
-    from autograder import reference
-    from autograder.options import GradingOptions
+    from autograder.run import reference
+    from autograder.run.options import GradingOptions
 
     base = reference.reference_key(TEMPLATE, GradingOptions())
     changed_source = {**TEMPLATE, "source/performance-05/remat_checks.py": b"# edited"}
@@ -202,7 +202,7 @@ def test_the_key_changes_with_the_source_the_host_and_the_options_that_change_th
 
 
 def test_a_kept_run_that_does_not_read_back_whole_is_not_used(tmp_path):
-    from autograder.reference import kept_reference
+    from autograder.run.reference import kept_reference
 
     (tmp_path / "k").mkdir()
     (tmp_path / "k" / "runs.json").write_text('[{"notebook": "01-understand.ipynb"}]')

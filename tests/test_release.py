@@ -8,7 +8,7 @@ import re
 import nbformat
 import pytest
 
-from autograder.paths import DATA, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES, SOLUTIONS
+from autograder.course.paths import DATA, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES, SOLUTIONS
 from bundle import sync
 from bundle.release import generate_release
 

@@ -250,7 +250,7 @@ def test_the_pass_trace_compiles_afresh_where_a_persistent_compile_cache_holds_t
     """A learner's JAX_COMPILATION_CACHE_DIR must not empty the trace: a program loaded from the
     cache is not compiled, and XLA writes no pass of it. The first trace fills the cache (every
     compile kept), the second finds the program there and must still compile it."""
-    from autograder.compile_cache import writing_env
+    from autograder.kernel.compile_cache import writing_env
 
     for name, value in writing_env(tmp_path / "cache").items():
         monkeypatch.setenv(name, value)

@@ -1,4 +1,4 @@
-"""Submission repair, on notebooks made here (autograder/repair.py): metadata from the source,
+"""Submission repair, on notebooks made here (autograder/notebook/repair.py): metadata from the source,
 duplicated cells made plain, deleted test cells restored in the right place."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 
-from autograder.repair import DeduplicateIdsCleanly, MetadataFromSource, RestoreMissingCells
+from autograder.notebook.repair import DeduplicateIdsCleanly, MetadataFromSource, RestoreMissingCells
 
 
 def _graded(grade_id: str, source: str = "", **meta) -> nbformat.NotebookNode:

@@ -8,11 +8,11 @@ import csv
 import nbformat
 import pytest
 
-from autograder.grade import GradingResult, score_table
-from autograder.hidden_tests import PLACEHOLDER, strip_hidden_tests, strip_source
-from autograder.paths import NOTEBOOKS, SOLUTIONS
-from autograder.reports import FLAG_COLUMNS, flag_findings, read_flags
-from autograder.student_files import flag_note
+from autograder.course.hidden_tests import PLACEHOLDER, strip_hidden_tests, strip_source
+from autograder.course.paths import NOTEBOOKS, SOLUTIONS
+from autograder.gradebook.reports import FLAG_COLUMNS, flag_findings, read_flags
+from autograder.gradebook.student_files import flag_note
+from autograder.run.grade import GradingResult, score_table
 
 BLOCK = "### BEGIN HIDDEN TESTS\nassert secret == 42\n### END HIDDEN TESTS\n"
 
@@ -130,9 +130,9 @@ def test_the_lms_export_scores_every_student_not_only_the_first(tmp_path):
     """Each student's row holds their own scores (a loop once reused the assignment's name)."""
     from nbgrader.api import Gradebook
 
-    from autograder.class_gradebook import db_url, quiet_gradebook_warnings
-    from autograder.course import use_the_venvs_tools
-    from autograder.reports import lms_export
+    from autograder.course.assignment import use_the_venvs_tools
+    from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
+    from autograder.gradebook.reports import lms_export
 
     use_the_venvs_tools()  # nbgrader runs alembic from the environment's bin/
     quiet_gradebook_warnings()
@@ -169,8 +169,8 @@ def test_a_new_gradebook_is_stamped_with_the_revision_the_alembic_command_reads(
     import nbgrader.api
     from nbgrader.api import Gradebook
 
-    from autograder.class_gradebook import stamp_new_gradebooks_here
-    from autograder.course import use_the_venvs_tools
+    from autograder.course.assignment import use_the_venvs_tools
+    from autograder.gradebook.class_gradebook import stamp_new_gradebooks_here
 
     use_the_venvs_tools()  # nbgrader's own reading runs the venv's `alembic heads`
     monkeypatch.setattr(nbgrader.api, "get_alembic_version", nbgrader.api.get_alembic_version)

@@ -27,12 +27,12 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from autograder import compile_cache
-from autograder.grade import CannotGradeSafely, grade
-from autograder.kernels import SandboxedKernelManager, SandboxSession
-from autograder.paths import RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
-from autograder.sandbox import Limits, SandboxUnavailable, find_sandbox, interpreter_folders
-from autograder.wire import decode, encode
+from autograder.course.paths import RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
+from autograder.kernel import compile_cache
+from autograder.kernel.kernels import SandboxedKernelManager, SandboxSession
+from autograder.kernel.sandbox import Limits, SandboxUnavailable, find_sandbox, interpreter_folders
+from autograder.run.grade import CannotGradeSafely, grade
+from autograder.sandboxed.wire import decode, encode
 from bundle.execute import execute_notebook
 
 DOUBLE = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda a: (a * 2.5).sum())(jnp.arange(7.0))))"
@@ -41,7 +41,7 @@ DOUBLE = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda a: (a * 2.5).
 def test_a_kernel_inherits_what_changes_numerics_and_none_of_the_graders_compile_cache():
     """An instructor's own JAX cache settings would point a kernel at a folder it cannot see (or,
     unsandboxed, one that outlives the run): the grader alone decides the cache."""
-    from autograder.sandbox import kernel_env
+    from autograder.kernel.sandbox import kernel_env
 
     instructor = {
         "JAX_ENABLE_X64": "1",
@@ -335,7 +335,7 @@ def test_a_session_in_a_folder_too_deep_for_a_unix_socket_keeps_its_sockets_in_a
 
 def test_the_scratch_space_is_mounted_before_the_folders_it_would_hide(monkeypatch):
     """A venv under the host's /tmp (a checkout in /tmp) is bound on top of the kernel's /tmp."""
-    from autograder import sandbox as sandbox_module
+    from autograder.kernel import sandbox as sandbox_module
 
     venv = "/tmp/a-checkout/.venv"
     monkeypatch.setattr(sandbox_module, "interpreter_folders", lambda: ["/usr", venv])
@@ -375,7 +375,7 @@ print(open({marker!r}).read(), sorted(os.listdir(os.path.dirname({folder!r}))))
 def test_a_venv_under_tmp_is_seen_read_only_and_kept_while_what_was_planted_beside_it_goes(
     session_factory, monkeypatch, fork
 ):
-    from autograder import sandbox as sandbox_module
+    from autograder.kernel import sandbox as sandbox_module
 
     checkout = Path("/tmp") / f"performance05-checkout-{uuid.uuid4().hex[:8]}"
     folder = checkout / ".venv"
@@ -455,7 +455,7 @@ def test_printed_output_past_the_limit_is_cut_by_the_grader(session_factory):
     """The one output cap is the grader's (a kernel's code could undo one set inside it)."""
     from traitlets.config import Config
 
-    from autograder.execute import SandboxedExecute
+    from autograder.notebook.execute import SandboxedExecute
 
     session = session_factory(limits={"output": "1M"})
     notebook = _notebook("for _ in range(8):\n    print('x' * 2**20)", "print('after')")
@@ -522,7 +522,7 @@ def test_a_host_that_forbids_the_sandbox_stops_grading_with_the_fix(tmp_path, mo
         "#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
     )
     broken.chmod(broken.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setattr("autograder.sandbox.bwrap_candidates", lambda: [str(broken)])
+    monkeypatch.setattr("autograder.kernel.sandbox.bwrap_candidates", lambda: [str(broken)])
     with pytest.raises(SandboxUnavailable) as raised:
         find_sandbox()
     message = str(raised.value)
@@ -542,8 +542,8 @@ def test_the_command_line_exits_3_when_no_sandbox_works(tmp_path):
     (subs / "01-understand.ipynb").write_bytes((RELEASE / "01-understand.ipynb").read_bytes())
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     code = (
-        "import autograder.sandbox as s, sys\ns.bwrap_candidates = lambda: []\n"
-        "from autograder.grade import main\nsys.exit(main(sys.argv[1:]))"
+        "import autograder.kernel.sandbox as s, sys\ns.bwrap_candidates = lambda: []\n"
+        "from autograder.run.grade import main\nsys.exit(main(sys.argv[1:]))"
     )
     run_ = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "subs"), "--bundle", str(ROOT), "--out", str(tmp_path / "out")],
@@ -604,7 +604,7 @@ def test_the_numpy_only_process_offers_numpy_and_the_standard_library_and_nothin
     by its file, another Python: nothing but NumPy and the standard library loads."""
     import scipy
 
-    from autograder.helpers import NumpyOnlyRunner, package_folders
+    from autograder.kernel.helpers import NumpyOnlyRunner, package_folders
 
     extension = next(Path(scipy.__file__).parent.rglob("*.so"))
     runner = NumpyOnlyRunner(find_sandbox(), tmp_path / "numpy-only", assignment=assignment)
@@ -632,7 +632,7 @@ def test_without_a_sandbox_the_numpy_only_import_hook_refuses_what_is_not_allowe
     import subprocess
     import sys
 
-    from autograder.helpers import sent_text
+    from autograder.kernel.helpers import sent_text
 
     (tmp_path / "planted.py").write_text("VALUE = 1\n")
     probe = (
@@ -700,9 +700,9 @@ def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its
     request's time), and that process is ended with its fork."""
     import numpy as np
 
-    from autograder import artifact_runner
-    from autograder.helpers import ProgramBuilder
-    from autograder.wire import decode, encode
+    from autograder.kernel.helpers import ProgramBuilder
+    from autograder.sandboxed import artifact_runner
+    from autograder.sandboxed.wire import decode, encode
 
     builder = ProgramBuilder(find_sandbox(), tmp_path / "builder", assignment=assignment)
     try:
@@ -722,7 +722,7 @@ def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its
 def test_a_program_reached_through_a_linked_folder_is_named_by_its_real_folder(tmp_path):
     """A checkout whose .venv links to another's: the sandbox binds the real folders, so the
     program is named through them; its own name, a link itself in a venv, is kept."""
-    from autograder.sandbox import _unlinked_program
+    from autograder.kernel.sandbox import _unlinked_program
 
     real = tmp_path / "real-venv" / "bin"
     real.mkdir(parents=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.intake import NotANotebook, read_notebook
-from autograder.submissions import UsageError, find_submissions, student_id_problem
+from autograder.course.intake import NotANotebook, read_notebook
+from autograder.course.submissions import UsageError, find_submissions, student_id_problem
 
 
 def _student(folder, name, *files):

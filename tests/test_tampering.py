@@ -5,8 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.paths import NOTEBOOKS, RELEASE, SOLUTIONS
-from autograder.tampering import scan_notebook, scan_source
+from autograder.course.paths import NOTEBOOKS, RELEASE, SOLUTIONS
+from autograder.course.tampering import scan_notebook, scan_source
 
 FLAGGED = {
     "rebinding numpy": ("import numpy as np\nnp.allclose = lambda *a, **k: True", "rebinds an attribute"),
@@ -128,7 +128,7 @@ def test_every_way_up_the_call_stack_is_named(name):
 
 
 def test_the_scanner_knows_exactly_the_names_listed_here():
-    from autograder import tampering
+    from autograder.course import tampering
 
     assert set(tampering.RISKY_MODULES) == set(MODULES)
     assert {".".join(pair) for pair in tampering.RISKY_CALLS} == set(CALLS)

@@ -1,4 +1,4 @@
-"""One student's grading task, in pieces and without a kernel (autograder/worker.py): nbgrader's
+"""One student's grading task, in pieces and without a kernel (autograder/run/worker.py): nbgrader's
 configuration for the task, failures kept as data, the grades read back, the watchdog. The
 whole task, with kernels, is in test_grading_engine.py and test_autograder_scores.py."""
 
@@ -11,13 +11,13 @@ import nbformat
 import pytest
 from nbclient.exceptions import DeadKernelError
 
-from autograder import worker
-from autograder.class_gradebook import db_url, quiet_gradebook_warnings
-from autograder.course import use_the_venvs_tools
-from autograder.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute
-from autograder.options import GradingOptions
-from autograder.pages import ForPages
-from autograder.sandbox import Limits
+from autograder.course.assignment import use_the_venvs_tools
+from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
+from autograder.kernel.sandbox import Limits
+from autograder.notebook.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute
+from autograder.notebook.pages import ForPages
+from autograder.run import worker
+from autograder.run.options import GradingOptions
 
 use_the_venvs_tools()  # nbgrader runs alembic from the environment's bin/
 
@@ -141,7 +141,7 @@ def _task(student: str, size: int, fork: bool = True) -> worker.StudentTask:
 
 
 def test_shared_processes_take_the_largest_first_and_the_last_of_each_makes_nothing_ahead():
-    from autograder.runners import in_grading_order
+    from autograder.run.runners import in_grading_order
 
     tasks = [_task("small", 10), _task("large", 300), _task("middle", 200), _task("tiny", 1)]
     shared = in_grading_order(tasks, 2)
@@ -184,8 +184,8 @@ def test_a_sandbox_made_ahead_starts_no_helper_before_its_student_is_known(monke
 
 
 def test_the_helpers_started_ahead_are_those_the_reference_run_saw_the_submitted_notebooks_ask():
-    from autograder.helpers import HELPER_NAMES
-    from autograder.task_template import helpers_asked, with_helpers
+    from autograder.course.task_template import helpers_asked, with_helpers
+    from autograder.kernel.helpers import HELPER_NAMES
 
     template = with_helpers({}, {"01.ipynb": ["numpy_only"], "03.ipynb": ["artifacts"], "05.ipynb": []})
     assert helpers_asked(template) == {"01.ipynb": ["numpy_only"], "03.ipynb": ["artifacts"], "05.ipynb": []}

@@ -6,9 +6,9 @@ OUT=...`: JupyterLab from the venv, with nbgrader's server extensions, in OUT/co
 finds nbgrader_config.py and gradebook.db). In the browser the instructor goes Manual Grading ->
 performance-05 -> 04-exercise -> sample-complete, types a score and a comment into the written
 answer `answer-why-hvp`, and reloads the page to see them kept. Then, from the command line:
-`python -m autograder.export` regenerates cells.csv from the gradebook (not rebuilt: the grade
+`python -m autograder.commands.export` regenerates cells.csv from the gradebook (not rebuilt: the grade
 formgrader wrote to is still the same row), `nbgrader export` in the course folder carries the
-score, and `python -m autograder.feedback` regenerates the student's feedback page with the
+score, and `python -m autograder.run.feedback` regenerates the student's feedback page with the
 score and the comment, which the browser opens last.
 
 Screenshots of every step: runs/browser/test_formgrader_manual_grade_to_export-NN-<step>.png.
@@ -118,7 +118,7 @@ def test_formgrader_manual_grade_to_export(formgrader, graded_class, make_page):
         assert gb.find_comment(CELL, NOTEBOOK, ASSIGNMENT, STUDENT).manual_comment == comment
 
     # 7. cells.csv and grades.csv regenerated from the gradebook (README: make export), which is kept.
-    export = _run(sys.executable, "-m", "autograder.export", "--out", str(out))
+    export = _run(sys.executable, "-m", "autograder.commands.export", "--out", str(out))
     assert export.returncode == 1, export.stdout + export.stderr  # other written answers still wait
     assert f"PENDING {STUDENT}: 05-evidence/explanation" in export.stdout, export.stdout
     assert "not written" in export.stderr
@@ -137,7 +137,7 @@ def test_formgrader_manual_grade_to_export(formgrader, graded_class, make_page):
         assert exported[other]["score"] == _grades_csv(out / "grades.csv")[other]["score"]
 
     # 9. The student's feedback, regenerated (make feedback STUDENT=...), shows score and comment.
-    feedback = _run(sys.executable, "-m", "autograder.feedback", "--out", str(out), "--student", STUDENT)
+    feedback = _run(sys.executable, "-m", "autograder.run.feedback", "--out", str(out), "--student", STUDENT)
     assert feedback.returncode == 0, feedback.stdout + feedback.stderr
     html_page = out / "feedback" / STUDENT / f"{NOTEBOOK}.html"
     page.goto(html_page.as_uri(), wait_until="load")

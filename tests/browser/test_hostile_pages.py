@@ -161,7 +161,7 @@ def write_class(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def hostile_class(chromium_path, tmp_path_factory) -> Path:
     """OUT after grading the hostile student and the classmate (the browser is checked first)."""
-    from autograder.grade import grade
+    from autograder.run.grade import grade
     from tests.grading import options
 
     root = tmp_path_factory.mktemp("hostile-pages")
@@ -279,7 +279,7 @@ def assert_answer_readable(text: str, where: str) -> None:
 
 
 def unsanitized(out: Path) -> nbformat.NotebookNode:
-    """The hostile student's autograded notebook as it would be without autograder/pages.py: the
+    """The hostile student's autograded notebook as it would be without autograder/notebook/pages.py: the
     answer's markup as written and the outputs its appended cells display (run here, in a kernel
     of this venv)."""
     from nbclient import NotebookClient

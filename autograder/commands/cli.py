@@ -1,0 +1,41 @@
+"""`autograder COMMAND ...`: the grader's commands, as an instructor installs them.
+
+    autograder grade SUBMISSIONS [...]     grade a class (python -m autograder.run.grade)
+    autograder install-assignment CHECKOUT COURSE   performance-05's source files into an nbgrader course
+    autograder export [...]                cells.csv, grades.csv, the LMS file again
+    autograder feedback [...]              feedback pages again, manual grades included
+    autograder configure COURSE [...]      make nbgrader's own `nbgrader autograde` grade safely there
+    autograder tls FOLDER [...]            the TLS files of a Dask cluster of graders
+
+`autograder COMMAND --help` says more of each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "grade": "autograder.run.grade",
+    "install-assignment": "autograder.course.assignment",
+    "export": "autograder.commands.export",
+    "feedback": "autograder.run.feedback",
+    "configure": "autograder.notebook.plugin",
+    "tls": "autograder.run.tls",
+}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    command = argv[0]
+    if command not in COMMANDS:
+        print(f"error: no command {command!r}; the commands: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    return importlib.import_module(COMMANDS[command]).main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

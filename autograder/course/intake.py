@@ -1,0 +1,176 @@
+"""A student's files, taken in: read, put in order, scanned; whatever they hold, nothing raises.
+
+Everything the grader's own process does with a submission before it goes to a worker happens
+here, for one student at a time, under one guard (`take_in`): reading each notebook, putting
+its JSON in a shape every later step can rely on (`normalized`), and the static scan for review
+(autograder/course/tampering.py). A notebook that cannot be taken in is left out with one line naming
+it and why (it scores 0); any other failure of these steps is that student's alone, named the
+same way; the rest of the class is graded all the same.
+
+`normalized` keeps what grading needs and nothing a later step could trip on: a list of cells,
+each a code, markdown or raw cell with text as its source, a dict as its metadata (nbgrader's a
+dict too, or none), a unique valid id; code cells' outputs go (grading clears them anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.course.tampering import scan_notebook
+
+#: The largest notebook file taken in (a bigger one is left out, named).
+MAX_NOTEBOOK_BYTES = 32 << 20
+#: The most cells a notebook may have (grading time is bounded apart, per notebook).
+MAX_CELLS = 5000
+#: The longest source kept for one cell (the rest is cut).
+MAX_SOURCE = 1 << 20
+CELL_TYPES = ("code", "markdown", "raw")
+_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: Control characters (but tab) that a terminal would act on, line breaks among them.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+class NotANotebook(ValueError):
+    """What a file holds cannot be graded as a notebook; the message says why, for the instructor."""
+
+
+def printable(text, limit: int = 300) -> str:
+    """Text from a submission as one safe console line: control characters (escape sequences,
+    carriage returns, bidirectional overrides) written as escapes, and cut at `limit`."""
+    text = str(text)
+    text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _text(value) -> str:
+    if isinstance(value, str):
+        return value[:MAX_SOURCE]
+    if isinstance(value, list) and all(isinstance(part, str) for part in value):
+        return "".join(value)[:MAX_SOURCE]
+    return ""
+
+
+def _plain_json(value, depth: int = 0):
+    """value if it is plain JSON no deeper than 32 levels, else None (metadata is kept only as data)."""
+    if depth > 32:
+        raise ValueError("metadata nested too deep")
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list):
+        return [_plain_json(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _plain_json(item, depth + 1) for key, item in value.items()}
+    raise ValueError(f"metadata holds a {type(value).__name__}")
+
+
+def _cell_metadata(raw) -> dict:
+    """What grading reads of a cell's metadata, in the shape nbformat's schema asks: nbgrader's
+    (a dict of plain JSON), tags (text), and whether it is editable or deletable."""
+    if not isinstance(raw, dict):
+        return {}
+    kept = {}
+    try:
+        if isinstance(raw.get("nbgrader"), dict):
+            kept["nbgrader"] = _plain_json(raw["nbgrader"])
+    except (ValueError, RecursionError):
+        pass
+    tags = raw.get("tags")
+    if isinstance(tags, list) and all(isinstance(tag, str) and "," not in tag for tag in tags):
+        kept["tags"] = list(dict.fromkeys(tags))
+    for flag in ("editable", "deletable"):
+        if isinstance(raw.get(flag), bool):
+            kept[flag] = raw[flag]
+    return kept
+
+
+def normalized(data) -> nbformat.NotebookNode:
+    """A notebook's JSON (already parsed) in the shape grading relies on; NotANotebook if no cell list."""
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotANotebook("not a readable notebook (it has no cell list)")
+    if len(data["cells"]) > MAX_CELLS:
+        raise NotANotebook(f"a notebook of {len(data['cells'])} cells (at most {MAX_CELLS} are graded)")
+    cells, seen = [], set()
+    for raw in data["cells"]:
+        if not isinstance(raw, dict) or raw.get("cell_type") not in CELL_TYPES:
+            continue  # not a cell grading knows: left out
+        cell_metadata = _cell_metadata(raw.get("metadata"))
+        ident = raw.get("id")
+        if not isinstance(ident, str) or not _ID.match(ident) or ident in seen:
+            ident = uuid.uuid4().hex[:12]
+        seen.add(ident)
+        source = _text(raw.get("source"))
+        if raw["cell_type"] == "code":
+            cell = nbformat.v4.new_code_cell(source, metadata=cell_metadata, id=ident)
+        elif raw["cell_type"] == "markdown":
+            cell = nbformat.v4.new_markdown_cell(source, metadata=cell_metadata, id=ident)
+        else:
+            cell = nbformat.v4.new_raw_cell(source, metadata=cell_metadata, id=ident)
+        cells.append(cell)
+    # The notebook's own metadata goes: nbgrader sets the kernel, nothing else is read.
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.nbformat, notebook.nbformat_minor = 4, 5
+    nbformat.validate(notebook)  # what it made is a valid notebook, whatever it was given
+    return notebook
+
+
+def read_notebook(data: bytes) -> nbformat.NotebookNode:
+    """A notebook file's bytes, parsed and normalized; NotANotebook with the reason otherwise."""
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise NotANotebook(f"a notebook file of {len(data) >> 20} MiB (at most {MAX_NOTEBOOK_BYTES >> 20} MiB)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotANotebook("not a notebook (the file is not UTF-8 text)") from None
+    try:
+        parsed = json.loads(text)
+    except RecursionError:
+        raise NotANotebook("not a readable notebook (its JSON is nested too deep)") from None
+    except ValueError as error:
+        raise NotANotebook(f"not a readable notebook ({printable(str(error).splitlines()[0], 120)})") from None
+    return normalized(parsed)
+
+
+@dataclass
+class TakenIn:
+    """One student's files as grading takes them: notebooks (normalized, as bytes), other files
+    it keeps (timestamp.txt), each notebook left out and why, what the scan found."""
+
+    notebooks: dict[str, bytes] = field(default_factory=dict)
+    extra: dict[str, bytes] = field(default_factory=dict)
+    broken: list[str] = field(default_factory=list)
+    findings: dict[str, list[str]] = field(default_factory=dict)
+
+
+def take_in(files: dict[str, Path]) -> TakenIn:
+    """Read, normalize and scan one student's files; never raises (a failure is a broken line)."""
+    taken = TakenIn()
+    for name, path in files.items():
+        try:
+            data = Path(path).read_bytes()
+            if not name.endswith(".ipynb"):
+                taken.extra[name] = data[:4096]
+                continue
+            notebook = read_notebook(data)
+            taken.notebooks[name] = nbformat.writes(notebook).encode()
+        except NotANotebook as why:
+            taken.broken.append(f"{printable(name)}: {why}; graded 0")
+        except Exception as error:  # anything else about this file: its notebook alone loses
+            taken.notebooks.pop(name, None)
+            taken.broken.append(
+                f"{printable(name)}: the grader could not take it in ({type(error).__name__}: "
+                f"{printable(error, 200)}); graded 0"
+            )
+            continue
+        try:  # for review only: a scan that fails costs no point
+            findings = scan_notebook(notebook)
+        except Exception as error:
+            findings = [f"the scan could not read this notebook ({type(error).__name__}): look at it yourself"]
+        if findings:
+            taken.findings[name] = [printable(finding) for finding in findings]
+    return taken

@@ -1,0 +1,221 @@
+"""The class files, written from the class gradebook alone: cells.csv, grades.csv, flags.csv and
+the LMS import file (lms-<assignment>.csv). `python -m autograder.commands.export` rewrites them.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from autograder.course.assignment import assignment_of
+from autograder.gradebook.class_gradebook import class_students, db_url, require_gradebook
+
+log = logging.getLogger(__name__)
+
+CELL_COLUMNS = ("student_id", "notebook", "grade_id", "score", "max_score")
+
+FLAG_COLUMNS = ("student_id", "finding")
+
+#: Canvas's gradebook import layout: these columns, then one column per assignment.
+LMS_ID_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+
+LMS_POINTS_ROW = "    Points Possible"  # as Canvas writes it in its own export
+
+LMS_FILE = "lms-{assignment}.csv"  # the LMS import file, named for the assignment
+
+
+def lms_file(course: Path) -> str:
+    return LMS_FILE.format(assignment=assignment_of(course).id)
+
+
+def source_cell_order(course: Path) -> dict[str, list[str]]:
+    """Graded cells' grade_ids per notebook, in the order they appear in the course's source
+    (the one the class gradebook was built from)."""
+    order = {}
+    assignment = assignment_of(course)
+    for name in assignment.notebooks:
+        notebook = nbformat.read(course / "source" / assignment.id / name, as_version=4)
+        order[Path(name).stem] = [
+            c.metadata["nbgrader"]["grade_id"] for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")
+        ]
+    return order
+
+
+def read_cells(course: Path, students: list[str] | None = None) -> list[dict]:
+    """One row per graded cell per student (default: every student with a submission); score
+    empty while a cell awaits manual grading."""
+    from nbgrader.api import Gradebook
+
+    rows = []
+    order = source_cell_order(course)
+    assignment = assignment_of(course)
+    with Gradebook(db_url(course)) as gb:
+        for student in sorted(class_students(course) if students is None else students):
+            for name in assignment.notebooks:
+                notebook = gb.find_submission_notebook(Path(name).stem, assignment.id, student)
+                grades = {g.name: g for g in notebook.grades}
+                for grade_id in order[Path(name).stem]:
+                    grade = grades[grade_id]
+                    score = "" if grade.needs_manual_grade else float(grade.score)
+                    rows.append(
+                        {
+                            "student_id": student,
+                            "notebook": Path(name).stem,
+                            "grade_id": grade_id,
+                            "score": score,
+                            "max_score": float(grade.max_score),
+                        }
+                    )
+    return rows
+
+
+def export_grades(course: Path, destination: Path) -> None:
+    """nbgrader's own CSV export of the class gradebook (what `nbgrader export` writes)."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    with Gradebook(db_url(course)) as gb:
+        CsvExportPlugin(to=str(destination)).export(gb)
+
+
+@dataclass
+class LmsExport:
+    """The LMS file's rows, and the students left out of it because cells await manual grading."""
+
+    header: list[str]
+    points: list[str]
+    rows: list[list[str]]
+    pending: dict[str, list[str]]  # student -> ["notebook/grade_id", ...]
+
+
+def _number(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def lms_export(course: Path, total_only: bool = False) -> LmsExport:
+    """Canvas's gradebook import layout, one row per student of the class gradebook.
+
+    Columns: Student, ID, SIS User ID, SIS Login ID, Section, then `performance-05` (the total
+    after late penalties) and, unless total_only, `performance-05 <notebook>` for each notebook.
+    Student is "Last, First" when the gradebook has the names, else the student id; ID is the
+    gradebook's lms_user_id (Canvas's user id, when set); SIS User ID is the nbgrader student id.
+    A student without a submission scores 0. A student with a cell awaiting manual grading (or a
+    re-check) has no row: they are listed in `pending` instead.
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    assignment = assignment_of(course)
+    stems, name = assignment.stems, assignment.id
+    header = [*LMS_ID_COLUMNS, name] + ([] if total_only else [f"{name} {s}" for s in stems])
+    with Gradebook(db_url(course)) as gb:
+        stored = gb.find_assignment(name)
+        maxima = {nb.name: nb.max_score for nb in stored.notebooks}
+        points = [LMS_POINTS_ROW, "", "", "", "", _number(stored.max_score)]
+        points += [] if total_only else [_number(maxima[s]) for s in stems]
+        rows, pending = [], {}
+        for student in sorted(gb.students, key=lambda s: s.id):
+            scores = dict.fromkeys(stems, 0.0)
+            try:
+                submission = gb.find_submission(name, student.id)
+            except MissingEntry:
+                submission = None
+            if submission is not None:
+                waiting = [
+                    f"{nb.name}/{g.name}" for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade
+                ]
+                if waiting:
+                    pending[student.id] = sorted(waiting)
+                    continue
+                for nb in submission.notebooks:
+                    scores[nb.name] = max(0.0, nb.score - (nb.late_submission_penalty or 0.0))
+            shown = (
+                f"{student.last_name}, {student.first_name}" if student.last_name and student.first_name else student.id
+            )
+            row = [shown, student.lms_user_id or "", student.id, "", "", _number(sum(scores.values()))]
+            rows.append(row + ([] if total_only else [_number(scores[s]) for s in stems]))
+    return LmsExport(header, points, rows, pending)
+
+
+def pending_lines(pending: dict[str, list[str]]) -> list[str]:
+    return [f"PENDING {student}: {', '.join(cells)}" for student, cells in sorted(pending.items())]
+
+
+def write_lms_file(
+    out: Path, course: Path, allow_pending: bool = False, total_only: bool = False
+) -> tuple[Path | None, LmsExport]:
+    """Write OUT/lms-performance-05.csv; (its path, the export). While any cell awaits manual
+    grading the file is not written (a stale one is removed), unless allow_pending: then it is
+    written without the students whose grading is not finished."""
+    export = lms_export(course, total_only)
+    target = Path(out) / lms_file(course)
+    if export.pending and not allow_pending:
+        target.unlink(missing_ok=True)
+        return None, export
+    with open(target, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(export.header)
+        writer.writerow(export.points)
+        writer.writerows(export.rows)
+    return target, export
+
+
+def read_flags(out: Path) -> list[tuple[str, str]]:
+    """OUT/flags.csv's (student_id, finding) rows; [] when there is none."""
+    path = Path(out) / "flags.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        return [(row["student_id"], row["finding"]) for row in csv.DictReader(handle)]
+
+
+def flag_findings(out: Path, student: str) -> dict[str, list[str]]:
+    """{notebook file name: [finding, ...]} of one student, from OUT/flags.csv."""
+    found: dict[str, list[str]] = {}
+    for who, finding in read_flags(out):
+        match = re.match(r"^(\S+\.ipynb): (.*)$", finding, re.S)
+        if who == student and match:
+            found.setdefault(match.group(1), []).append(match.group(2))
+    return found
+
+
+def write_class_files(out: Path, course: Path, flagged: dict[str, list[str]], graded: list[str]) -> list[dict]:
+    """After a grading run: OUT/cells.csv, grades.csv and the LMS file from the class gradebook
+    (every student in it, not only those graded now), and OUT/flags.csv: this run's findings for
+    the students graded now, the earlier ones for the others. Returns cells.csv's rows."""
+    out = Path(out)
+    kept = [(who, finding) for who, finding in read_flags(out) if who not in set(graded)]
+    rows = kept + [(student, finding) for student in flagged for finding in flagged[student]]
+    with open(out / "flags.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(FLAG_COLUMNS)
+        writer.writerows(sorted(rows, key=lambda r: r[0]))
+    cells = regenerate_class_files(out)
+    written, export = write_lms_file(out, course)
+    if written is None:
+        log.warning(
+            "%s not written: %d student(s) have cells awaiting manual grading (formgrader on %s); then run "
+            "`autograder export --out %s`",
+            lms_file(course),
+            len(export.pending),
+            course,
+            out,
+        )
+    return cells
+
+
+def regenerate_class_files(out: Path) -> list[dict]:
+    """OUT/cells.csv and OUT/grades.csv again from the class gradebook, which is not rebuilt."""
+    out = Path(out)
+    course = require_gradebook(out)
+    cells = read_cells(course)
+    with open(out / "cells.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CELL_COLUMNS)
+        writer.writeheader()
+        writer.writerows(cells)
+    export_grades(course, out / "grades.csv")
+    return cells

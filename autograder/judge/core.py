@@ -1,0 +1,652 @@
+"""The judge: every graded cell's checks run in the grader, and reach the learner's work only through data.
+
+While grading, a test cell does not check anything in the learner's kernel. The kernel runs
+only the cell's set-up (`kernel_part`: its imports and definitions; no item, no hidden test),
+so that the learner's later cells find the names they expect. Then the judge runs the whole
+cell, hidden checks included, from the course's source, in the grader's process:
+
+- the shipped modules the cell imports are the grader's own copies, loaded from the course
+  source (`TrustedModules`), never the kernel's;
+- each name the cell uses that the learner defined is, here, a handle on the kernel
+  (`Judge.bind`): calling it sends the kernel the function's name and the arguments as data
+  (autograder/sandboxed/wire.py; fresh inputs are drawn from the run's seed, which only the grader holds);
+  values the learner defined (EPSILON, HVP_DIRECTION) come over as data;
+- what a check asks of a learner's JAX program (remat_lesson.gradient, vjp_residuals,
+  planned_memory, value_and_gradient) is answered from an artifact the kernel has no part in:
+  the judge's program builder rebuilds the function from the learner's answer cells, following
+  how the judge came by it (a name an answer cell defines, what calling it on the judge's values
+  returned), and exports it; the artifact runner runs or compiles that program on the judge's own
+  inputs (both helper processes of the judge's, autograder/kernel/helpers.py);
+- `numpy_only(fn)` runs fn's answer cell alone in a helper where JAX cannot be imported;
+- a `TimedExecutable` handed to the learner's timing code asks the judge, over the kernel's
+  stdin channel, at every call and every wait: the judge chooses the delays and notes the times.
+
+Every answer is decoded into plain data and checked by the same judgments a learner's
+JupyterLab runs (remat_checks.py); nothing the kernel says is taken as a verdict, and no line
+of a hidden test is ever sent to it (`kernel_part` and the agent's requests carry none).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import hashlib
+import importlib.util
+import io
+import re
+import sys
+import time
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+from nbformat.notebooknode import NotebookNode
+
+from autograder.course.hidden_tests import strip_source
+from autograder.kernel.helpers import HelperError, JudgeHelpers
+from autograder.kernel.kernel_channel import JudgeUnavailable, KernelChannel
+from autograder.sandboxed.wire import WireError, decode, dumps, encode
+
+# ---------------------------------------------------------------------------------------
+# The learner's words in a report: one line each, escaped, marked as theirs.
+# ---------------------------------------------------------------------------------------
+#: What opens a line of the judge's own report: an item's mark, a cell's points line.
+JUDGE_MARKS = re.compile(r"\[\s*(?:PASS|FAIL)\s*\]|\d[\d.]*\s+of\s+\d[\d.]*\s+points", re.IGNORECASE)
+#: The same, not yet quoted (a report line quotes what learner_text has not quoted already).
+_UNQUOTED_MARKS = re.compile(r"(?<!\\)(?:" + JUDGE_MARKS.pattern + ")", re.IGNORECASE)
+#: How the learner's text is marked in a report.
+LEARNER_MARK = "[learner's text: {}]"
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,199}")
+
+
+def _escape(ch: str) -> str:
+    return ch.encode("unicode_escape").decode("ascii")
+
+
+def _quoted(text: str, escape, marks_of: re.Pattern = JUDGE_MARKS) -> str:
+    """text with each character as `escape` writes it, and a backslash before each of the
+    judge's marks (found in the text as written: `\\[PASS]`, `\\3 of 3 points` read as quoted)."""
+    marks = {match.start() for match in marks_of.finditer(text)}
+    return "".join(("\\" if index in marks else "") + escape(ch) for index, ch in enumerate(text))
+
+
+def report_line(text: str) -> str:
+    """Text the judge wrote with the learner's values in it, as one line of a report: every
+    character that breaks or hides a line (controls, \\r, U+0085, U+2028, ANSI escapes, bidi
+    overrides, zero-width and other non-printing characters) and every compatibility form
+    (fullwidth brackets) written as its escape, and the judge's marks quoted."""
+    return _quoted(
+        str(text),
+        lambda ch: ch if ch.isprintable() and unicodedata.normalize("NFKC", ch) == ch else _escape(ch),
+        _UNQUOTED_MARKS,
+    )
+
+
+def learner_text(text, limit: int = 600) -> str:
+    """Text the learner's code chose (an exception's message, a process's words), as a marked
+    part of one report line: ASCII only (backslashes doubled, everything else escaped as Python
+    writes it), the judge's marks quoted, `]` escaped so the mark cannot be closed early, cut at
+    `limit`. Empty stays empty (the stub's bare NotImplementedError() says nothing)."""
+    text = str(text)[: limit * 2]
+    if not text:
+        return ""
+    escaped = _quoted(text, lambda ch: "\\]" if ch == "]" else ch if " " <= ch <= "~" and ch != "\\" else _escape(ch))
+    if len(escaped) > limit:
+        escaped = escaped[:limit].rstrip("\\") + "..."
+    return LEARNER_MARK.format(escaped)
+
+
+def learner_name(name) -> str:
+    """A class or object name the learner's code chose: as it is when it is a plain (dotted)
+    identifier, else escaped and marked as their text."""
+    name = str(name)
+    return name if _PLAIN_NAME.fullmatch(name) else learner_text(name, 200)
+
+
+class LearnerRaised(Exception):
+    """The learner's code raised in their process; the class names it reported are `learner_mro`.
+
+    `said`: what their process said (the exception's message, a refusal), escaped and marked
+    (learner_text); `about`: the judge's own words before it."""
+
+    def __init__(self, mro, said="", about: str = ""):
+        super().__init__(about + learner_text(said))
+        self.learner_mro = [learner_name(name) for name in list(mro)[:32]] or ["Exception"]
+
+
+# ---------------------------------------------------------------------------------------
+# What the kernel runs of a test cell, and which of its names are the learner's.
+# ---------------------------------------------------------------------------------------
+def kernel_part(source: str) -> str:
+    """A test cell as the learner's kernel runs it while grading: its imports only (later cells
+    may use them). No check, no hidden test, no definition of the cell's reaches the kernel."""
+    tree = ast.parse(strip_source(source))
+    kept = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return ast.unparse(ast.Module(body=kept, type_ignores=[]))
+
+
+def learner_names(source: str) -> list[str]:
+    """The names a test cell uses that neither it nor Python defines: the learner's."""
+    tree = ast.parse(source)
+    bound, used = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return sorted(used - bound - set(dir(builtins)))
+
+
+def answer_cells(notebook) -> list[str]:
+    """The sources of a notebook's answer cells (nbgrader solution cells with code), in order."""
+    return [
+        cell.get("source", "")
+        for cell in notebook.get("cells", [])
+        if cell.get("cell_type") == "code"
+        and isinstance(cell.get("metadata", {}).get("nbgrader"), dict)
+        and cell["metadata"]["nbgrader"].get("solution")
+        and isinstance(cell.get("source"), str)
+    ]
+
+
+def _defines(source: str, name: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------
+# The shipped modules, as the course's source has them.
+# ---------------------------------------------------------------------------------------
+class TrustedModules:
+    """The assignment's shipped modules (every module of the course's source folder of the
+    assignment) loaded from there into this process, put in place of any other copy while the
+    judge runs a cell. `checks`: the module that speaks the judge's protocol (remat_checks here)."""
+
+    _loaded: dict[str, dict] = {}  # by the source files' digest: loaded once per process
+
+    def __init__(self, folder: Path, checks: str = "remat_checks"):
+        folder = Path(folder)
+        notebooks = {path.stem for path in folder.glob("*.ipynb")}
+        # A notebook's paired text file (jupytext) or a name no import can spell is a script,
+        # not a module: importing it would run it.
+        files = {
+            path.stem: path
+            for path in sorted(folder.glob("*.py"))
+            if path.stem.isidentifier() and path.stem not in notebooks
+        }
+        if checks not in files:
+            raise FileNotFoundError(f"{folder} holds no checks module {checks}.py")
+        digest = hashlib.sha256(b"".join(path.read_bytes() for path in files.values())).hexdigest()
+        if digest not in self._loaded:
+            self._loaded[digest] = self._load(folder, [checks, *(name for name in files if name != checks)])
+        self.modules, self.checks_name = self._loaded[digest], checks
+
+    @staticmethod
+    def _load(folder: Path, names: list[str]) -> dict:
+        """Import each module from folder (each finds the others it imports there), then take them
+        all out of sys.modules again: this process's own imports stay as they were."""
+        saved = {name: sys.modules.pop(name, None) for name in names}
+        sys.path.insert(0, str(folder))
+        modules = {}
+        try:
+            for name in names:
+                try:
+                    modules[name] = importlib.import_module(name)
+                except Exception:  # a module this process cannot import (matplotlib, say): not offered
+                    sys.modules.pop(name, None)
+        finally:
+            sys.path.remove(str(folder))
+            for name in names:
+                sys.modules.pop(name, None)
+                if saved[name] is not None:
+                    sys.modules[name] = saved[name]
+        return modules
+
+    @property
+    def checks(self):
+        return self.modules[self.checks_name]
+
+    def installed(self):
+        """A context in which `import remat_lesson` (and the others) give these copies."""
+        modules = self.modules
+
+        class Installed:
+            def __enter__(self):
+                self.saved = {name: sys.modules.get(name) for name in modules}
+                sys.modules.update(modules)
+
+            def __exit__(self, *exc):
+                for name, module in self.saved.items():
+                    if module is None:
+                        sys.modules.pop(name, None)
+                    else:
+                        sys.modules[name] = module
+                return False
+
+        return Installed()
+
+
+# ---------------------------------------------------------------------------------------
+# The learner's work, as the judge sees it.
+# ---------------------------------------------------------------------------------------
+#: The most program text one notebook's judge keeps (its programs, as the builder wrote them).
+MAX_PROGRAMS = 64 << 20
+#: The evidence a check may ask about a learner's program: each the artifact runner's transform of it.
+EVIDENCE = ("grad", "value_and_grad", "residuals", "plan")
+
+
+class LearnerObject:
+    """A handle on an object that lives in the learner's kernel (it never comes over).
+
+    `_origin`: how the judge came by it, so that the program builder can make it again from the
+    answer cells: ("name", name), ("call", function, args, kwargs) or ("item", origin, key); None
+    when it cannot be made again (its program then earns nothing)."""
+
+    def __init__(self, judge: Judge, handle: int, name: str, kind: str):
+        self._judge, self._handle, self._name, self._kind = judge, handle, name, kind
+        self._origin = None
+
+    def __repr__(self):
+        return f"<the learner's {self._kind} {self._name}>"
+
+
+class LearnerFunction(LearnerObject):
+    """A handle on a function of the learner's: calling it asks the kernel to call it."""
+
+    def __call__(self, *args, **kwargs):
+        return self._judge.call(self, args, kwargs)
+
+    def __performance05_remote__(self, operation: str, args, bind=None, argnums=0, wrap=None):
+        if operation == "numpy_only":
+            return self._judge.numpy_only(self._name)
+        return self._judge.artifact(self, operation, args, bind, argnums, wrap)
+
+
+class NumpyOnlyFunction:
+    """The learner's function as its answer cell defines it, run in the NumPy-only helper."""
+
+    def __init__(self, judge: Judge, cell: int | None, name: str):
+        self._judge, self._cell, self._name = judge, cell, name
+
+    def __call__(self, *args):
+        return self._judge.call_numpy_only(self._cell, self._name, args)
+
+
+class Judge:
+    """Runs one notebook's test cells for one submission (see the module docstring).
+
+    kernel: the KernelChannel of the notebook's kernel; helpers: the student's JudgeHelpers;
+    modules: the TrustedModules of the course; seed: the run's seed; answers: the submission's
+    answer cells; timeout: seconds one request may take; deadline: when the notebook's time is up.
+    """
+
+    def __init__(
+        self,
+        kernel: KernelChannel,
+        helpers: JudgeHelpers,
+        modules: TrustedModules,
+        seed: int,
+        answers: list[str],
+        timeout: float,
+        deadline: float = float("inf"),
+    ):
+        self.kernel, self.helpers, self.modules, self.seed = kernel, helpers, modules, int(seed)
+        self.answers, self.timeout, self.deadline = answers, float(timeout), deadline
+        self._numpy_cells: dict[str, int | None] = {}
+        self._numpy_sources: dict[int, str] = {}  # a loaded cell's id -> its source
+        # An answer cell whose process was ended (it stalled, or passed a limit) -> why: not loaded again,
+        # so it costs one deadline, not one per item that needs it.
+        self._ended_cells: dict[str, str] = {}
+        self._timed_ids = 0
+        self._programs: dict[str, str] = {}  # a builder request -> its program's text (Judge._program)
+        #: The last cell's items as the class report keeps them (`item_records`), and why the cell
+        #: could not be checked at all (None when it could).
+        self.items: list[dict] = []
+        self.cell_error: str | None = None
+
+    # -- one test cell ------------------------------------------------------------------------------
+    def run_cell(self, source: str, declared: float) -> tuple[float, str]:
+        """(points earned, the report) of one test cell, from its full source (hidden tests too)."""
+        checks_module = self.modules.checks
+        checks_module.JUDGE = self.seed
+        checks_module.Checks.latest = None
+        namespace = {"__name__": "__judge__", "__builtins__": builtins}
+        error, printed = None, io.StringIO()
+        try:
+            namespace.update(self.bind(learner_names(source)))
+            with self.modules.installed(), contextlib.redirect_stdout(printed):
+                exec(compile(source, "<test cell>", "exec"), namespace)
+        except JudgeUnavailable as stopped:
+            error = f"the checks could not reach your kernel: {stopped}"
+        except Exception as raised:  # outside any item: the cell could not be checked at all
+            name = raised.learner_mro[0] if isinstance(raised, LearnerRaised) else type(raised).__name__
+            error = f"the checks could not run: {name}: {raised}"
+        checks = checks_module.Checks.latest
+        # A failure quotes the learner's values and words: each stays on its own line, escaped.
+        items = [
+            {**item, "failure": None if item.get("failure") is None else report_line(item["failure"])[:4000]}
+            for item in (checks.items if checks is not None else [])
+        ]
+        where = checks.where if checks is not None else "this cell"
+        self.items = item_records(items)
+        self.cell_error = None if error is None else report_line(error[:2000])
+        lines, earned, _ = checks_module.report_lines(items, where)
+        lines += [report_line(line[:2000]) for line in printed.getvalue().rstrip("\n").split("\n")[:20] if line]
+        if error is not None:
+            lines.append(report_line(error[:2000]))
+        earned = min(earned, declared)
+        return earned, "\n".join([*lines, checks_module.points_line(earned, declared, declared)])
+
+    # -- the learner's names -----------------------------------------------------------------------------
+    def bind(self, names: list[str]) -> dict:
+        """Each of the learner's names the cell uses, as the kernel has it now: a value (as data),
+        a handle on a function or object, or left out (the cell then meets a NameError)."""
+        if not names:
+            return {}
+        response = self.kernel_request({"op": "describe", "names": names})
+        values = response.get("values")
+        if not isinstance(values, dict):
+            raise JudgeUnavailable(f"the kernel did not describe the learner's names ({response})")
+        bound = {}
+        for name in names:
+            if name not in values or (isinstance(values[name], dict) and "$missing" in values[name]):
+                continue
+            data = values[name]
+            try:
+                bound[name] = self.inbound(data, name)
+            except WireError:
+                continue
+            _mark(bound[name], ("name", name))
+        return bound
+
+    def inbound(self, data, name: str = "a value"):
+        """The kernel's wire data as a value: handles become LearnerFunction / LearnerObject."""
+
+        def resolve(form, body, nested):
+            if form != "$handle" or not isinstance(body.get("$handle"), int):
+                raise WireError(f"{form} is not accepted from a kernel")
+            kind = learner_name(str(body.get("type", "object"))[:100])
+            cls = LearnerFunction if body.get("callable") is True else LearnerObject
+            return cls(self, body["$handle"], name, kind)
+
+        return decode(data, resolve=resolve)
+
+    def outbound(self, value, *, to_kernel: bool = True, arguments: list | None = None, names: set | None = None):
+        """A value as wire data for the kernel (or a helper): handles (for a helper, how to make the
+        object again; names collects the learner's names that needs), recipes of the shipped
+        modules' objects, timed executables, ARG placeholders, and plain data."""
+        recurse = lambda item: self.outbound(item, to_kernel=to_kernel, arguments=arguments, names=names)  # noqa: E731
+        lesson = self.modules.modules.get("remat_lesson")
+        if lesson is not None and value is getattr(lesson, "ARG", None) and arguments is not None:
+            arguments.append(len(arguments))
+            return {"$arg": arguments[-1]}
+        if isinstance(value, LearnerObject):
+            if not to_kernel:
+                return self._rebuilt(value._origin, names)
+            return {"$handle": value._handle}
+        if isinstance(value, self.modules.checks.TimedExecutable):
+            self._timed_ids += 1
+            self.kernel.timed[self._timed_ids] = value
+            executable = None if value.executable is None else recurse(value.executable)
+            return {"$timed": self._timed_ids, "executable": executable}
+        recipe = getattr(value, "__recipe__", None)
+        if isinstance(recipe, tuple) and len(recipe) == 4:
+            module, name, args, kwargs = recipe
+            if args is None:
+                return {"$shipped": [module, name]}
+            return {
+                "$shipped": [module, name],
+                "args": [recurse(a) for a in args],
+                "kwargs": [[k, recurse(v)] for k, v in (kwargs or {}).items()],
+            }
+        if isinstance(value, tuple):
+            return {"$tuple": [recurse(item) for item in value]}
+        if isinstance(value, list):
+            return {"$list": [recurse(item) for item in value]}
+        if isinstance(value, dict):
+            return {"$dict": [[recurse(k), recurse(v)] for k, v in value.items()]}
+        return encode(value)
+
+    # -- requests ------------------------------------------------------------------------------------
+    def _deadline(self) -> float:
+        return min(time.monotonic() + self.timeout, self.deadline)
+
+    def _helper_timeout(self) -> float:
+        left = self._deadline() - time.monotonic()
+        if left <= 0:
+            raise LearnerRaised(["TimeoutError"], "the notebook's time budget ran out before this check")
+        return left
+
+    def kernel_request(self, message: dict) -> dict:
+        return self.kernel.request(message, self._deadline())
+
+    def _result(self, response: dict, inbound):
+        if "result" in response:
+            try:
+                return inbound(response["result"])
+            except WireError as error:
+                raise LearnerRaised(["ValueError"], error, "what came back is not a value the checks take: ") from None
+        if isinstance(response.get("raised"), dict):
+            raised = response["raised"]
+            mro = raised.get("mro") if isinstance(raised.get("mro"), list) else ["Exception"]
+            raise LearnerRaised(mro, raised.get("message", ""))
+        if "failed" in response:
+            raise LearnerRaised(["RuntimeError"], response["failed"], "the program could not be run: ")
+        raise LearnerRaised(["RuntimeError"], response.get("refused", response), "the answer was refused: ")
+
+    def call(self, function: LearnerFunction, args, kwargs):
+        message = {
+            "op": "call",
+            "target": {"$handle": function._handle},
+            "args": [self.outbound(a) for a in args],
+            "kwargs": [[k, self.outbound(v)] for k, v in kwargs.items()],
+        }
+        result = self._result(self.kernel_request(message), self.inbound)
+        if function._origin is not None:
+            _mark(result, ("call", function, tuple(args), dict(kwargs)))
+        return result
+
+    def _rebuilt(self, origin, names: set | None = None):
+        """How the program builder makes a learner's object again (wire data), from its origin;
+        WireError when it cannot. names collects the learner's names it needs."""
+        if origin is None:
+            raise WireError("this object of the kernel's cannot be made again from the answer cells")
+        if origin[0] == "name":
+            if names is not None:
+                names.add(origin[1])
+            return {"$learner": origin[1]}
+        if origin[0] == "item":
+            return {"$item": self._rebuilt(origin[1], names), "key": encode(origin[2])}
+        _, function, args, kwargs = origin
+        outbound = lambda value: self.outbound(value, to_kernel=False, names=names)  # noqa: E731
+        return {
+            "$call": self._rebuilt(function._origin, names),
+            "args": [outbound(a) for a in args],
+            "kwargs": [[k, outbound(v)] for k, v in kwargs.items()],
+        }
+
+    def artifact(self, function: LearnerFunction, operation: str, args, bind, argnums, wrap=None):
+        """Evidence about the learner's program (function, bound, at args' shapes): the program is
+        made by the judge's program builder from the answer cells (never by the kernel) and handed
+        over as data; the artifact runner makes it again, wraps it, applies the transform the
+        evidence needs and runs it on args, or compiles it for its plan. Anything but a program
+        earns nothing. wrap: an object of the shipped modules (sent as its recipe) applied to the
+        program first (remat_lesson.renaming, say)."""
+        import jax.numpy as jnp
+
+        if operation not in EVIDENCE:
+            raise ValueError(f"no such evidence: {operation}")
+        arrays = [jnp.asarray(a) for a in args]
+        avals = [[list(a.shape), a.dtype.name] for a in arrays]
+        names: set = set()
+        try:
+            target = self._rebuilt(function._origin, names)
+            positions: list = []
+            template = (
+                None
+                if bind is None
+                else [self.outbound(i, to_kernel=False, arguments=positions, names=names) for i in bind]
+            )
+        except WireError as error:
+            raise LearnerRaised(["RuntimeError"], about=f"your program cannot be judged: {error}") from None
+        cells = {}
+        for name in sorted(names):
+            defining = [source for source in self.answers if _defines(source, name)]
+            if not defining:
+                raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
+            cells[name] = defining[-1]
+        message = {"op": "program", "cells": cells, "target": target, "bind": template, "avals": avals}
+        program = self._program(message)
+        request = {
+            "op": operation,
+            "program": program,
+            "avals": avals,
+            "wrap": None if wrap is None else self.outbound(wrap, to_kernel=False, names=set()),
+            "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
+        }
+        if operation != "plan":
+            request["inputs"] = [encode(np.asarray(a)) for a in arrays]
+        try:
+            answer = self.helpers.artifacts.request(request, self._helper_timeout())
+        except HelperError as error:
+            raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
+        return self._result(answer, decode)
+
+    def _program(self, message: dict) -> dict:
+        """The builder's program for message (one request per target, binding and shapes, kept
+        for the notebook): every piece of evidence about it is judged on that one program, so a
+        process that answers as it likes cannot give one program for the gradient and another
+        for what is saved."""
+        key = dumps(message)
+        if key not in self._programs:
+            try:
+                response = self.helpers.builder.request(message, self._helper_timeout())
+            except HelperError as error:
+                raise LearnerRaised(
+                    ["RuntimeError"], error, "your program could not be rebuilt by the grader: "
+                ) from None
+            if "raised" in response or "refused" in response:
+                self._result(response, decode)  # raises what the answer cell raised, or why it was refused
+            if not isinstance(response.get("program"), str):
+                raise LearnerRaised(
+                    ["RuntimeError"], about="no program was handed over: an answer that is not a program earns nothing"
+                )
+            if sum(map(len, self._programs.values())) + len(response["program"]) > MAX_PROGRAMS:
+                raise LearnerRaised(["RuntimeError"], about="your programs are larger than the grader keeps")
+            self._programs[key] = response["program"]
+        return self._programs[key]
+
+    def numpy_only(self, name: str) -> NumpyOnlyFunction:
+        if name not in self._numpy_cells:
+            cells = [source for source in self.answers if _defines(source, name)]
+            if not cells:
+                self._numpy_cells[name] = None
+            else:
+                self._refuse_ended(cells[-1])
+                ident = len(self._numpy_sources) + 1  # never reused: a handle made before a restart stays its own
+                self._numpy_cells[name], self._numpy_sources[ident] = ident, cells[-1]
+                answer = self._numpy_request({"op": "load", "cell": ident, "source": cells[-1]})
+                if "loaded" not in answer:
+                    self._numpy_cells[name] = None
+                    self._result(answer, decode)  # raises what the cell raised
+        return NumpyOnlyFunction(self, self._numpy_cells[name], name)
+
+    def call_numpy_only(self, cell: int | None, name: str, args):
+        if cell is None:
+            raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
+        message = {"op": "call", "cell": cell, "name": name, "args": [self.outbound(a, to_kernel=False) for a in args]}
+        return self._result(self._numpy_request(message), decode)
+
+    def _refuse_ended(self, source: str | None) -> None:
+        if source in self._ended_cells:
+            raise LearnerRaised(["RuntimeError"], self._ended_cells[source], "the answer cell's process: ")
+
+    def _numpy_request(self, message: dict) -> dict:
+        source = self._numpy_sources.get(message["cell"])
+        self._refuse_ended(source)
+        try:
+            return self.helpers.numpy_only.request(message, self._helper_timeout())
+        except HelperError as error:
+            self._numpy_cells.clear()  # a new process: cells are loaded again ...
+            self._ended_cells[source] = str(error)  # ... but not this one
+            raise LearnerRaised(["RuntimeError"], error, "the answer cell's process: ") from None
+
+
+#: The most characters of an item's wording and of its failure the class report keeps.
+KEPT_WORDING, KEPT_FAILURE = 300, 1000
+
+
+def item_records(items: list[dict]) -> list[dict]:
+    """A cell's items as plain data for the class report: wording, points, pass or fail, the
+    failure's text (already one escaped report line) and the hint of the judgment that failed,
+    when the failure ends with it (the judge's own diagnosis, which the report groups by)."""
+    records = []
+    for item in items:
+        failure = item.get("failure")
+        judgments = item.get("judgments") or []
+        hint = judgments[-1].get("hint") if failure is not None and judgments else None
+        hint = report_line(hint)[:KEPT_WORDING] if isinstance(hint, str) and hint else None
+        if hint is not None and not failure.endswith(f" ({hint})"):
+            hint = None  # the failure is not that judgment's (the learner's code raised after it)
+        records.append(
+            {
+                "what": report_line(str(item.get("what", "")))[:KEPT_WORDING],
+                "points": float(item.get("points", 0)),
+                "passed": failure is None,
+                "failure": None if failure is None else failure[:KEPT_FAILURE],
+                "hint": hint,
+            }
+        )
+    return records
+
+
+def _mark(value, origin) -> None:
+    """Note on each learner object in value (a handle, or one inside lists, tuples and dicts) how
+    the judge came by it."""
+    if isinstance(value, LearnerObject):
+        value._origin = origin
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _mark(item, ("item", origin, index))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _mark(item, ("item", origin, key))
+
+
+def write_verdict(cell, earned: float, report: str) -> None:
+    """Replace the cell's outputs by the judge's report and score (nbgrader reads the score)."""
+    cell.outputs = [
+        NotebookNode(output_type="stream", name="stdout", text=report + "\n"),
+        NotebookNode(
+            output_type="execute_result",
+            execution_count=cell.get("execution_count"),
+            data={"text/plain": repr(float(earned))},
+            metadata={},
+        ),
+    ]
+
+
+def is_test_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return (
+        cell.get("cell_type") == "code"
+        and isinstance(meta, dict)
+        and bool(meta.get("grade"))
+        and not meta.get("solution")
+    )

@@ -1,0 +1,103 @@
+"""One XLA compile cache for a whole grading run, filled by the instructor's notebooks only.
+
+Every submission compiles the same programs: the lesson's network, the hidden tests' seeded
+sizes, the shipped sweep. Compiling them again for each student is most of a notebook's own
+time and none of its grading. So the reference run (autograder/run/reference.py: the course's
+source notebooks, solutions and hidden tests, before the first student) keeps every program
+it compiles in JAX's persistent compilation cache, and every student kernel then gets that
+cache:
+
+- read-only, and with writing switched off (a minimum compile time no compile reaches), so
+  no submission can put an executable where another student's kernel would load it;
+- only on a machine like the one that filled it (same CPU model and flags, same jax and
+  jaxlib): an XLA:CPU executable is native code for the CPU it was compiled on.
+
+A program the source notebooks never compiled (a learner's own variant) misses the cache and
+compiles as usual, so grades do not depend on it; only the seconds do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from pathlib import Path
+
+#: Where the cache travels inside a grading task's template (relative paths).
+TEMPLATE_FOLDER = "compile-cache"
+ENTRIES = f"{TEMPLATE_FOLDER}/entries"
+HOST = f"{TEMPLATE_FOLDER}/host"
+#: A minimum compile time no compile reaches: the kernel reads the cache and never writes it.
+NEVER = "1e9"
+
+
+def host_signature() -> str:
+    """What decides whether an executable compiled here may run there."""
+    import jax
+    import jaxlib
+
+    model, flags = "", ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() in ("flags", "Features") and not flags:
+                flags = " ".join(sorted(value.split()))
+    except OSError:
+        pass
+    text = "\n".join((platform.machine(), model, flags, jax.__version__, jaxlib.__version__))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _common(folder: str | Path) -> dict[str, str]:
+    return {
+        "JAX_COMPILATION_CACHE_DIR": str(folder),
+        # By default JAX also points XLA's autotuning cache into the folder, which puts the
+        # folder's path in every key: the kernels that fill and read it see different paths.
+        "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none",
+        # XLA:CPU logs a feature-list "mismatch" for each executable it loads (it compares
+        # tuning flags the host list never shows); host_signature() is the real check.
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+
+
+def writing_env(folder: str | Path) -> dict[str, str]:
+    """Environment of a trusted kernel that fills the cache: keep every compile."""
+    return {
+        **_common(folder),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+
+
+def reading_env(folder: str | Path) -> dict[str, str]:
+    """Environment of a student kernel: load from the cache, never write to it."""
+    return {**_common(folder), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": NEVER}
+
+
+def add_entries(
+    template: dict[str, bytes], filled: list[tuple[str, dict[str, bytes]]]
+) -> tuple[dict[str, bytes], int, int]:
+    """The template with the cache added, from (host, entries) pairs of one kind of host only:
+    (template, entries, bytes)."""
+    usable = [(host, entries) for host, entries in filled if entries]
+    if not usable:
+        return template, 0, 0
+    first = usable[0][0]
+    merged = dict(template)
+    for host, entries in usable:
+        if host != first:
+            continue  # filled on a different kind of machine: not mixed in
+        for name, data in entries.items():
+            merged[f"{ENTRIES}/{name}"] = data
+    merged[HOST] = first.encode()
+    cached = [v for k, v in merged.items() if k.startswith(ENTRIES + "/")]
+    return merged, len(cached), sum(len(v) for v in cached)
+
+
+def usable_cache(course: Path) -> Path | None:
+    """The cache folder a task unpacked into course, when it was filled on a machine like this one."""
+    host, entries = course / HOST, course / ENTRIES
+    if not host.is_file() or not entries.is_dir():
+        return None
+    return entries if host.read_text().strip() == host_signature() else None

@@ -1,0 +1,413 @@
+"""The judge's helper processes, each in a sandbox of its own, away from the gradebook and the kernel.
+
+- `artifacts`: a Python with JAX that makes a learner's program again from the data the builder
+  wrote, transforms it, runs it on the judge's inputs or reads its compiled memory plan
+  (autograder/sandboxed/artifact_runner.py); no learner code runs there;
+- `numpy_only`: a Python where JAX cannot be imported, that runs a learner's answer cell alone
+  and calls its function (autograder/sandboxed/numpy_runner.py);
+- `builder`: a Python with JAX that rebuilds a learner's function from its answer cells alone and
+  writes its program as data for the artifact runner (autograder/sandboxed/program_builder.py): the kernel
+  is never asked for a program.
+
+All run learner-made work (code, or a program it made), so both are confined like a kernel: the same allow-list sandbox
+(sandbox.py: no network, no other process, nothing of the machine but the interpreter), an
+unprivileged uid of their own when the grader is root, the kernel's limits. The NumPy-only one
+sees no installed package but NumPy: every folder of packages is replaced by one that holds
+NumPy alone (`NumpyOnlyRunner.masks`). They speak JSON lines (wire.py) over pipes, and an
+answer is never more than data.
+
+Every line has a deadline both ways: a helper that does not take a request (it stopped reading)
+or does not answer it in time is ended, and so is one whose processes pass the kernel's limits
+(a `HelperWatcher` looks at them as kernels.Watcher looks at a kernel's, with root and without);
+the request then fails with the reason (HelperError), and the next one starts a new process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
+from autograder.kernel.sandbox import CACHE, SCRATCH, Sandbox, kernel_env, launch
+from autograder.sandboxed.wire import WireError, dumps, loads
+
+#: The modules sent as text to another process live together, in autograder/sandboxed/.
+SANDBOXED = Path(__file__).resolve().parents[1] / "sandboxed"
+#: Seconds a helper may take to start (the artifact runner imports JAX).
+START_TIMEOUT = 120
+#: The longest answer line taken from a helper.
+MAX_LINE = 256 << 20
+#: Bytes written to a helper at a time (a pipe holds 64 kB): the deadline is checked between them.
+WRITE_CHUNK = 1 << 16
+#: What the NumPy-only process sees of a folder of installed packages: NumPy and its own libraries.
+NUMPY_ONLY_FOLDERS = ("numpy", "numpy.libs")
+
+
+#: The helpers by name, as the reference run notes which ones each notebook's checks asked.
+HELPER_NAMES = ("artifacts", "numpy_only", "builder")
+
+
+class HelperError(RuntimeError):
+    """A helper process did not answer (it died, or ran past its time); the message says which."""
+
+
+def program(runner: str, *sent: str) -> str:
+    """The text a helper runs: wire.py, confine.py, the modules it needs, then the runner's module,
+    then its main()."""
+    return (
+        sent_text("wire.py", "confine.py", *sent, runner)
+        + "\nimport json as _json, sys as _sys\nmain(_json.loads(_sys.argv[1]))\n"
+    )
+
+
+def sent_text(*names: str) -> str:
+    """These modules' texts, one after the other, as one program for another process (their
+    `from __future__` lines left out: in one file only a first line may have one)."""
+    future = "from __future__ import annotations"
+    texts = [(SANDBOXED / name).read_text() for name in names]
+    return "\n\n".join("\n".join(line for line in text.splitlines() if line.strip() != future) for text in texts) + "\n"
+
+
+def package_folders() -> list[str]:
+    """Every folder of installed Python packages a sandbox shows (real paths): the virtual
+    environment's, the base Python's and the system's site-packages and dist-packages."""
+    import glob
+    import site
+
+    from autograder.kernel.sandbox import interpreter_folders
+
+    found = set(site.getsitepackages())
+    for root in (*interpreter_folders(), "/usr", "/usr/local"):
+        found.update(glob.glob(os.path.join(root, "lib*", "python*", "*-packages")))
+        found.update(glob.glob(os.path.join(root, "local", "lib*", "python*", "*-packages")))
+    return sorted({os.path.realpath(path) for path in found if os.path.isdir(path)})
+
+
+class HelperProcess:
+    """One helper: started on the first request, answered line by line, stopped with the session."""
+
+    runner = ""
+    #: The grader's modules the runner uses, sent before it (after wire.py and confine.py).
+    sent: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        folder: Path,
+        *,
+        assignment: Path | None = None,
+        cache: Path | None = None,
+        cache_writable: bool = False,
+    ):
+        self.sandbox, self.folder = sandbox, Path(folder)
+        self.assignment, self.cache, self.cache_writable = assignment, cache, cache_writable
+        self.process: subprocess.Popen | None = None
+        self._buffer = b""
+        self._ready_by: float | None = None  # launched, its "ready" line not read yet: by when it must come
+        self.asked = False  # whether any request came (the reference run notes which helpers a notebook needs)
+        self.hit: str | None = None  # why it was ended from another thread (a limit), said by its next request
+
+    # -- what differs between helpers -----------------------------------------------------------
+    def extra_env(self) -> dict[str, str]:
+        return {}
+
+    def masks(self) -> dict[str, Path]:
+        return {}
+
+    def config(self) -> dict:
+        return {}
+
+    def program(self) -> str:
+        return program(self.runner, *self.sent)
+
+    # -- the process ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the process and wait until it says it is ready (HelperError if it does not)."""
+        self.launch()
+        self._await_ready()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it: its start (a Python, JAX imported) then runs
+        while the student's kernel works, and the first request waits for what is left of it."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        unsafe = self.sandbox.unsafe
+        scratch = str(self.folder / "scratch") if unsafe else SCRATCH
+        if unsafe:
+            Path(scratch).mkdir(parents=True, exist_ok=True)
+        uid = None if unsafe else self.sandbox.kernel_uid  # the student's own (sandbox.kernel_uid)
+        cache = None if self.cache is None else (str(self.cache) if unsafe else CACHE)
+        env = kernel_env(os.environ, scratch=scratch, cache=cache, extra=self.extra_env())
+        config = {"uid": uid, "limits": self.sandbox.limits.as_dict(), **self.config()}
+        command = [sys.executable, "-I", "-c", self.program(), json.dumps(config)]
+        argv = self.sandbox.argv(
+            command,
+            assignment=self.assignment,
+            connection=None,
+            cache=self.cache,
+            cache_writable=self.cache_writable,
+            env=env,
+            masks=self.masks(),
+        )
+        self.process = launch(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=scratch if unsafe else None,
+            start_new_session=True,
+        )
+        # Written without blocking: a helper that stops reading cannot hold the judge past a deadline.
+        os.set_blocking(self.process.stdin.fileno(), False)
+        self._buffer = b""
+        self.hit = None
+        self._ready_by = time.monotonic() + START_TIMEOUT
+
+    def _await_ready(self, deadline: float = float("inf")) -> None:
+        deadline, self._ready_by = min(self._ready_by, deadline), None
+        first = self._read(deadline)
+        if first.get("ready") is not True:
+            self.stop()
+            raise HelperError(f"the judge's {self.runner} did not start")
+
+    def request(self, message: dict, timeout: float) -> dict:
+        """One request and its answer, both within timeout (its start too, where it has not started);
+        HelperError when the helper dies, stops reading, runs past timeout or was ended at a limit."""
+        self.asked = True
+        deadline = time.monotonic() + timeout
+        if self.hit is not None:  # ended at a limit since its last request
+            self._fail("")
+        if self.process is None or self.process.poll() is not None:
+            self.stop()
+            self.launch()
+        if self._ready_by is not None:  # launched now, or ahead of its first request
+            self._await_ready(deadline)
+        self._write((dumps(message) + "\n").encode(), deadline)
+        return self._read(deadline)
+
+    def _fail(self, why: str):
+        """End the process; HelperError saying why (the limit it was ended at, where it was)."""
+        hit, self.hit = self.hit, None
+        self.stop()
+        raise HelperError(f"it was stopped because {hit}" if hit else why)
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        fd = self.process.stdin.fileno()
+        view = memoryview(data)
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_WRITE)
+            while view:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._fail("it stopped taking the judge's requests and was stopped")
+                if not selector.select(min(left, 1.0)):
+                    continue
+                try:
+                    view = view[os.write(fd, view[:WRITE_CHUNK]) :]
+                except BlockingIOError:
+                    continue
+                except OSError as error:  # a broken pipe: the process is gone
+                    self._fail(f"the judge's helper process is gone ({error})")
+
+    def _read(self, deadline: float) -> dict:
+        fd = self.process.stdout.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._fail("it ran past its time limit and was stopped")
+                if not selector.select(min(left, 1.0)):
+                    continue
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    self._fail("the process ended (it crashed, or ran into a limit)")
+                self._buffer += chunk
+                if len(self._buffer) > MAX_LINE:
+                    self._fail("its answer was larger than the judge takes")
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            answer = loads(line)
+        except WireError as error:
+            self._fail(f"its answer was not readable ({error})")
+        if not isinstance(answer, dict):
+            raise HelperError("its answer was not a message")
+        return answer
+
+    def processes(self) -> list[int]:
+        """The helper's processes as the grader sees them: its Python and whatever that started
+        (bubblewrap's own two left out, as the kernel's watcher leaves out the host's)."""
+        process = self.process
+        if process is None:
+            return []
+        below = descendants(process.pid)
+        return [process.pid, *below] if self.sandbox.unsafe else below[1:]
+
+    def kill(self, why: str) -> None:
+        """End the process now, from any thread (the watcher's, a watchdog's): its next or current
+        request fails, saying why. Only signals: the streams stay the requesting thread's to close."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        self.hit = why
+        _kill_all(process.pid)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _kill_all(self.process.pid)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            for stream in (self.process.stdin, self.process.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            self.process = None
+            self._ready_by = None
+
+
+def _kill_all(pid: int) -> None:
+    """SIGKILL to a helper's process, its group and everything below it (a child that left the group
+    too); in a sandbox, its PID namespace goes with its first process."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for below in descendants(pid):
+        try:
+            os.kill(below, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class HelperWatcher(threading.Thread):
+    """Ends a helper whose processes pass the kernel's limits (process_limits.over_limits), while
+    its student's helpers are open."""
+
+    def __init__(self, helpers: list[HelperProcess], limits):
+        super().__init__(daemon=True, name="watch-helpers")
+        self.helpers, self.limits = helpers, limits
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL):
+            for helper in self.helpers:
+                pids = helper.processes()
+                hit = over_limits(pids, self.limits) if pids else None
+                if hit:
+                    helper.kill(hit)
+
+
+class ArtifactRunner(HelperProcess):
+    """Makes programs written as data again, transforms them, runs them on the judge's inputs or
+    compiles them for their memory plans."""
+
+    runner = "artifact_runner.py"
+    sent = ("program_data.py",)
+
+    def config(self) -> dict:
+        # The shipped modules, for the wraps a check applies to a program (remat_lesson.renaming).
+        if self.assignment is None:
+            return {}
+        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
+
+    def extra_env(self) -> dict[str, str]:
+        from autograder.kernel.compile_cache import reading_env, writing_env
+
+        if self.cache is None:
+            return {}
+        inside = str(self.cache) if self.sandbox.unsafe else CACHE
+        return writing_env(inside) if self.cache_writable else reading_env(inside)
+
+
+class NumpyOnlyRunner(HelperProcess):
+    """Runs an answer cell alone, where JAX cannot be imported, and calls its functions."""
+
+    runner = "numpy_runner.py"
+
+    def masks(self) -> dict[str, Path]:
+        """An allow-list of the file system: each folder of packages shows NumPy's folders, where
+        it holds them, and nothing else (masks are bound in the order of their paths: a folder
+        before what is bound inside it)."""
+        if self.sandbox.unsafe:
+            return {}
+        only_numpy, empty = self.folder / "only-numpy", self.folder / "no-packages"
+        empty.mkdir(parents=True, exist_ok=True)
+        for name in NUMPY_ONLY_FOLDERS:
+            (only_numpy / name).mkdir(parents=True, exist_ok=True)  # where the real ones are bound
+        masks: dict[str, Path] = {}
+        for folder in package_folders():
+            kept = [name for name in NUMPY_ONLY_FOLDERS if os.path.isdir(os.path.join(folder, name))]
+            masks[folder] = only_numpy if kept else empty
+            for name in kept:
+                masks[os.path.join(folder, name)] = Path(folder) / name
+        return masks
+
+    def config(self) -> dict:
+        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
+
+
+class ProgramBuilder(HelperProcess):
+    """Rebuilds a learner's function from its answer cells and writes its program as data (never runs it)."""
+
+    runner = "program_builder.py"
+    sent = ("program_data.py",)
+
+    def config(self) -> dict:
+        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
+
+
+class JudgeHelpers:
+    """The helpers of one student (started when first needed, stopped with the student's session)."""
+
+    def __init__(
+        self, sandbox: Sandbox, folder: Path, assignment: Path, cache: Path | None = None, cache_writable: bool = False
+    ):
+        self.folder = Path(tempfile.mkdtemp(prefix="judge-", dir=folder))
+        self.artifacts = ArtifactRunner(
+            sandbox, self.folder / "artifacts", assignment=assignment, cache=cache, cache_writable=cache_writable
+        )
+        self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
+        self.builder = ProgramBuilder(sandbox, self.folder / "builder", assignment=assignment)
+        self.watcher = HelperWatcher(list(self.by_name().values()), sandbox.limits)
+        self.watcher.start()
+
+    def by_name(self) -> dict[str, HelperProcess]:
+        return {name: getattr(self, name) for name in HELPER_NAMES}  # the attributes bear the names
+
+    def launch(self, names=HELPER_NAMES) -> None:
+        """Start these processes now, without waiting for them (see HelperProcess.launch); the
+        others still start on their first request."""
+        for name, helper in self.by_name().items():
+            if name in names and helper.process is None:
+                helper.launch()
+
+    def used(self) -> list[str]:
+        """The helpers that got a request."""
+        return [name for name, helper in self.by_name().items() if helper.asked]
+
+    def end(self, why: str) -> None:
+        """End every helper now, from any thread (a request in progress fails, saying why)."""
+        for helper in self.by_name().values():
+            helper.kill(why)
+
+    def close(self) -> None:
+        self.watcher.stop()
+        self.artifacts.stop()
+        self.numpy_only.stop()
+        self.builder.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -1,0 +1,155 @@
+"""The judge's line to the learner's kernel: one request at a time, over nbclient's own client.
+
+Each request runs the agent (autograder/sandboxed/wire.py, then autograder/sandboxed/agent.py, sent as text) in an
+execute request of its own; the answer is the one display output of type RESPONSE_MIME it
+publishes, decoded as data (never a verdict). A timed executable's questions arrive on the
+stdin channel and are answered after the delay the judge chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from queue import Empty
+
+import zmq
+import zmq.asyncio
+
+from autograder.kernel.helpers import sent_text
+from autograder.sandboxed.agent import RESPONSE_MIME
+from autograder.sandboxed.wire import WireError, loads
+
+#: The biggest answer taken from a kernel, in characters.
+MAX_ANSWER = 128 << 20
+#: The longest a request waits for a message before it checks that the kernel is alive (ms).
+POLL_MS = 50
+
+#: What the kernel runs for every request: the agent (wire.py's text, then agent.py's).
+AGENT = sent_text("wire.py", "agent.py")
+#: Where a kernel keeps the agent between requests (in its own `sys`: nothing there is trusted).
+AGENT_SLOT = "_performance05_agent"
+#: The agent put in place (the first request to a kernel), then the request itself.
+INSTALL = (
+    "_performance05_g = {'__name__': 'performance05_agent'}\n"
+    f"exec(compile({AGENT!r}, '<grader>', 'exec'), _performance05_g)\n"
+    f"__import__('sys').__dict__[{AGENT_SLOT!r}] = _performance05_g\n"
+    "del _performance05_g\n"
+)
+ASK = f"__import__('sys').__dict__[{AGENT_SLOT!r}]['answer']({{message!r}})\n"
+
+
+class JudgeUnavailable(RuntimeError):
+    """The kernel can no longer answer the judge (it died, or stopped answering)."""
+
+
+@dataclass
+class KernelChannel:
+    """Requests to the learner's kernel over nbclient's own client, from the judge's thread.
+
+    Each request is an execute request of its own (not kept in the kernel's history) that runs
+    the agent; the answer is the one display output of type RESPONSE_MIME it publishes. A
+    timed executable's questions arrive on the stdin channel and are answered here, after the
+    delay the judge chose; the times they were asked and answered are noted on it.
+    """
+
+    client: object  # jupyter_client's AsyncKernelClient (nbclient's)
+    loop: asyncio.AbstractEventLoop
+    interrupt: object  # coroutine function: interrupt the kernel
+    alive: object  # coroutine function: is the kernel alive?
+    timed: dict = field(default_factory=dict)  # id -> TimedExecutable (the judge's copy)
+    dead: str | None = None
+    installed: bool = False  # the agent is in the kernel (sent with the first request)
+
+    def request(self, message: dict, deadline: float) -> dict:
+        if self.dead:
+            raise JudgeUnavailable(self.dead)
+        future = asyncio.run_coroutine_threadsafe(self._request(message, deadline), self.loop)
+        return future.result()
+
+    async def _request(self, message: dict, deadline: float) -> dict:
+        # The agent's text (19 kB) travels with the first request only; later ones call it where the
+        # kernel keeps it. A kernel that lost it (its code removed it) gets it again.
+        ask = ASK.format(message=json.dumps(message))
+        response, missing = await self._execute(ask if self.installed else INSTALL + ask, deadline)
+        if missing and self.installed:
+            response, _ = await self._execute(INSTALL + ask, deadline)
+        self.installed = "refused" not in response or response.get("refused") != "the kernel gave no answer"
+        return response
+
+    async def _execute(self, code: str, deadline: float) -> tuple[dict, bool]:
+        """Run one request's code; (the response, whether the kernel had no agent to answer it)."""
+        msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=True, stop_on_error=False)
+        channels = (self.client.stdin_channel, self.client.iopub_channel, self.client.shell_channel)
+        # Woken by the first message on any of the three (a timed executable's question is
+        # answered as it arrives), and at least every POLL_MS to check the kernel and the deadline.
+        waiting = zmq.asyncio.Poller()
+        for channel in channels:
+            waiting.register(channel.socket, zmq.POLLIN)
+        answer, replied, idle, interrupted, missing = None, False, False, False, False
+        while not (replied and idle):
+            if time.monotonic() > deadline:
+                if interrupted or not await self.alive():
+                    self.dead = "the kernel stopped answering the grader's checks"
+                    raise JudgeUnavailable(self.dead)
+                await self.interrupt()
+                interrupted = True
+                deadline = time.monotonic() + 10
+            got = False
+            for channel in channels:
+                try:
+                    msg = await channel.get_msg(timeout=0)
+                except Empty:
+                    continue
+                got = True
+                if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                kind = msg["msg_type"]
+                if kind == "input_request":
+                    await self._timed_event(msg)
+                elif kind == "execute_reply":
+                    replied = True
+                    content = msg.get("content", {})
+                    missing = content.get("status") == "error" and AGENT_SLOT in str(content.get("evalue", ""))
+                elif kind == "status" and msg["content"].get("execution_state") == "idle":
+                    idle = True
+                elif kind in ("display_data", "execute_result"):
+                    data = msg["content"].get("data", {}).get(RESPONSE_MIME)
+                    if isinstance(data, str) and answer is None and len(data) <= MAX_ANSWER:
+                        answer = data
+            if not got:
+                if not await self.alive():
+                    self.dead = "the kernel died"
+                    raise JudgeUnavailable(self.dead)
+                await waiting.poll(timeout=max(1, min(POLL_MS, int(1000 * (deadline - time.monotonic())))))
+        if interrupted:
+            raise TimeoutError("it ran past its time limit and was interrupted")
+        for timed in self.timed.values():
+            timed.note("end", 0, time.perf_counter())
+        if answer is None:
+            return {"refused": "the kernel gave no answer"}, missing
+        try:
+            response = loads(answer)
+        except WireError as error:
+            return {"refused": str(error)}, False
+        return (response if isinstance(response, dict) else {"refused": "the kernel's answer is not a message"}), False
+
+    async def _timed_event(self, msg) -> None:
+        """A timed executable's call or wait: answer after the delay the judge chose for it."""
+        received = time.perf_counter()
+        try:
+            event = loads(str(msg["content"].get("prompt", "")))
+            timed = self.timed[int(event["timed"])]
+            kind, call = str(event["event"]), int(event["call"])
+            if kind not in ("call", "wait") or not 1 <= call <= 10_000:
+                raise ValueError(kind)
+        except (WireError, KeyError, ValueError, TypeError):
+            self.client.input("")  # not a question the judge asked for: answered at once, noted nowhere
+            return
+        if kind == "call":
+            timed.note("call", call, received)
+        await asyncio.sleep(timed.delay(kind, call))
+        if kind == "wait":
+            timed.note("waited", call, time.perf_counter())
+        self.client.input("")

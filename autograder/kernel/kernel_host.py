@@ -1,0 +1,200 @@
+"""The grader's side of a kernel host: the one process a student's sandbox starts, asked for each notebook's kernel.
+
+Inside the sandbox (autograder/kernel/sandbox.py) the grader starts one *kernel host* per student
+(its program: autograder/sandboxed/kernel_host_program.py, sent as text, run after confine.py). Warm, it
+imports what every kernel imports once, then forks a kernel in a fresh workspace for each
+notebook; cold (one sandbox per notebook), it becomes the notebook's kernel. `KernelHost` starts
+it, asks it for kernels over its standard input and output, and stops it; `KernelProcess` is a
+kernel as the grader sees it (its pid outside the sandbox's PID namespace).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from autograder.kernel.helpers import sent_text
+from autograder.kernel.process_limits import descendants
+from autograder.kernel.sandbox import launch
+from autograder.sandboxed.kernel_host_program import READY
+
+#: What the host runs: confine.py, then kernel_host_program.py, then its main() on the configuration.
+PROGRAM = (
+    sent_text("confine.py", "kernel_host_program.py")
+    + "\nimport json as _json, sys as _sys\nmain(_json.loads(_sys.argv[1]))\n"
+)
+
+#: Seconds to wait for a host's imports.
+START_TIMEOUT = 120
+
+
+class KernelHostError(RuntimeError):
+    """The kernel host could not be started or did not answer."""
+
+
+def namespace_pids(pid: int) -> list[int]:
+    """The ids of a process in each PID namespace it belongs to, outermost first.
+
+    Read from /proc because psutil does not expose NSpid.
+    """
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return [int(x) for x in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return [pid]
+
+
+def alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False
+
+
+class KernelProcess:
+    """The bits of subprocess.Popen that jupyter_client uses, for a kernel the host started."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and not alive(self.pid):
+            self.returncode = 0  # its exit status went to the host, which does not keep it
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class KernelHost:
+    """The grader's handle on one kernel host (one sandbox): start it, ask it for kernels, stop it.
+
+    command(config_json) -> argv: the host's command, already wrapped in the sandbox.
+    """
+
+    def __init__(self, command, config: dict, env: dict[str, str]):
+        self.command, self.config, self.env = command, config, env
+        self.process: subprocess.Popen | None = None
+        self._ready_by: float | None = None  # spawned, its READY line not read yet: by when it must come
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        """Start the host and wait for its imports (KernelHostError if it does not say it is ready)."""
+        self.spawn()
+        self.await_ready()
+
+    @property
+    def starting(self) -> bool:
+        """Spawned, and its imports not yet waited for."""
+        return self._ready_by is not None
+
+    def spawn(self) -> None:
+        """Start the host without waiting for its imports: they run while the grader prepares the
+        notebook, and the first kernel asked for waits for what is left of them."""
+        self.process = launch(
+            self.command(json.dumps(self.config)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=self.env,
+            text=True,
+            start_new_session=True,
+        )
+        self._ready_by = time.monotonic() + START_TIMEOUT
+
+    def await_ready(self) -> None:
+        """Wait for a spawned host to say it is ready (KernelHostError if it does not in time)."""
+        deadline, self._ready_by = self._ready_by, None
+        line = self._read_line(max(0.0, deadline - time.monotonic()))
+        if line != READY:
+            self.stop()
+            raise KernelHostError(f"the kernel host did not start (it said {line!r})")
+
+    def _read_line(self, timeout: float) -> str:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                return ""
+        return self.process.stdout.readline().strip()
+
+    def launch(self, connection: dict, args: list[str], env: dict[str, str]) -> KernelProcess:
+        """A kernel in a fresh workspace; the host is (re)started first when it is not running."""
+        if not self.alive():
+            self.start()
+        elif self.starting:  # spawned ahead of its first kernel
+            self.await_ready()
+        request = {"connection": connection, "args": args, "env": env}
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise KernelHostError(f"the kernel host is gone ({error})") from error
+        answer = self._read_line(60)
+        if not answer.isdigit():
+            raise KernelHostError(f"the kernel host did not start a kernel (it said {answer!r})")
+        return KernelProcess(self._outside_pid(int(answer)))
+
+    def _outside_pid(self, inner: int) -> int:
+        """The kernel's pid as the grader sees it (the host may live in its own PID namespace)."""
+        for _ in range(200):
+            for pid in [self.process.pid, *descendants(self.process.pid)]:
+                ids = namespace_pids(pid)
+                if ids[-1] == inner and (len(ids) > 1 or pid == inner):
+                    return pid
+            time.sleep(0.005)
+        raise KernelHostError(f"the kernel {inner} could not be found")
+
+    def sandbox_pids(self) -> list[int]:
+        """Every process in the sandbox, as the grader sees them (bwrap's own included)."""
+        return descendants(self.process.pid) if self.process is not None else []
+
+    def stop(self) -> None:
+        if self.process is not None:
+            for pid in [*self.sandbox_pids(), self.process.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            for stream in (self.process.stdin, self.process.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            self.process = None
+            self._ready_by = None

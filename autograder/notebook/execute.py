@@ -1,0 +1,406 @@
+"""Where a notebook runs while it is graded: nbgrader's Execute, with the kernel in the student's sandbox.
+
+`SandboxedExecute` takes the place of nbgrader's Execute in `Autograde.autograde_preprocessors`
+(autograder/notebook/plugin.py puts it there):
+
+- the kernel comes from the student's `SandboxSession` (autograder/kernel/kernels.py), named in the
+  config by `SandboxedKernelManager.session_name`; under a plain `nbgrader autograde` nobody
+  names one, and each notebook gets a session of its own, made from the course folder;
+- a kernel that dies, is stopped at a limit, or runs past the notebook's time budget ends the
+  notebook there: the cells before keep their outputs and points, that cell says why it
+  stopped, later cells say they did not run;
+- output is capped as it arrives (autograder/kernel/output_caps.py);
+- test cells are judged in the grader (autograder/judge/judged_cells.py) when a judge source is set;
+- what each step took, why cells stopped, and what failed (the cell and the cause, as data)
+  go to the notebook's `NotebookRecord`, which the worker reads.
+
+`RequireSandbox` runs first under `nbgrader autograde`: no sandbox here, nobody graded (exit 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
+from nbformat.notebooknode import NotebookNode
+from nbgrader import utils
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Bool, Dict, Float, Integer, Unicode
+
+from autograder.judge.core import answer_cells
+from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
+from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession, session_named
+from autograder.kernel.output_caps import OutputCaps
+
+log = logging.getLogger(__name__)
+
+#: What a learner's error says when it came from a limit of the sandbox (ename -> note).
+LIMIT_NOTES = {
+    "MemoryError": "the kernel ran into its memory limit",
+    "BlockingIOError": "the kernel may have run into its process limit",
+}
+ERRNO_NOTES = {
+    27: "the kernel ran into its file-size limit",
+    28: "the kernel filled its scratch space (/tmp)",
+    30: "the sandbox's file system is read-only outside /tmp",
+}
+#: Exit status of a grading command that found no usable sandbox.
+NO_SANDBOX_EXIT = 3
+#: Where a notebook's time travels among nbgrader's preprocessors, for the class report under
+#: `nbgrader autograde` (the grader's own runs read the worker's timings instead).
+TIMING = "notebook_time"
+
+
+@dataclasses.dataclass
+class Failure:
+    """Why a notebook could not be graded at all: where it was (a cell index, or None before the
+    first cell), what was raised, and the cause in words."""
+
+    cell: int | None
+    error: str
+    cause: str
+
+
+#: Causes in words, by the exception class that ended the notebook.
+FAILURE_CAUSES = {
+    "DeadKernelError": "the kernel died while running it (a crash, os._exit, or running out of memory)",
+    "UnresponsiveKernelError": "the kernel stopped responding and could not be interrupted",
+    "NoSuchKernel": "the notebook's kernel could not be started",
+    "KernelHostError": "the notebook's kernel could not be started",
+}
+
+
+def failure_of(error: BaseException, cell: int | None) -> Failure:
+    name = type(error).__name__
+    cause = FAILURE_CAUSES.get(name) or f"nbgrader could not grade it: {name}: {str(error).strip()[:300]}"
+    return Failure(cell, name, cause)
+
+
+@dataclasses.dataclass
+class NotebookRecord:
+    """What grading one notebook took, filled in while it runs."""
+
+    kernel_start: float = 0.0
+    cells: list = dataclasses.field(default_factory=list)  # {"index", "seconds", "test"} per code cell
+    trouble: list = dataclasses.field(default_factory=list)  # why cells stopped or did not run
+    current_cell: int | None = None  # the cell running now
+    failure: Failure | None = None  # set when the notebook could not be graded at all
+    ledger: Ledger | None = None  # the judge's points of its test cells, and what was found against them
+
+
+def past_budget(trouble: list[str]) -> bool:
+    """Whether a notebook's troubles say it ran past its time budget (`SandboxedExecute._stop`'s words)."""
+    return any("time budget" in line for line in trouble)
+
+
+def _error(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+def refuse_to_grade(error) -> None:
+    """No sandbox works here: never a silent fallback, nobody is graded."""
+    print(f"error: nobody can be graded safely on this machine: {error}", file=sys.stderr, flush=True)
+    raise SystemExit(NO_SANDBOX_EXIT) from None
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute with the kernel in the student's sandbox (see the module docstring)."""
+
+    limits = Dict({}, help="Limits of the sandbox as sandbox.Limits (names: memory, output, ...).").tag(config=True)
+    judge_source = Unicode(
+        "",
+        help="The course's source folder of the assignment: with it, every test cell is checked by the grader's "
+        "judge (autograder/judge/core.py) with the shipped modules found there; without it, in the kernel. Under "
+        "`nbgrader autograde` (the plugin) it is found from the course folder when `judge_checks_module` is set.",
+    ).tag(config=True)
+    judge_checks_module = Unicode(
+        "",
+        help="The assignment's checks module (speaking the judge's protocol, e.g. remat_checks): under `nbgrader "
+        "autograde`, its test cells are then judged in the grader; empty: they run in the (sandboxed) kernel.",
+    ).tag(config=True)
+    unsafe = Bool(False, help="Under `nbgrader autograde`: run kernels without the sandbox (trusted work only)").tag(
+        config=True
+    )
+    judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
+    budget = Float(
+        0.0,
+        help="Seconds this notebook may take in all, its checks included (0: no budget); past it the kernel is "
+        "stopped, the checks that finished keep their points. The grader sets it from the reference run.",
+    ).tag(config=True)
+    # A cell's output may still be arriving when its reply comes: wait for it a while. Past that
+    # the kernel's output channel is broken (a message over the size cap): the notebook stops there.
+    iopub_timeout = 10
+
+    def __init__(self, *args, **kwargs):
+        # Execute passes its own kernel manager class as a keyword, which beats config.
+        kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
+        super().__init__(*args, **kwargs)
+        self._stopped: str | None = None
+        self._own_record = NotebookRecord()
+
+    # -- the session and its record ------------------------------------------------------------
+    @property
+    def session(self) -> SandboxSession | None:
+        return session_named(self.config.SandboxedKernelManager.get("session_name", ""))
+
+    @property
+    def record(self) -> NotebookRecord:
+        session = self.session
+        if session is None or session.record is None:  # run on its own: the record is kept here
+            return self._own_record
+        return session.record
+
+    def preprocess(self, nb, resources=None, km=None):
+        from autograder.kernel.sandbox import Limits
+
+        limits = Limits.from_config(self.limits)
+        self._stopped = None
+        self._caps = OutputCaps(limits.output, limits.notebook_output)
+        self._configured_timeout = self.timeout
+        self._deadline = time.monotonic() + self.budget if self.budget else float("inf")
+        if self.session is not None:
+            return self._preprocess_in(self.session, nb, resources, km)
+        # Under `nbgrader autograde`: a sandbox of its own for this notebook, in a scratch folder
+        # that goes with it (the shipped files' copy too).
+        scratch = Path(tempfile.mkdtemp(prefix="autograder-notebook-"))
+        try:
+            own = self._session_of_our_own(resources or {}, scratch)
+            try:
+                return self._preprocess_in(own, nb, resources, km)
+            finally:
+                own.remove()
+                self.config.SandboxedKernelManager.session_name = ""
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _preprocess_in(self, session: SandboxSession, nb, resources, km):
+        settings = JudgeSettings(self.judge_source, self.judge_checks_module, self.judge_seed)
+        self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline)
+        self.record.ledger = self._judged.ledger
+        started, troubles_before = time.perf_counter(), len(self.record.trouble)
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        except Exception as error:
+            self.record.failure = failure_of(error, self.record.current_cell)
+            raise
+        if settings.source:  # nbgrader's grades are then checked against it (judged_cells.LedgerGrades)
+            resources[LEDGER] = self._judged.ledger
+        if resources is not None:
+            resources[TIMING] = {
+                "seconds": time.perf_counter() - started,
+                "budget": self.budget or None,
+                "past_budget": past_budget(self.record.trouble[troubles_before:]),
+                "trouble": list(self.record.trouble[troubles_before:]),
+            }
+        if session.sandbox.unsafe:
+            _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed
+        return nb, resources
+
+    def _session_of_our_own(self, resources, scratch: Path) -> SandboxSession:
+        """Under nbgrader's own `nbgrader autograde` (autograder/notebook/plugin.py), nobody hands this
+        preprocessor a student's sandbox: it makes one for this notebook, from the course folder,
+        with the shipped files of the assignment's source; and finds the judge's source there."""
+        from autograder.course.assignment import assignment_source
+        from autograder.kernel.kernels import GRADING_ENV
+        from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+
+        source = assignment_source(self.config, resources)
+        try:
+            sandbox = sandbox_for_grading(Limits.from_config(self.limits), self.unsafe)
+        except SandboxUnavailable as error:
+            refuse_to_grade(error)
+        shipped = scratch / "assignment"
+        shipped.mkdir()
+        for path in sorted(source.iterdir()) if source.is_dir() else []:
+            if path.is_file() and path.suffix != ".ipynb":
+                shutil.copy2(path, shipped / path.name)
+        session = SandboxSession(sandbox, scratch / "session", shipped, fork=False, env=dict(GRADING_ENV))
+        self.config.SandboxedKernelManager.session_name = session.name
+        if not self.judge_source and self.judge_checks_module and (source / f"{self.judge_checks_module}.py").is_file():
+            self.judge_source = str(source)
+        return session
+
+    def _stop_the_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+    def _stop(self, why: str, finished: str = "the checks that finished keep their points") -> None:
+        self._stopped = why
+        self.record.trouble.append(f"{why}; {finished}, the rest scored 0")
+
+    # -- kernels -------------------------------------------------------------------------------
+    async def async_start_new_kernel(self, **kwargs):
+        start = time.perf_counter()
+        try:
+            return await super().async_start_new_kernel(**kwargs)
+        finally:
+            self.record.kernel_start += time.perf_counter() - start
+
+    async def async_start_new_kernel_client(self):
+        start = time.perf_counter()
+        try:
+            return await super().async_start_new_kernel_client()
+        finally:
+            self.record.kernel_start += time.perf_counter() - start
+
+    # -- cells ---------------------------------------------------------------------------------
+    async def async_execute_cell(self, cell, cell_index, *args, **kwargs):
+        if cell.cell_type != "code":
+            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        self.record.current_cell = cell_index
+        judged = self._judged.judges(cell)
+        if judged:  # the kernel runs the cell's imports only; the judge runs its checks
+            full, cell.source = cell.source, self._judged.kernel_source(cell)
+        try:
+            return await self._execute_code_cell(cell, cell_index, *args, **kwargs)
+        finally:
+            if judged:
+                cell.source = full
+                helpers = self.session.judge_helpers() if self._stopped is None else None
+                seconds, dead = await self._judged.verdict(cell, cell_index, self, helpers, self._stopped)
+                if self._stopped is None:
+                    self.record.cells.append({"index": -1, "seconds": seconds, "test": True})
+                if dead and self._stopped is None:
+                    self._stop(dead)
+
+    async def _execute_code_cell(self, cell, cell_index, *args, **kwargs):
+        left = self._deadline - time.monotonic()
+        if self._stopped is None and left <= 0:
+            self._stop(f"the notebook ran past its time budget of {self.budget:.0f} s, before cell {cell_index + 1}")
+            self._stop_the_session()
+        if self._stopped is not None:
+            cell.outputs = [_error("NotRun", f"this cell did not run: {self._stopped}")]
+            return cell
+        # A cell may take its timeout, or what is left of the notebook's budget if that is less.
+        # No timeout and no budget (`Execute.timeout = None` under `nbgrader autograde`): no limit.
+        limit = min(self._configured_timeout or left, left)
+        self.timeout = None if limit == float("inf") else max(1, int(limit))
+        start = time.perf_counter()
+        try:
+            cell = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        except CellTimeoutError:  # no output came after the reply (the IOPub channel broke)
+            if getattr(self.km, "limit_hit", None):  # a limit's stop cut the channel: the limit is the cause
+                self._stopped_at_a_limit(cell, cell_index)
+            else:
+                why = (
+                    "the kernel's output channel broke (the cell finished, but its output never came: a "
+                    f"message larger than the grader takes, {MAX_KERNEL_MESSAGE >> 20} MiB, or a stalled output "
+                    "thread), and the kernel was stopped"
+                )
+                self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
+                cell.outputs.append(_error("KernelStopped", f"{why}. Later cells did not run."))
+                self._stop_the_session()
+        except DeadKernelError:
+            self._stopped_at_a_limit(cell, cell_index)
+        finally:
+            test = utils.is_grade(cell) and not utils.is_solution(cell)
+            self.record.cells.append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
+        if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
+            if self._deadline - time.monotonic() <= 1:  # it was the notebook's budget that ran out
+                self._stop(f"the notebook ran past its time budget of {self.budget:.0f} s, in cell {cell_index + 1}")
+            else:
+                self.record.trouble.append(
+                    f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
+                    "what it did not finish scored 0"
+                )
+        _note_limits(cell)
+        return cell
+
+    def _stopped_at_a_limit(self, cell, cell_index: int) -> None:
+        """The kernel is gone: stopped at the limit the watcher names, or dead of its own doing."""
+        hit = getattr(self.km, "limit_hit", None)
+        why = (
+            f"the kernel was stopped because {hit}"
+            if hit
+            else "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
+        )
+        self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
+        cell.outputs.append(
+            _error(
+                "KernelDied",
+                f"{why}. Later cells did not run; checks that finished before this cell keep their points.",
+            )
+        )
+
+    # -- outputs: every way into the notebook is capped ---------------------------------------
+    def output(self, outs, msg, display_id, cell_index):
+        past = self._caps.admit(cell_index, msg.get("content", {}))
+        if past is not None:
+            note = self._caps.cut_note(cell_index, past)
+            if note is not None:
+                outs.append(note)
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        """A display update replaces every output that shares its display_id, in any cell but
+        those holding the judge's verdict (refused, and noted for review)."""
+        if display_id in self._display_id_map:
+            self._judged.ledger.shield(display_id, self._display_id_map[display_id])
+        targets = sum(len(indices) for indices in self._display_id_map.get(display_id, {}).values())
+        self._caps.admit_update(msg.setdefault("content", {}), targets)
+        return super()._update_display_id(display_id, msg)
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """Widgets' messages (an output widget would route outputs around the limits): ignored."""
+        return None
+
+    # nbclient binds the blocking names to its own coroutines: rebind them to ours.
+    start_new_kernel = run_sync(async_start_new_kernel)
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+    execute_cell = run_sync(async_execute_cell)
+
+
+def _note_limits(cell) -> None:
+    """Name the sandbox limit behind a learner's error, where there is one."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") != "error":
+            continue
+        note = LIMIT_NOTES.get(out.get("ename"))
+        for errno, errno_note in ERRNO_NOTES.items():
+            if out.get("ename") in ("OSError", "PermissionError") and f"[Errno {errno}]" in str(out.get("evalue", "")):
+                note = errno_note
+        if note and note not in out.get("evalue", ""):
+            out["evalue"] = f"{out.get('evalue', '')} ({note}: see the limits of grading in the feedback's notes)"
+            out["traceback"] = [*out.get("traceback", []), f"({note})"]
+
+
+def _rewrite_paths(notebook, old: str, new: str) -> None:
+    for cell in notebook.cells:
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                out["text"] = out["text"].replace(old, new)
+            if "evalue" in out:
+                out["evalue"] = out["evalue"].replace(old, new)
+            if "traceback" in out:
+                out["traceback"] = [line.replace(old, new) for line in out["traceback"]]
+            for mime, value in out.get("data", {}).items():
+                if isinstance(value, str):
+                    out["data"][mime] = value.replace(old, new)
+
+
+class RequireSandbox(NbGraderPreprocessor):
+    """First of all, under `nbgrader autograde`: a sandbox that works here, or nobody is graded.
+
+    Probed once per process, before nbgrader writes anything of the first notebook: where it
+    cannot start, the command stops with exit status 3 and the fix. (The grader's own runs probe
+    before any student and hand every notebook its sandbox; this one then does nothing.)"""
+
+    def preprocess(self, nb, resources):
+        from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+
+        if session_named(self.config.SandboxedKernelManager.get("session_name", "")) is not None:
+            return nb, resources
+        execute = self.config.SandboxedExecute
+        try:
+            sandbox_for_grading(Limits.from_config(execute.get("limits", {})), bool(execute.get("unsafe", False)))
+        except SandboxUnavailable as error:
+            refuse_to_grade(error)
+        return nb, resources

@@ -1,0 +1,539 @@
+"""What a browser is shown of a submission: its text and pictures, never its script.
+
+formgrader renders the autograded notebooks on the instructor's own Jupyter server, and the
+feedback pages go to learners; both are nbconvert HTML. A learner writes the notebook's
+markdown and everything its cells display, so before any page is made of it the grader
+rewrites the autograded notebook (`sanitize_notebook`). Every check is made on HTML, after
+rendering, never on the markdown a browser never sees:
+
+- markdown written by the learner is rendered as nbconvert renders it (its links decoded, its
+  attachments embedded, `/files/` prefixes stripped), that HTML is cleaned by nh3, and the cell
+  keeps the cleaned HTML, written so that nbconvert's markdown renderer passes it through as it
+  is (`safe_markdown` checks that it does, else the cell shows its text only);
+- nh3 keeps an allow-list of tags and attributes: no script, style, SVG, MathML, form or event
+  handler; a link keeps only an absolute http(s) or mailto target, or `#fragment`; an image only
+  the notebook's own PNG, JPEG or GIF data (no request of a learner's choosing);
+- a cell's outputs keep plain text, PNG, JPEG and GIF images (their metadata only as numbers and
+  text); HTML is cleaned by nh3, Markdown rendered and cleaned as cells are; SVG, JavaScript,
+  widget views and every other type are replaced by a line saying they are not shown;
+- the text of the assignment's own cells (locked and test cells, which grading restores, and
+  markdown cells whose text is exactly the assignment's) is left as it is: it is the instructor's.
+
+The result is data only: the checks' reports, the learner's printed output and pictures, the
+text of the answers, all still there to read. `ForPages`, last of nbgrader's autograde
+preprocessors, writes every autograded notebook so: hidden tests out, streams joined, sanitized,
+its size bounded.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import jinja2
+import nbformat
+import nh3
+from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbconvert.filters.strings import strip_files_prefix
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Integer, Unicode
+
+from autograder.course.hidden_tests import strip_hidden_tests
+
+#: Output types shown as they are (text is escaped by every template; images are pixels).
+SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
+NOT_SHOWN = "[{kind} output: not shown in grading pages]"
+#: What a written answer shows when its HTML could not be made safe (it never has, so far).
+NOT_RENDERED = "<p>[a written answer the grader could not show safely]</p>"
+_INLINE_IMAGE = re.compile(r"^data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*$", re.IGNORECASE)
+#: A link target a browser follows to another page (after it removes tabs and newlines).
+_LINK = re.compile(r"^(?:(?:https?|mailto):|#)", re.IGNORECASE)
+#: Attributes whose value a browser reads as an address.
+_ADDRESSES = frozenset({"href", "src", "srcset", "action", "formaction", "cite", "background", "poster", "longdesc"})
+#: The tags nh3 keeps (its own allow-list, less image maps, whose areas would be links).
+_TAGS = frozenset(nh3.ALLOWED_TAGS) - {"area", "map"}
+#: Output metadata a template writes into an attribute: kept only as a number (width, height) or text.
+_IMAGE_METADATA = {"width": int, "height": int, "alt": str, "unconfined": bool}
+#: What a browser strips from an address before reading its scheme (the URL standard's rules).
+_URL_IGNORED = re.compile(r"[\t\n\r]")
+
+
+def _is_the_assignments(cell) -> bool:
+    """Cells the assignment's source restores (their text is the instructor's): locked ones and tests."""
+    meta = cell.get("metadata", {}).get("nbgrader")
+    if not isinstance(meta, dict):
+        return False
+    return bool(meta.get("locked") or (meta.get("grade") and not meta.get("solution")))
+
+
+def _address(value: str) -> str:
+    """An attribute's address as a browser reads its scheme: tabs and newlines removed, and the
+    C0 controls and spaces around it."""
+    return _URL_IGNORED.sub("", value).strip("".join(map(chr, range(33))))
+
+
+def _safe_attribute(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's attribute filter: a link goes only to another site (http, https, mailto) or a place
+    on the page, and an image shows only what the notebook holds. A relative address is dropped:
+    on the instructor's server it is one of the server's own pages, and nbconvert rewrites
+    `files/...` addresses after rendering."""
+    if attribute not in _ADDRESSES:
+        return value
+    address = _address(value)
+    if tag == "img" and attribute == "src":
+        return address if _INLINE_IMAGE.match(address) else None
+    if tag == "a" and attribute == "href":
+        return address if _LINK.match(address) else None
+    return None
+
+
+def clean_html(html: str) -> str:
+    """HTML cleaned to nh3's allow-list with the grader's rules for addresses (_safe_attribute)."""
+    return nh3.clean(
+        html, tags=set(_TAGS), url_schemes={"http", "https", "mailto", "data"}, attribute_filter=_safe_attribute
+    )
+
+
+def _markdown_html(source: str, attachments: dict | None = None) -> str:
+    """The HTML nbconvert's templates make of a markdown source (HTMLExporter.markdown2html, then
+    the templates' strip_files_prefix)."""
+    renderer = IPythonRenderer(escape=False, attachments=attachments or {}, anchor_link_text="¶")
+    return strip_files_prefix(MarkdownWithMath(renderer=renderer).render(source))
+
+
+#: Markdown's punctuation, written as character references in a stored page (the same text to a
+#: browser): the renderer then finds nothing to match in it, and takes linear time on any text
+#: (on `[a](` written out 32,000 times inside an HTML block it took 27 s, with these 0.04 s).
+_MARKDOWN_PUNCTUATION = {ord(c): f"&#{ord(c)};" for c in "[]()*_`!\\~$"}
+
+
+def _verbatim(clean: str) -> str:
+    """Markdown that nbconvert renders as exactly this HTML: one line (newlines written as
+    character references, the same text to a browser) opening an HTML block, markdown's
+    punctuation written as references too."""
+    return "<div>" + clean.replace("\r", "&#13;").replace("\n", "&#10;").translate(_MARKDOWN_PUNCTUATION) + "</div>"
+
+
+def _shown_as_is(stored: str) -> bool:
+    """Whether nbconvert shows this markdown as the HTML it is, and nh3 keeps that HTML whole."""
+    try:
+        return _markdown_html(stored).strip() == stored and _verbatim(clean_html(stored)[5:-6]) == stored
+    except Exception:  # the renderer refused it (a missing attachment, say): not shown as it is
+        return False
+
+
+class RenderAllowance:
+    """How much learner markdown one notebook may still have rendered. Markdown renderers take
+    more than linear time on some texts (64 KB of `[a](` took 26 s, 128 KB 145 s), in the
+    grader's own process: past these bounds a text is shown as text, never rendered."""
+
+    #: The longest markdown rendered (a long written answer fits; the worst text of this length
+    #: takes about 2 s, and the notebook's allowance holds about three).
+    CELL = 24 << 10
+    #: The most markdown rendered for one notebook, all its cells and outputs together.
+    NOTEBOOK = 64 << 10
+
+    def __init__(self):
+        self.left = self.NOTEBOOK
+
+    def take(self, text: str) -> bool:
+        if len(text) > self.CELL or len(text) > self.left:
+            return False
+        self.left -= len(text)
+        return True
+
+
+def safe_markdown(source: str, attachments: dict | None = None, allowance: RenderAllowance | None = None) -> str:
+    """Learner markdown as the grader keeps it for pages: its raw HTML made text (every `<` written
+    `&lt;`, so the instructor reads what was tried), rendered as nbconvert renders it, cleaned by
+    nh3 after rendering, written so that rendering it again changes nothing (checked). Where that
+    check fails, or the text is past what the allowance renders (one is made for the call when
+    none is given), the source is shown as text; where even that fails, a line says so."""
+    allowance = allowance or RenderAllowance()
+    as_text = "<pre>" + html.escape(source, quote=False) + "</pre>"
+    if source.startswith("<div>") and _shown_as_is(source):
+        return source  # already in this form (a notebook sanitized before; rendering it is linear)
+    if not allowance.take(source):
+        rendered = as_text
+    else:
+        try:
+            rendered = _markdown_html(source.replace("<", "&lt;"), attachments).strip()
+        except Exception:  # nbconvert could not render it: its text is shown instead
+            rendered = as_text
+    for candidate in (rendered, as_text, NOT_RENDERED):
+        stored = _verbatim(clean_html(candidate))
+        if _shown_as_is(stored):
+            return stored
+    raise AssertionError("the grader's own line for an unshowable answer is not shown as it is")
+
+
+def _image_metadata(metadata) -> dict:
+    """An output's metadata, only what templates write of it for images, as numbers and text."""
+    kept = {}
+    for mime in ("image/png", "image/jpeg", "image/gif"):
+        given = metadata.get(mime) if isinstance(metadata, dict) else None
+        if isinstance(given, dict):
+            ok = {k: v for k, v in given.items() if k in _IMAGE_METADATA and type(v) is _IMAGE_METADATA[k]}
+            if ok:
+                kept[mime] = ok
+    return kept
+
+
+def _count(value) -> int | None:
+    """An execution count as a template writes it (unescaped): a number or nothing."""
+    return value if type(value) is int else None
+
+
+#: Characters that break, hide or reorder a line on a page: in an error's text they could write
+#: what looks like the judge's lines, so they are shown as escapes.
+_LINE_BREAKERS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(text):
+    if not isinstance(text, str):
+        return text
+    return _LINE_BREAKERS.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+def _clean_output(output, allowance: RenderAllowance | None = None) -> NotebookNode:
+    kind = output.get("output_type")
+    if kind == "stream":
+        return output  # text, escaped when rendered
+    if kind == "error":
+        # Its traceback is escaped when rendered; what breaks a line is shown, not obeyed.
+        output["ename"], output["evalue"] = _visible(output.get("ename", "")), _visible(output.get("evalue", ""))
+        if isinstance(output.get("traceback"), list):
+            output["traceback"] = [_visible(line) for line in output["traceback"]]
+        return output
+    data = output.get("data")
+    if not isinstance(data, dict):
+        return NotebookNode(output_type="stream", name="stdout", text="[an output the grader could not read]\n")
+    kept, dropped = {}, []
+    for mime, value in data.items():
+        text = "".join(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
+        if mime in SAFE_OUTPUTS and isinstance(text, str):
+            if mime == "text/plain" or _INLINE_IMAGE.match(f"data:{mime};base64,{text}"):
+                kept[mime] = text
+            else:
+                dropped.append(mime)
+        elif mime == "text/html" and isinstance(text, str):
+            kept[mime] = clean_html(text)
+        elif mime == "text/markdown" and isinstance(text, str):
+            kept.setdefault("text/html", clean_html(safe_markdown(text, allowance=allowance)))
+        else:
+            dropped.append(mime)
+    if dropped and not kept:
+        kept["text/plain"] = NOT_SHOWN.format(kind=", ".join(sorted(dropped))[:200])
+    output["data"] = kept
+    output["metadata"] = _image_metadata(output.get("metadata"))
+    if "execution_count" in output:
+        output["execution_count"] = _count(output.get("execution_count"))
+    return output
+
+
+#: A name in the notebook's kernel and language metadata (what templates and highlighting read).
+_NAME = re.compile(r"^[\w .+/()-]{0,100}$")
+
+
+def _names(value) -> dict:
+    """A metadata dict of names: only text that is a plain name, numbers, and such dicts one level down."""
+    if not isinstance(value, dict):
+        return {}
+    kept = {}
+    for key, item in value.items():
+        if isinstance(item, str) and _NAME.match(item) or type(item) is int:
+            kept[key] = item
+        elif isinstance(item, dict):
+            kept[key] = {k: v for k, v in item.items() if isinstance(v, str) and _NAME.match(v) or type(v) is int}
+    return kept
+
+
+def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) -> int:
+    """Rewrite, in place, what a learner wrote or displayed so that no page made of this notebook
+    runs anything (see the module docstring). assignment_texts: the markdown of the assignment's
+    own cells, left as it is. Returns how many cells changed."""
+    changed, allowance = 0, RenderAllowance()
+    for cell in notebook.get("cells", []):
+        before = repr(cell)
+        if isinstance(cell.get("source"), list):  # as written on disk: lines
+            cell["source"] = "".join(str(line) for line in cell["source"])
+        if not isinstance(cell.get("source", ""), str):
+            cell["source"] = ""
+        own = _is_the_assignments(cell) or cell.get("source") in assignment_texts
+        attachments = cell.pop("attachments", None) if cell.get("cell_type") != "code" else None
+        if cell.get("cell_type") == "markdown" and not own:
+            # Attachments are embedded by rendering (as data the sanitizer lets through or not).
+            bundles = {k: v for k, v in (attachments or {}).items() if isinstance(v, dict)}
+            cell["source"] = safe_markdown(cell.get("source", ""), bundles, allowance)
+        elif cell.get("cell_type") == "markdown" and attachments:
+            cell["attachments"] = attachments  # the instructor's own
+        elif cell.get("cell_type") == "raw":
+            cell["source"] = cell.get("source", "").replace("<", "&lt;")
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = [_clean_output(output, allowance) for output in cell.get("outputs", [])]
+            cell["execution_count"] = _count(cell.get("execution_count"))
+        changed += repr(cell) != before
+    # The notebook's own metadata, which the kernel's replies fill in while it runs: its kernel and
+    # language as names; no title, no widget state (a page with it loads a widget renderer).
+    metadata = notebook.get("metadata")
+    if isinstance(metadata, dict):
+        kept = {key: _names(metadata.get(key)) for key in ("kernelspec", "language_info") if key in metadata}
+        if kept != metadata:
+            metadata.clear()
+            metadata.update(nbformat.from_dict(kept))
+    return changed
+
+
+def assignment_markdown(notebook) -> frozenset[str]:
+    """The markdown texts of a notebook of the assignment (its source or release)."""
+    return frozenset(
+        cell.get("source", "") for cell in notebook.get("cells", []) if cell.get("cell_type") == "markdown"
+    )
+
+
+def _page_size(value) -> int:
+    """About how many bytes a value takes in a page: its JSON, with what HTML escapes counted."""
+    import json
+
+    text = json.dumps(value, default=str)
+    return len(text) + 5 * sum(text.count(ch) for ch in "<>&\"'")
+
+
+def bound_size(notebook, limit: int) -> int:
+    """Cut the largest outputs (each replaced by a line saying so) until the notebook takes at most
+    `limit` bytes in a page; the checks' own reports are the last to go. Returns how many were cut."""
+    cut = 0
+    outputs = [
+        (cell_index, output_index)
+        for cell_index, cell in enumerate(notebook.get("cells", []))
+        if cell.get("cell_type") == "code"
+        for output_index in range(len(cell.get("outputs", [])))
+    ]
+    sizes = {key: _page_size(notebook["cells"][key[0]]["outputs"][key[1]]) for key in outputs}
+    total = (
+        _page_size({k: v for k, v in notebook.items() if k != "cells"})
+        + sum(_page_size({k: v for k, v in cell.items() if k != "outputs"}) for cell in notebook.get("cells", []))
+        + sum(sizes.values())
+    )
+    for key in sorted(sizes, key=sizes.get, reverse=True):
+        if total <= limit:
+            break
+        note = f"[an output of {sizes[key]} bytes: cut, this notebook was past the size limit of grading pages]\n"
+        notebook["cells"][key[0]]["outputs"][key[1]] = NotebookNode(output_type="stream", name="stdout", text=note)
+        total -= sizes[key] - _page_size(notebook["cells"][key[0]]["outputs"][key[1]])
+        cut += 1
+    return cut
+
+
+class ForPages(NbGraderPreprocessor):
+    """The autograded notebook as every page will show it, written so by nbgrader itself: no
+    hidden test in any cell's source, each cell's stream outputs joined (how the kernel flushed
+    them varies from run to run), nothing a browser would run (autograder/notebook/pages.py), and its size
+    bounded (`max_bytes`, counted as a page would escape it)."""
+
+    source_folder = Unicode("", help="The course's source folder of the assignment (its own markdown)").tag(config=True)
+    max_bytes = Integer(8 << 20, help="The most bytes an autograded notebook may hold, as a page escapes it").tag(
+        config=True
+    )
+
+    def preprocess(self, nb, resources):
+        strip_hidden_tests(nb)
+        coalesce_streams(nb)
+        from autograder.course.assignment import assignment_source
+
+        own = frozenset()
+        folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
+        source = folder / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
+        if source.is_file():
+            own = assignment_markdown(nbformat.read(source, as_version=4))
+        sanitize_notebook(nb, own)
+        bound_size(nb, self.max_bytes)
+        return nb, resources
+
+
+def coalesce_streams(notebook) -> None:
+    """Join consecutive stdout (or stderr) outputs of each code cell."""
+    for cell in notebook.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        merged = []
+        for out in cell.get("outputs", []):
+            if (
+                merged
+                and out.get("output_type") == "stream"
+                and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == out.get("name")
+            ):
+                merged[-1]["text"] = merged[-1].get("text", "") + out.get("text", "")
+            else:
+                merged.append(out)
+        cell.outputs = merged
+
+
+# ---------------------------------------------------------------------------------------
+# The page itself: nbconvert's HTML, without reading it back through BeautifulSoup.
+# ---------------------------------------------------------------------------------------
+#: What nbconvert's HTMLExporter gives an image that has no alternative text.
+MISSING_ALT = "No description has been provided for this image"
+#: Elements a browser reads as text rather than tags (and comments), or a tag with its attributes.
+_TOKEN = re.compile(
+    r"""(?P<raw><(script|style)\b(?:[^>"']|"[^"]*"|'[^']*')*>.*?</\2\s*>|<!--.*?-->)"""
+    r"""|<(?P<end>/?)(?P<name>[a-zA-Z][a-zA-Z0-9-]*)(?P<attributes>(?:[^>"']|"[^"]*"|'[^']*')*)>""",
+    re.IGNORECASE | re.DOTALL,
+)
+#: The same, where only images can change (a page without an element of class jp-Notebook).
+_IMAGE_TOKEN = re.compile(
+    r"""(?P<raw><(script|style)\b(?:[^>"']|"[^"]*"|'[^']*')*>.*?</\2\s*>|<!--.*?-->)"""
+    r"""|<(?P<end>)(?P<name>img)\b(?P<attributes>(?:[^>"']|"[^"]*"|'[^']*')*)>""",
+    re.IGNORECASE | re.DOTALL,
+)
+_ATTRIBUTE = re.compile(r"""\s*(?P<name>[^\s"'>/=]+)(?:\s*=\s*(?P<value>"[^"]*"|'[^']*'|[^\s"'=<>`]+))?""")
+_VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+)
+#: The elements HTMLExporter makes focusable, inside an element of class jp-Notebook.
+_FOCUSABLE = frozenset({"jp-Cell-inputWrapper", "jp-OutputArea-output"})
+
+
+def _attributes(text: str) -> list[tuple[str, str | None, str]]:
+    """(name, value without quotes or None, the attribute as written) of a start tag's attributes."""
+    found = []
+    for match in _ATTRIBUTE.finditer(text):
+        value = match.group("value")
+        if value is not None and value[:1] in "\"'":
+            value = value[1:-1]
+        found.append((match.group("name").lower(), value, match.group(0).strip()))
+    return found
+
+
+def with_alt_text_and_tab_stops(page: str) -> tuple[str, int]:
+    """What nbconvert's HTMLExporter adds to a page once it is rendered (an alt text on every
+    image without one; tabindex 0 on each cell's input and output inside `.jp-Notebook`), added in
+    the start tags themselves: the document the exporter makes, without its round trip through
+    BeautifulSoup's pure-Python parser (half of a feedback page's time). (page, images that got
+    the alt text)."""
+    tokens = _TOKEN if "jp-Notebook" in page else _IMAGE_TOKEN
+    if tokens is _IMAGE_TOKEN and not re.search(r"<img\b", page, re.IGNORECASE):
+        return page, 0
+    pieces, missing, open_tags, position = [], 0, [], 0
+    for match in tokens.finditer(page):
+        pieces.append(page[position : match.start()])
+        position = match.end()
+        if match.group("raw") is not None or match.group("end"):
+            if match.group("end"):  # close up to the element it names, as a lenient parser does
+                name = match.group("name").lower()
+                for depth in range(len(open_tags) - 1, -1, -1):
+                    if open_tags[depth][0] == name:
+                        del open_tags[depth:]
+                        break
+            pieces.append(match.group(0))
+            continue
+        name, text = match.group("name").lower(), match.group("attributes")
+        closes = text.rstrip().endswith("/")
+        attributes = _attributes(text.rstrip()[:-1] if closes else text)
+        classes = set(next((v for n, v, _ in attributes if n == "class" and v), "").split())
+        written = [raw for _, _, raw in attributes]
+        if name == "img" and not any(n == "alt" for n, _, _ in attributes):
+            written.append(f'alt="{MISSING_ALT}"')
+            missing += 1
+        if name == "div" and classes & _FOCUSABLE and any(inside for _, inside in open_tags):
+            written = [raw for n, _, raw in attributes if n != "tabindex"]
+            where = next((i for i, (n, _, _) in enumerate(attributes) if n == "tabindex"), len(written))
+            written.insert(where, 'tabindex="0"')
+        changed = written != [raw for _, _, raw in attributes]
+        pieces.append(
+            f"<{match.group('name')}{''.join(' ' + w for w in written)}{'/' if closes else ''}>"
+            if changed
+            else match.group(0)
+        )
+        if name not in _VOID and not closes:
+            open_tags.append((name, "jp-Notebook" in classes))
+    pieces.append(page[position:])
+    return "".join(pieces), missing
+
+
+class _Templates(jinja2.BytecodeCache):
+    """Compiled templates kept in memory for the process: every student's pages use the same ones
+    (Jinja checks each template's source against the checksum kept with it)."""
+
+    def __init__(self):
+        self.kept: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket):
+        if bucket.key in self.kept:
+            bucket.bytecode_from_string(self.kept[bucket.key])
+
+    def dump_bytecode(self, bucket):
+        self.kept[bucket.key] = bucket.bytecode_to_string()
+
+
+_TEMPLATES = _Templates()
+
+
+#: Highlighted code, by (source, language, magics language, formatter options).
+_HIGHLIGHTED: dict[tuple, str] = {}
+#: Sources longer than this are highlighted every time: a submission's own long cells would only
+#: fill a worker's memory, student after student (the assignment's cells are far shorter).
+REMEMBERED_SOURCE = 8_000
+#: The most characters kept, sources and highlighted code together, before the memo is emptied.
+REMEMBERED_TOTAL = 4_000_000
+_highlighted_size = 0
+
+
+class _RememberedHighlight:
+    """nbconvert's code highlighting, each source highlighted once per process: most of a page's
+    code is the assignment's own, the same in every student's notebook."""
+
+    def __init__(self, highlight: Highlight2HTML):
+        self.highlight = highlight
+        self.options = json.dumps(highlight.extra_formatter_options, sort_keys=True, default=str)
+
+    def __call__(self, source, language=None, metadata=None):
+        global _highlighted_size
+        if not isinstance(source, str) or len(source) > REMEMBERED_SOURCE:
+            return self.highlight(source, language, metadata)
+        magics = metadata.get("magics_language") if isinstance(metadata, dict) else None
+        key = (source, language or self.highlight.pygments_lexer, magics, self.options)
+        if key not in _HIGHLIGHTED:
+            highlighted = self.highlight(source, language, metadata)
+            if _highlighted_size + len(source) + len(highlighted) > REMEMBERED_TOTAL:
+                _HIGHLIGHTED.clear()
+                _highlighted_size = 0
+            _HIGHLIGHTED[key] = highlighted
+            _highlighted_size += len(source) + len(highlighted)
+        return _HIGHLIGHTED[key]
+
+
+class PageExporter(HTMLExporter):
+    """nbconvert's HTMLExporter making the same pages in about half the time: its alt texts and tab
+    stops are added by with_alt_text_and_tab_stops, its templates are compiled once per process
+    and each code source is highlighted once. The grader's feedback pages are written with it
+    (`configure` names it for nbgrader's generate_feedback)."""
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = _TEMPLATES
+        return environment
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        # HTMLExporter.from_notebook_node (nbconvert 7.17) up to its BeautifulSoup pass.
+        language = nb.metadata.get("language_info", {})
+        lexer = language.get("pygments_lexer", language.get("name", None))
+        highlight = self.filters.get("highlight_code") or _RememberedHighlight(
+            Highlight2HTML(pygments_lexer=lexer, parent=self)
+        )
+        resources = self._init_resources(resources)
+        data_types = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources)
+        self.register_filter("highlight_code", highlight)
+        self.register_filter("filter_data_type", data_types)
+        html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+        html, missing = with_alt_text_and_tab_stops(html)
+        if missing:
+            self.log.warning("Alternative text is missing on %s image(s).", missing)
+        return html, resources

@@ -1,0 +1,157 @@
+"""Regenerate the feedback pages of performance-05 from the class gradebook, manual grades included.
+
+    autograder feedback --out OUT [--student ID ...]   (python -m autograder.run.feedback)
+    make feedback [STUDENT=ID]
+
+After manual grading in formgrader, the feedback written while autograding still shows the
+written answers as ungraded. This renders each student's autograded notebooks again with the
+scores and comments now in OUT/course/gradebook.db (nbgrader's generate_feedback, in the course
+folder), for the whole class or the students named, and writes them to
+OUT/course/feedback/<student>/performance-05/ and OUT/feedback/<student>/. No notebook is run.
+Before rendering, each cell's source loses its hidden tests (whatever a learner's output may
+print) and what a learner wrote or displayed loses anything that would run in a browser
+(autograder/notebook/pages.py). Notebooks flagged in OUT/flags.csv keep their "Flagged for instructor
+review" note. Each student's pages are made on their own: one whose pages cannot be made is
+named (FAILED) and the others get theirs. Exit 0 when done, 1 when some student's pages could
+not be made, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import stat
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.course.assignment import assignment_of
+from autograder.course.hidden_tests import strip_hidden_tests
+from autograder.course.intake import printable
+from autograder.course.paths import ROOT
+from autograder.gradebook.class_gradebook import GradebookError, class_students, open_api, require_gradebook
+from autograder.gradebook.reports import flag_findings
+from autograder.gradebook.student_files import flag_note
+from autograder.notebook.pages import assignment_markdown, sanitize_notebook
+
+
+def prepare_for_pages(folder: Path, source_folder: Path | None = None) -> None:
+    """The autograded notebooks of one student, made fit for pages: hidden tests out of every
+    cell's source (by construction, whatever the outputs say) and nothing that runs
+    (autograder/notebook/pages.py). Autograded files are read-only as nbgrader writes them: made writable
+    for the owner first (the grader may run as an ordinary user)."""
+    for path in sorted(folder.glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        strip_hidden_tests(notebook)
+        source = source_folder / path.name if source_folder is not None else None
+        own = assignment_markdown(nbformat.read(source, as_version=4)) if source and source.is_file() else frozenset()
+        sanitize_notebook(notebook, own)
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+        nbformat.write(notebook, path)
+
+
+@dataclass
+class Regenerated:
+    """The pages written, by student, and the students whose pages could not be made (and why)."""
+
+    written: dict[str, list[Path]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def regenerate_feedback(out: Path, students: list[str] | None = None) -> Regenerated:
+    """Feedback of `students` (default: every student with a submission) from the gradebook,
+    each student on their own: one whose pages cannot be made is named and the others get
+    theirs. GradebookError on bad input (no gradebook, an unknown student)."""
+    out = Path(out).resolve()
+    course = require_gradebook(out)
+    known = class_students(course)
+    wanted = known if not students else list(dict.fromkeys(students))
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise GradebookError(
+            f"no submission of {', '.join(map(repr, unknown))} in {course / 'gradebook.db'}; "
+            f"the class: {', '.join(known) or '(nobody yet)'}"
+        )
+    api, _ = open_api(course)
+    done = Regenerated()
+    for student in wanted:
+        try:
+            done.written[student] = _regenerate_one(api, out, course, student)
+        except Exception as error:  # this student's pages only: the class goes on
+            done.failed[student] = f"{type(error).__name__}: {str(error).strip()[:500]}"
+    return done
+
+
+def _regenerate_one(api, out: Path, course: Path, student: str) -> list[Path]:
+    name = assignment_of(course).id
+    autograded = course / "autograded" / student / name
+    feedback = course / "feedback" / student / name
+    public = out / "feedback" / student
+    for folder in (feedback, public):
+        for old in folder.glob("*.html") if folder.exists() else []:
+            old.unlink()
+    if not autograded.exists() or not any(autograded.glob("*.ipynb")):
+        return []  # nothing was graded (the whole submission broke): no page to write
+    prepare_for_pages(autograded, course / "source" / name)
+    outcome = api.generate_feedback(name, student, force=True)
+    if not outcome["success"]:
+        raise RuntimeError(
+            f"nbgrader generate_feedback failed: {(outcome.get('log', '') + (outcome.get('error') or ''))[-500:]}"
+        )
+    findings = flag_findings(out, student)
+    public.mkdir(parents=True, exist_ok=True)
+    written = []
+    for page in sorted(feedback.glob("*.html")):
+        html = page.read_text()
+        notes = findings.get(f"{page.stem}.ipynb")
+        if notes:
+            html = flag_note(html, notes)
+            page.chmod(page.stat().st_mode | stat.S_IWUSR)
+            page.write_text(html)
+        (public / page.name).write_text(html)
+        written.append(public / page.name)
+    # nbgrader copies the autograded folder's other files (the shipped modules) along: not feedback.
+    for extra in feedback.iterdir():
+        if extra.suffix != ".html":
+            shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the folder `autograder grade` wrote (its --out)",
+    )
+    parser.add_argument(
+        "--student",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only this student (repeat for more); default: the whole class",
+    )
+    args = parser.parse_args(argv)
+    try:
+        done = regenerate_feedback(args.out, args.student)
+    except GradebookError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    for student, why in done.failed.items():
+        print(printable(f"FAILED  {student}: no feedback page: {why}", 1000), file=sys.stderr)
+    for student, pages in done.written.items():
+        print(
+            f"{student}: {len(pages)} page(s) in {where}/feedback/{student}/"
+            if pages
+            else f"{student}: nothing was autograded, no feedback"
+        )
+    return 1 if done.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,514 @@
+"""Autograde a class's submissions of performance-05: scores, feedback and grades.csv.
+
+    autograder grade SUBMISSIONS (--course COURSE --assignment ID | --bundle CHECKOUT) [--out DIR]
+                                 [--jobs N] [--scheduler tls://host:port --tls-ca-file F
+                                 --tls-cert F --tls-key F] [--cell-timeout S] [--limit NAME=VALUE ...]
+                                 [--no-compile-cache] [--no-fork] [--fresh-gradebook] [--judge-seed N]
+                                 [--reference-cache DIR] [--unsafe-no-sandbox]
+
+(`python -m autograder.run.grade` is the same command; every option is explained in
+autograder/run/options.py and by `autograder grade --help`.)
+
+SUBMISSIONS holds <student_id>/<notebook>.ipynb (any of the five notebooks). First the
+instructor's notebooks run once (the reference every check is judged against, and the compile
+cache); then each student is graded in a scratch course of their own, every kernel in the
+student's sandbox, on this process (--jobs 1), on a local Dask cluster (--jobs N) or on a
+running Dask scheduler; the results are merged into one class gradebook,
+OUT/course/gradebook.db, from which OUT/grades.csv is exported. OUT/cells.csv has one row per
+graded cell, OUT/feedback/<student>/ the feedback. A submission that breaks (unreadable
+notebook, kernel death, a limit, a timeout) loses what it did not finish and is named; a
+student folder that cannot be graded is rejected alone; the others are graded all the same.
+Exit 0 when every student was graded (a broken submission is graded 0 where it breaks: that is
+grading), 2 on bad arguments, 3 when this host cannot grade safely (no working sandbox, or the
+instructor's notebooks fail their own checks), 4 when some student could not be graded for a
+reason of the grader's own (a FAILED line names each; the others are graded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import logging
+import os
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.course.assignment import (
+    BUNDLE,
+    Assignment,
+    BundleOrigin,
+    CourseOrigin,
+    assignment_of_origin,
+    use_the_venvs_tools,
+)
+from autograder.course.intake import printable, take_in
+from autograder.course.paths import ROOT
+from autograder.course.submissions import UsageError, find_submissions
+from autograder.gradebook.class_course import clear_outputs, prepare_class_course, source_files, update_class_course
+from autograder.gradebook.class_gradebook import GradebookError, class_students, graded_by_hand
+from autograder.gradebook.class_report import write_judged, write_run_report
+from autograder.gradebook.merge import merge_into_gradebook
+from autograder.gradebook.reports import read_cells, write_class_files
+from autograder.gradebook.student_files import write_student_files
+from autograder.kernel.sandbox import (
+    UNSAFE_FLAG,
+    UNSAFE_WARNING,
+    Limits,
+    SandboxUnavailable,
+    find_sandbox,
+    folders_kernels_read,
+)
+from autograder.run.console import show_log
+from autograder.run.feedback import regenerate_feedback
+from autograder.run.options import GradingOptions, limits_from
+from autograder.run.progress import Progress
+from autograder.run.reference import (
+    ReferenceProblem,
+    claimed_reference,
+    into_template,
+    keep_reference,
+    kept_for,
+)
+from autograder.run.runners import DaskRunner, HereRunner
+from autograder.run.tls import SchedulerSecurity
+from autograder.run.worker import StudentTask
+
+log = logging.getLogger(__name__)
+#: Under --course COURSE without --out: COURSE/<this>/<assignment> (the course folder is never
+#: shown to a kernel; nbgrader's own folders of it are refused all the same).
+OUT_IN_COURSE = "autograder"
+
+
+def default_out(origin) -> Path:
+    """Where a run's files go when --out is not given: beside nbgrader's folders of the course."""
+    if not isinstance(origin, CourseOrigin):
+        raise UsageError("--out is required without --course")
+    return origin.folder / OUT_IN_COURSE / origin.assignment
+
+
+def refused_out(out: Path, submissions: Path, origin) -> str | None:
+    """Why `out` may not hold a class (its course: solutions, hidden tests, the gradebook), or
+    None. Refused: a folder every kernel sees read-only (the system's, the Python installation,
+    the virtual environment: a submission would list it), the assignment's own files, the learners'
+    release and nbgrader's folders of the course (they are shipped to kernels or handed to
+    learners), any folder that holds one of those, and the submissions."""
+    out = Path(os.path.realpath(out))
+    shown = [Path(p) for p in folders_kernels_read()]
+    if origin is not None:
+        shown += [Path(os.path.realpath(p)) for p in origin.folders]
+    for folder in shown:
+        if out == folder or out.is_relative_to(folder):
+            return f"--out {out} lies in {folder}, which a kernel or a learner can read: give an --out outside it"
+        if folder.is_relative_to(out):  # the course would sit beside what is handed out, or replace it
+            return f"--out {out} holds {folder}, which a kernel or a learner can read: give a folder of its own"
+    submissions = Path(os.path.realpath(submissions))
+    if out == submissions or submissions.is_relative_to(out) or out.is_relative_to(submissions):
+        return f"--out {out} would mix the class's files with the submissions in {submissions}"
+    return None
+
+
+class CannotGradeSafely(RuntimeError):
+    """This host or this course cannot grade anyone fairly and safely (exit 3)."""
+
+
+@dataclass
+class GradingResult:
+    cells: list[dict]
+    broken: dict[str, list[str]]
+    flagged: dict[str, list[str]]
+    seconds: float
+    students: list[str]
+    timings: dict[str, list[dict]] = field(default_factory=dict)
+    student_seconds: dict[str, float] = field(default_factory=dict)
+    out: Path | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # wall seconds of each step of the run
+    rejected: dict[str, str] = field(default_factory=dict)  # student folders not graded, and why
+    notes: dict[str, list[str]] = field(default_factory=dict)  # files left out of a submission
+    #: students the grader itself failed (a crashed worker, a gradebook it could not write): not the
+    #: submission's doing; the run exits 4 when there is any
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    #: manual grades kept on answers that changed since they were given, to look at again in formgrader
+    rechecks: list[str] = field(default_factory=list)
+    assignment: Assignment = BUNDLE
+    #: scores kept for cells awaiting a manual grade (a manual grade kept through a RECHECK), by
+    #: (student, notebook, cell): grades.csv and nbgrader's export count them, so the table does
+    kept: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------
+# The whole run
+# ----------------------------------------------------------------------------------------
+def grade(
+    submissions: Path,
+    out: Path,
+    options: GradingOptions | None = None,
+    progress_stream=None,
+) -> GradingResult:
+    """Grade every student in submissions, as `options` say (autograder/run/options.py); write OUT.
+    UsageError on bad arguments, GradebookError when OUT's class gradebook holds another
+    assignment, CannotGradeSafely when no sandbox works here or the instructor's notebooks fail
+    their checks.
+
+    An existing class gradebook in OUT/course is reused, manual grades kept (unless
+    options.fresh_gradebook; autograder/gradebook/class_course.py). Without options.judge_seed the judge's
+    fresh inputs come from a new seed for this run, which only the grader holds.
+    """
+    started = time.perf_counter()
+    options = (options or GradingOptions()).validated()
+    origin = options.origin
+    submissions = Path(submissions).resolve()
+    assignment = BUNDLE
+    if origin is not None:
+        try:
+            assignment = assignment_of_origin(origin)
+        except (OSError, ValueError) as error:
+            raise UsageError(str(error)) from None
+    why = refused_out(out, submissions, origin if origin is not None else BundleOrigin(ROOT))
+    if why:
+        raise UsageError(why)
+    found = find_submissions(submissions, assignment)
+    out = Path(out).resolve()
+    # Before anyone is graded: a sandbox that works here, with the options grading uses.
+    try:
+        find_sandbox(options.limits, unsafe=options.unsafe)
+    except SandboxUnavailable as error:
+        raise CannotGradeSafely(str(error)) from None
+    course = out / "course"
+    made_here = not out.exists()
+    try:
+        return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
+    except BaseException:
+        if made_here:  # a run that raises leaves no half-made class in a folder it made
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _grade(submissions, out, course, options, found, assignment, started, progress_stream) -> GradingResult:
+    origin = options.origin
+    clear_outputs(out, options.fresh_gradebook)
+    out.mkdir(parents=True, exist_ok=True)
+    phases: dict[str, float] = {}
+    use_the_venvs_tools()
+    options = options.replace(judge_seed=options.judge_seed or secrets.randbits(62))
+
+    runner = HereRunner(options) if options.jobs == 1 and options.scheduler is None else DaskRunner(options)
+    with runner, contextlib.ExitStack() as claim:
+        update_class_course(course, fresh=options.fresh_gradebook, origin=origin)
+        source = source_files(course)
+        key, kept, kept_key = (
+            kept_for(options.reference_cache, source, options) if options.reference_cache else ("", None, "")
+        )
+        if key and kept is None:
+            waiting = functools.partial(log.info, "waiting for another run's reference run (key %s)", key[:12])
+            claim.enter_context(claimed_reference(options.reference_cache, key, waiting))
+            _, kept, kept_key = kept_for(options.reference_cache, source, options)  # kept while this run waited
+        if kept is None:
+            runner.start_reference(source)  # on the workers, while the gradebook is built here
+        template, configured_timeout = prepare_class_course(course, source)
+        tasks_options = options.replace(cell_timeout=options.cell_timeout or configured_timeout)
+
+        tasks, broken, flagged, findings_by_nb, failed = [], {}, {}, {}, {}
+        for student, files in found.students.items():
+            taken = take_in(files)  # never raises: what it cannot take in is named, graded 0
+            if taken.broken:
+                broken.setdefault(student, []).extend(taken.broken)
+            if taken.findings:
+                findings_by_nb[student] = taken.findings
+                flagged[student] = [f"{name}: {f}" for name, found_here in taken.findings.items() for f in found_here]
+            tasks.append(StudentTask(student, taken.notebooks, tasks_options, extra_files=taken.extra))
+        phases["setup"] = time.perf_counter() - started
+
+        progress = Progress(len(tasks), stream=progress_stream)
+        mark = time.perf_counter()
+        runs = kept if kept is not None else runner.reference_runs()
+        if kept is not None:
+            if kept_key == key:
+                progress.note(f"reference run: kept from an earlier run with the same key ({key[:12]})")
+            else:  # kept_for: a run without the sandbox may take a sandboxed run's
+                progress.note(f"reference run: kept from an earlier sandboxed run (its key {kept_key[:12]})")
+        try:
+            template = into_template(template, runs, progress.note, options.limits, options.compile_cache)
+        except ReferenceProblem as error:
+            raise CannotGradeSafely(str(error)) from None
+        if key and kept is None:
+            keep_reference(options.reference_cache, key, runs)
+        claim.close()  # the next run with this key finds it kept
+        phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
+        mark = time.perf_counter()
+        results = runner.run(tasks, template, progress)
+        phases["students"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+
+    for result in results:
+        if result.failed:
+            failed.setdefault(result.student_id, []).extend(result.failed)
+        # What grading found against the judge's verdicts, reviewed as the scan's findings are.
+        for flag in result.flags:
+            notebook, _, finding = flag.partition(": ")
+            findings_by_nb.setdefault(result.student_id, {}).setdefault(notebook, []).append(finding)
+            flagged.setdefault(result.student_id, []).append(flag)
+    # A student the grader failed is not merged: no zero stands for a grade nobody gave, and a
+    # regrade's earlier grades stay as they were until they are graded again.
+    graded_now = [result for result in results if not result.failed]
+    # Each student's results merged, and their files written, on their own: one that fails is named.
+    merged = merge_into_gradebook(course, graded_now, findings_by_nb)
+    for student, why in merged.failed.items():
+        failed.setdefault(student, []).append(f"their results could not be stored: {why}")
+    graded_now = [result for result in graded_now if result.student_id not in merged.failed]
+    for result in graded_now:
+        if result.broken:
+            broken.setdefault(result.student_id, []).extend(result.broken)
+        try:
+            write_student_files(
+                out, course, result, found.students[result.student_id], findings_by_nb.get(result.student_id, {})
+            )
+        except Exception as error:
+            failed.setdefault(result.student_id, []).append(
+                f"their files could not be written: {type(error).__name__}: {printable(error)}"
+            )
+    for result in graded_now:  # what the class report reads of them; their last run's is kept as the one before
+        student = result.student_id
+        try:
+            write_judged(out, student, result.judged, broken.get(student, []), flagged.get(student, []))
+        except OSError as error:  # their grades are stored; only the report misses them
+            log.warning("the class report's record of %s was not written: %s", student, error)
+    students = sorted(found.students)
+    stored = sorted(result.student_id for result in graded_now)
+    cells = read_cells(course, stored)
+    kept_scores = _kept_while_pending(course, stored)
+    if class_students(course):  # the class files hold what the gradebook holds: nothing before anyone is graded
+        write_class_files(out, course, {k: v for k, v in flagged.items() if k in stored}, stored)
+        write_run_report(out, course)
+    by_hand = graded_by_hand(course, stored)
+    if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
+        for student, why in regenerate_feedback(out, by_hand).failed.items():
+            failed.setdefault(student, []).append(f"their feedback could not be regenerated: {why}")
+        log.info("feedback of %s regenerated with the manual grades kept in the gradebook", ", ".join(by_hand))
+    phases["merge_and_export"] = time.perf_counter() - mark
+    seconds = time.perf_counter() - started
+    progress.finish(seconds)
+    return GradingResult(
+        cells=cells,
+        kept=kept_scores,
+        broken={k: broken[k] for k in sorted(broken)},
+        flagged=flagged,
+        seconds=seconds,
+        students=students,
+        timings={r.student_id: r.timings for r in results},
+        student_seconds={r.student_id: r.seconds for r in results},
+        out=out,
+        phases={k: round(v, 2) for k, v in phases.items()},
+        rejected=dict(found.rejected),
+        notes=dict(found.notes),
+        failed={k: failed[k] for k in sorted(failed)},
+        rechecks=merged.rechecks,
+        assignment=assignment,
+    )
+
+
+def _kept_while_pending(course: Path, students: list[str]) -> dict[tuple[str, str, str], float]:
+    """The scores the gradebook keeps for cells awaiting a manual grade (a manual grade kept
+    through a RECHECK): what nbgrader's export and grades.csv count for them."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.course.assignment import assignment_of
+    from autograder.gradebook.class_gradebook import db_url
+
+    found = {}
+    with Gradebook(db_url(course)) as gb:
+        for student in students:
+            try:
+                submission = gb.find_submission(assignment_of(course).id, student)
+            except MissingEntry:
+                continue
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    if grade.needs_manual_grade and grade.score:
+                        found[(student, notebook.name, grade.name)] = float(grade.score)
+    return found
+
+
+def score_table(result: GradingResult) -> str:
+    """Students x notebooks, points/max; * marks cells still waiting for a manual grade."""
+    totals: dict[tuple[str, str], list] = {}
+    for row in result.cells:
+        entry = totals.setdefault((row["student_id"], row["notebook"]), [0.0, 0.0, False])
+        key = (row["student_id"], row["notebook"], row["grade_id"])
+        entry[0] += row["score"] if row["score"] != "" else result.kept.get(key, 0.0)
+        entry[1] += row["max_score"]
+        entry[2] |= row["score"] == ""
+    stems = result.assignment.stems
+    width = max([len("student")] + [len(s) for s in result.students])
+    header = f"{'student':<{width}}  " + "  ".join(f"{s[:13]:>13}" for s in stems) + f"  {'total':>11}"
+    lines = [header, "-" * len(header)]
+    for student in result.students:
+        cells, got, most = [], 0.0, 0.0
+        for stem in stems:
+            score, maximum, manual = totals.get((student, stem), [0.0, 0.0, False])
+            got, most = got + score, most + maximum
+            cells.append(f"{score:g}/{maximum:g}{'*' if manual else ''}".rjust(13))
+        if student in result.failed and not any(row["student_id"] == student for row in result.cells):
+            lines.append(f"{student:<{width}}  not graded (FAILED below)")
+            continue
+        mark = " !" if student in result.broken else (" ?" if student in result.flagged else "")
+        lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
+    lines.append(
+        "* includes cells awaiting manual grading (formgrader on OUT/course); ! broken submission; ? flagged for review"
+    )
+    return "\n".join(lines)
+
+
+def _limit(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (e.g. memory=8G), not {text!r}")
+    return name.strip(), value.strip()
+
+
+def command_line() -> argparse.ArgumentParser:
+    """`autograder grade`'s arguments (the usage in this module's docstring and autograder/README.md shows them all)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    about = GradingOptions.help
+    parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help=f"where results go, never where a kernel or a learner can read (default with --course: "
+        f"COURSE/{OUT_IN_COURSE}/ASSIGNMENT; required otherwise)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help=about("jobs"))
+    parser.add_argument("--scheduler", help=about("scheduler"))
+    parser.add_argument("--tls-ca-file", help="with --scheduler: the certificate authority of the cluster's TLS")
+    parser.add_argument("--tls-cert", help="with --scheduler: this client's certificate")
+    parser.add_argument("--tls-key", help="with --scheduler: this client's private key")
+    parser.add_argument("--cell-timeout", type=int, help=about("cell_timeout"))
+    parser.add_argument(
+        "--limit",
+        type=_limit,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"a limit of every kernel, e.g. memory=8G (names: {', '.join(Limits().as_dict())}); repeatable",
+    )
+    # The two speed-ups are on by default; each flag turns one off, and says so before what it turns off.
+    parser.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_false",
+        help="turn off: " + about("compile_cache"),
+    )
+    parser.add_argument(
+        "--no-fork", dest="fork_kernels", action="store_false", help="turn off: " + about("fork_kernels")
+    )
+    parser.add_argument("--fresh-gradebook", action="store_true", help=about("fresh_gradebook"))
+    parser.add_argument(
+        "--course",
+        type=Path,
+        help="grade an assignment of this nbgrader course folder (it holds source/<assignment>/)",
+    )
+    parser.add_argument(
+        "--bundle",
+        type=Path,
+        metavar="CHECKOUT",
+        help="instead of --course: the bundle's own performance-05, from a checkout of the bundle",
+    )
+    parser.add_argument("--assignment", help="with --course: the assignment's id (its folder in source/)")
+    parser.add_argument(
+        "--judge-seed",
+        type=int,
+        help=about("judge_seed") + "; give the one a run printed to grade again with the same inputs",
+    )
+    parser.add_argument("--reference-cache", type=Path, metavar="DIR", help=about("reference_cache"))
+    parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true", help=about("unsafe"))
+    return parser
+
+
+def main(argv=None) -> int:
+    args = command_line().parse_args(argv)
+    if bool(args.course) != bool(args.assignment):
+        print("error: --course and --assignment go together", file=sys.stderr)
+        return 2
+    if bool(args.course) == bool(args.bundle):
+        print("error: name the assignment: --course COURSE --assignment ID, or --bundle CHECKOUT", file=sys.stderr)
+        return 2
+    if args.out is None and not args.course:
+        print("error: --out is required without --course", file=sys.stderr)
+        return 2
+    tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if any(tls) and not all(tls):
+        print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    if args.unsafe:
+        print(UNSAFE_WARNING, file=sys.stderr, flush=True)
+    show_log()
+    try:
+        options = GradingOptions(
+            jobs=args.jobs,
+            scheduler=args.scheduler,
+            scheduler_security=SchedulerSecurity(*tls) if all(tls) else None,
+            cell_timeout=args.cell_timeout,
+            limits=limits_from(dict(args.limit)),
+            compile_cache=args.compile_cache,
+            fork_kernels=args.fork_kernels,
+            unsafe=args.unsafe,
+            fresh_gradebook=args.fresh_gradebook,
+            judge_seed=args.judge_seed or 0,
+            reference_cache=args.reference_cache.resolve() if args.reference_cache else None,
+            origin=(
+                CourseOrigin(args.course.resolve(), args.assignment)
+                if args.course
+                else BundleOrigin(args.bundle.resolve())
+            ),
+        )
+        result = grade(args.submissions, args.out or default_out(options.origin), options)
+    except (UsageError, GradebookError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except CannotGradeSafely as error:
+        print(f"error: nobody was graded: {error}", file=sys.stderr)
+        return 3
+    print(score_table(result))
+    # Everything after the table may quote a submission: each line goes out with its control
+    # characters escaped, so no learner's text acts on the instructor's terminal.
+    for student, why in result.rejected.items():
+        print(printable(f"REJECTED {student!r}: not graded: {why}", 1000))
+    for student, notes in result.notes.items():
+        for note in notes:
+            print(printable(f"NOTE    {student}: {note}", 1000))
+    for student, reasons in result.broken.items():
+        for reason in reasons:
+            print(printable(f"BROKEN  {student}: {reason}", 1000))
+    for student, findings in result.flagged.items():
+        for finding in findings:
+            print(printable(f"REVIEW  {student}: {finding}", 1000))
+    for line in result.rechecks:
+        print(printable(line, 1000))
+    for student, reasons in result.failed.items():
+        for reason in reasons:
+            print(printable(f"FAILED  {student}: the grader could not grade them: {reason}", 1000), file=sys.stderr)
+    where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out
+    if (result.out / "grades.csv").exists():
+        print(
+            f"wrote {where}/grades.csv, cells.csv, flags.csv, feedback/ and the gradebook {where}/course/gradebook.db"
+        )
+        if (result.out / "report.html").exists():
+            print(f"the class at a glance: {where}/report.html (its tables as CSV in {where}/report/)")
+    else:
+        print(f"wrote no grades: nobody is graded in {where}/course/gradebook.db", file=sys.stderr)
+    if result.failed:
+        print(
+            f"error: {len(result.failed)} student(s) could not be graded for a reason of the grader's own "
+            "(FAILED lines above): grade them again",
+            file=sys.stderr,
+        )
+        return 4
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""The reference run: the instructor's notebooks, graded once per grading run before any student.
+
+Each source notebook (solutions and hidden tests) runs in the same sandbox and mode as a
+learner's (`NBGRADER_EXECUTION=autograde`), each test cell checked by the judge exactly as a
+learner's is (autograder/judge/core.py), in parallel on the workers. It gives the grader two things:
+
+- a self-test: every test cell must earn all its points on the instructor's solutions, and no
+  cell may raise or warn; otherwise nobody is graded (CannotGradeSafely, exit 3);
+- the compile cache (autograder/kernel/compile_cache.py): every program the solutions' kernels and the
+  judge's artifact runner compile.
+
+A clean reference run may be kept (`GradingOptions.reference_cache`, `--reference-cache DIR`)
+under a key of everything it depends on: the assignment's source, the grader's own code, this
+host and the run's options. A later run with the same key (a regrade after a late submission)
+takes it from there instead of running the instructor's notebooks again; any change makes a new
+key (a run without the sandbox may take a sandboxed run's, never the other way round). Two runs
+with the same key at once run it once: the second waits for the first's (`claimed_reference`).
+A run with a remote scheduler always runs its own (its workers are other hosts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.course.assignment import assignment_in
+from autograder.course.paths import KERNEL_NAME
+from autograder.course.task_template import judge_checks_module, shipped_files, unpack, with_budgets, with_helpers
+from autograder.judge.core import is_test_cell
+from autograder.kernel.compile_cache import add_entries, host_signature, writing_env
+from autograder.kernel.kernels import GRADING_ENV, SandboxSession
+from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
+from autograder.run.options import GradingOptions
+
+
+class ReferenceProblem(RuntimeError):
+    """The instructor's solutions do not pass their own checks: no student can be graded fairly."""
+
+
+@dataclass
+class ReferenceRun:
+    """What one source notebook gave: its compiled programs, its trouble."""
+
+    notebook: str
+    host: str
+    entries: dict[str, bytes] = field(default_factory=dict)
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)  # errors and warnings, each with its cell
+    #: the judge's helpers its checks asked (autograder/kernel/helpers.py), started ahead for a learner's
+    #: notebook of the same name; None where that is not known (all are started ahead)
+    helpers: list[str] | None = None
+
+
+def problems_of(notebook) -> list[str]:
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                found.append(f"cell {index + 1}: {out.get('ename')}: {str(out.get('evalue', '')).strip()[:300]}")
+            elif out.get("output_type") == "stream" and out.get("name") == "stderr" and out.get("text", "").strip():
+                found.append(f"cell {index + 1} wrote to stderr: {out['text'].strip().splitlines()[-1][:300]}")
+    return found
+
+
+def solution_shortfalls(notebook) -> list[str]:
+    """Each test cell of an executed, judged source notebook that earned less than its points."""
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        if not is_test_cell(cell):
+            continue
+        points = float(cell.metadata["nbgrader"].get("points", 0))
+        outputs = cell.get("outputs", [])
+        results = [o for o in outputs if o.get("output_type") == "execute_result"]
+        try:  # a judged cell (or one that returns its points) says what it earned ...
+            earned = float(results[-1].get("data", {}).get("text/plain"))
+        except (IndexError, TypeError, ValueError):  # ... a plain one earns all or nothing, as nbgrader scores it
+            earned = 0.0 if any(o.get("output_type") == "error" for o in outputs) else points
+        if earned is None or abs(earned - points) > 1e-9:
+            report = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+            grade_id = cell.metadata["nbgrader"].get("grade_id", f"cell {index + 1}")
+            found.append(f"{grade_id}: the solutions earn {earned} of {points:g} points:\n    {report.strip()[:1500]}")
+    return found
+
+
+def run_reference(notebook: str, template: dict[str, bytes], options: GradingOptions) -> ReferenceRun:
+    """Run one source notebook of the template in a sandboxed kernel, each test cell judged, with
+    the reference run's cell timeout, every program it compiles kept for the compile cache (the
+    learners' kernels get it unless options.compile_cache is off: `into_template`)."""
+    from traitlets.config import Config
+
+    from autograder.notebook.execute import SandboxedExecute
+
+    started = time.perf_counter()
+    sandbox = sandbox_for_grading(options.limits, options.unsafe)
+    scratch = Path(tempfile.mkdtemp(prefix="performance-05-reference-"))
+    try:
+        source = scratch / "source"
+        unpack(template, source, f"source/{assignment_in(template).id}/")
+        cache = scratch / "cache"
+        cache.mkdir()
+        inside = str(cache) if sandbox.unsafe else CACHE
+        env = {**GRADING_ENV, **writing_env(inside)}
+        session = SandboxSession(
+            sandbox,
+            scratch / "session",
+            shipped_files(template, scratch / "assignment"),
+            cache=cache,
+            cache_writable=True,
+            fork=False,
+            env=env,
+        )
+        executed = nbformat.read(source / notebook, as_version=4)
+        checks = judge_checks_module(template)
+        config = Config()
+        config.SandboxedKernelManager.session_name = session.name
+        executor = SandboxedExecute(
+            config=config,
+            timeout=options.reference_cell_timeout,
+            kernel_name=KERNEL_NAME,
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            judge_source=str(source) if checks and (source / f"{checks}.py").is_file() else "",
+            judge_checks_module=checks,
+            judge_seed=options.judge_seed,
+            limits=options.limits.as_dict(),
+        )
+        run = ReferenceRun(notebook, host_signature())
+        if executor.judge_source:
+            session.judge_helpers().launch()  # they start while the kernel does
+        try:
+            executor.preprocess(executed, {})
+        except Exception as error:  # no kernel, say: reported, and grading stops on it
+            run.problems.append(f"the notebook could not run: {type(error).__name__}: {error}")
+        finally:
+            run.helpers = session.judge_helpers().used() if executor.judge_source else []
+            session.remove()
+        run.problems += problems_of(executed) + solution_shortfalls(executed) + executor.record.trouble
+        run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
+        run.seconds = time.perf_counter() - started
+        return run
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def into_template(
+    template: dict[str, bytes],
+    runs: list[ReferenceRun],
+    say=lambda line: None,
+    limits: Limits | None = None,
+    compile_cache: bool = True,
+) -> dict[str, bytes]:
+    """The template with the time budgets and (unless `compile_cache` is off) the compile cache;
+    ReferenceProblem when a run was not clean."""
+    failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
+    if failed:
+        raise ReferenceProblem(
+            "the reference run of the instructor's notebooks was not clean; no one is "
+            "graded against it:\n  " + "\n  ".join(failed)
+        )
+    missing = sorted(set(assignment_in(template).notebooks) - {run.notebook for run in runs})
+    if missing:
+        raise ReferenceProblem(f"no reference run for {missing}")
+    merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs if compile_cache])
+    limits = limits or Limits()
+    budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
+    merged = with_budgets(merged, budgets)
+    merged = with_helpers(merged, {run.notebook: run.helpers for run in runs if run.helpers is not None})
+    cache = f"{count} executables ({size / 1e6:.1f} MB)" if compile_cache else "off"
+    say(
+        f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
+        f"work; compile cache: {cache}; time budgets "
+        + ", ".join(f"{Path(name).stem[:2]} {seconds:.0f} s" for name, seconds in sorted(budgets.items()))
+    )
+    return merged
+
+
+# ---------------------------------------------------------------------------------------
+# A clean reference run, kept for the next run with the same key.
+# ---------------------------------------------------------------------------------------
+def reference_key(source: dict[str, bytes], options: GradingOptions) -> str:
+    """What a reference run depends on, hashed: the course's source files, the grader's code,
+    this host (its CPU and JAX), and the options that change the run."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    grader = sorted(package.rglob("*.py"))
+    for name, data in [
+        *sorted(source.items()),
+        *((f"autograder/{p.relative_to(package)}", p.read_bytes()) for p in grader),
+    ]:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    settings = {
+        "host": host_signature(),
+        "unsafe": options.unsafe,
+        "timeout": options.reference_cell_timeout,
+        # the budgets are made from the run's seconds later: their factor and floor change nothing here
+        "limits": {k: v for k, v in options.limits.as_dict().items() if k not in ("time_factor", "time_floor")},
+    }
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return digest.hexdigest()[:32]
+
+
+def kept_reference(folder: Path, key: str) -> list[ReferenceRun] | None:
+    """The clean reference runs kept under `key` in folder; None when there are none (or they do
+    not read back whole)."""
+    kept = Path(folder) / key
+    try:
+        runs = []
+        for item in json.loads((kept / "runs.json").read_text()):
+            entries = {p.name: p.read_bytes() for p in sorted((kept / "entries" / item["notebook"]).glob("*"))}
+            helpers = item.get("helpers")
+            helpers = None if helpers is None else [str(name) for name in helpers]
+            runs.append(ReferenceRun(item["notebook"], item["host"], entries, float(item["seconds"]), helpers=helpers))
+        return runs
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def kept_for(
+    folder: Path, source: dict[str, bytes], options: GradingOptions
+) -> tuple[str, list[ReferenceRun] | None, str]:
+    """The key this run keeps its reference run under, a kept run it may take instead of running
+    one, and the key that run was kept under ("" when there is none): its own key's or, for a run
+    without the sandbox, a sandboxed run's. A sandboxed run never takes one made without the
+    sandbox: a solution that only works outside it would have passed there."""
+    key = reference_key(source, options)
+    kept = kept_reference(folder, key)
+    if kept is not None:
+        return key, kept, key
+    if options.unsafe:
+        sandboxed = reference_key(source, options.replace(unsafe=False))
+        kept = kept_reference(folder, sandboxed)
+        if kept is not None:
+            return key, kept, sandboxed
+    return key, None, ""
+
+
+@contextlib.contextmanager
+def claimed_reference(folder: Path, key: str, waiting=None):
+    """While held, no other grading run on this host makes the reference run of `key` in
+    `folder`: a second run with the same key waits here (after calling `waiting()`), then finds
+    the first one's kept, or, where it was not clean, runs its own."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{key}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # the lock goes with the file
+
+
+def keep_reference(folder: Path, key: str, runs: list[ReferenceRun]) -> None:
+    """Keep clean runs under `key` (written aside, then moved into place: never half a run)."""
+    if any(run.problems for run in runs):
+        return
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".keeping-", dir=folder))
+    try:
+        for run in runs:
+            entries = scratch / "entries" / run.notebook
+            entries.mkdir(parents=True)
+            for name, data in run.entries.items():
+                (entries / name).write_bytes(data)
+        index = [{"notebook": r.notebook, "host": r.host, "seconds": r.seconds, "helpers": r.helpers} for r in runs]
+        (scratch / "runs.json").write_text(json.dumps(index))
+        os.rename(scratch, folder / key)
+    except OSError:  # kept already (another run was first), or the folder cannot take it: not kept
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,221 @@
+"""Where grading tasks run: here, one student after another, or on Dask workers.
+
+Both runners do the same two things: the reference run of the instructor's notebooks
+(autograder/run/reference.py, one task per notebook) and one task per student
+(autograder/run/worker.py). A task that fails twice is reported, never retried forever.
+
+Dask is secured so that nothing but this grader can drive it, even from a machine it reaches:
+the local cluster speaks TLS with a certificate made for this run only, and has no dashboard;
+a remote scheduler must speak TLS too, with the instructor's certificates. Every task key
+carries this run's id, so two runs on one scheduler never share a result, and workers with
+more than one thread are refused (a worker grades one student at a time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from autograder.course.assignment import assignment_in
+from autograder.course.submissions import UsageError
+from autograder.run.options import GradingOptions
+from autograder.run.reference import ReferenceRun, run_reference
+from autograder.run.tls import PRELOAD, RARE_HOUSEKEEPING_MS
+from autograder.run.worker import StudentResult, grade_student, release_sandboxes, warm_up
+
+
+def broken_result(student_id: str, why: str) -> StudentResult:
+    """A student the grader could not grade (its task failed twice): named as the grader's failure,
+    not the submission's (the run exits 4), and stored nowhere (no zero stands for a grade)."""
+    return StudentResult(student_id, failed=[f"{why}; not graded: grade them again"])
+
+
+def submission_size(task) -> int:
+    """About how much grading a student's task holds: the bytes of their notebooks."""
+    return sum(len(data) for data in task.notebooks.values())
+
+
+def in_grading_order(tasks, processes: int, largest_first: bool = True) -> list:
+    """The tasks, largest submission first where processes share them (a long one started last
+    would leave the others idle), each saying whether another is likely to follow it on its
+    process: the last `processes` do not, so no sandbox is made ahead for a student who never comes."""
+    ordered = sorted(tasks, key=submission_size, reverse=True) if largest_first else list(tasks)
+    last = len(ordered) - max(1, processes)
+    return [dataclasses.replace(task, another_follows=index < last) for index, task in enumerate(ordered)]
+
+
+class HereRunner:
+    """Grading in this process, one student after another (--jobs 1)."""
+
+    def __init__(self, options: GradingOptions):
+        self.options = options
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        release_sandboxes()
+        return False
+
+    def start_reference(self, source: dict[str, bytes]) -> None:
+        self._source = source
+
+    def reference_runs(self) -> list[ReferenceRun]:
+        return [run_reference(name, self._source, self.options) for name in assignment_in(self._source).notebooks]
+
+    def run(self, tasks, template, progress) -> list[StudentResult]:
+        results = []
+        for task in in_grading_order(tasks, 1, largest_first=False):
+            for attempt in (1, 2):
+                try:
+                    result = grade_student(task, template)
+                    break
+                except Exception as error:  # the machinery failed on this submission: retry once
+                    if attempt == 2:
+                        result = broken_result(
+                            task.student_id, f"grading failed twice ({type(error).__name__}: {error})"
+                        )
+            progress.update(result)
+            results.append(result)
+        return results
+
+
+#: A local cluster's housekeeping, made rare: it serves no pages, so nobody reads its profiles or
+#: its monitor, and every wake-up of its event loops (the scheduler's, each nanny's and worker's)
+#: is CPU taken from the kernels being graded. Dask's defaults (a health tick every 20 ms, each
+#: worker's stacks sampled 100 times a second, process counters twice a second) cost an idle
+#: cluster of two workers 5.5 CPU-s a minute; these, 1.0. The rates are the preload's (tls.py's
+#: keep_housekeeping_rare, which an instructor's own cluster runs too); as configuration they
+#: also reach the nannies, where no preload of the workers runs.
+LOCAL_CLUSTER_QUIET = {
+    "distributed.admin.tick.interval": f"{RARE_HOUSEKEEPING_MS['tick']}ms",
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": f"{RARE_HOUSEKEEPING_MS['monitor']}ms",
+    "distributed.deploy.cluster-repr-interval": "5s",  # a notebook widget's refresh
+}
+
+
+class DaskRunner:
+    """Grading on a local Dask cluster of `jobs` single-threaded worker processes, or on a
+    running scheduler (a `tls://` address and the instructor's SchedulerSecurity).
+
+    Started before the class course is set up, so the workers start, import and run the
+    reference while this process builds the gradebook.
+    """
+
+    def __init__(self, options: GradingOptions):
+        self.options = options
+        self.jobs, self.scheduler, self.scheduler_security = options.jobs, options.scheduler, options.scheduler_security
+        self.run_id = uuid.uuid4().hex[:12]
+        self.cluster = self.client = None
+        self._references: list = []
+
+    def __enter__(self):
+        import logging
+
+        import dask
+        from dask.distributed import Client, LocalCluster
+
+        # A task that kills its worker fails at once (not after three workers) and is retried here,
+        # once; a worker is handed its next student only when it is free (run() sends the largest first).
+        settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}
+        settings |= LOCAL_CLUSTER_QUIET
+        with dask.config.set(settings):
+            if self.scheduler is None:
+                self.cluster = LocalCluster(
+                    n_workers=self.jobs,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    memory_limit=0,
+                    silence_logs=logging.ERROR,
+                    security=True,
+                    protocol="tls://",
+                    host="127.0.0.1",
+                    # No HTTP port (autograder/run/tls.py's dask_setup): the scheduler's would name the
+                    # students being graded to anyone on this machine, without a certificate.
+                    scheduler_kwargs={"preload": [PRELOAD]},
+                    preload=[PRELOAD],
+                )
+                self.client = Client(self.cluster, timeout="30s")
+            else:
+                self.client = Client(self.scheduler, security=self.scheduler_security.security(), timeout="30s")
+                self._refuse_threaded_workers()
+        return self
+
+    def _refuse_threaded_workers(self) -> None:
+        workers = self.client.scheduler_info()["workers"]
+        if not workers:
+            self.client.close()
+            raise UsageError(f"the scheduler at {self.scheduler} has no workers")
+        threaded = sorted(addr for addr, info in workers.items() if info.get("nthreads", 1) != 1)
+        if threaded:
+            self.client.close()
+            raise UsageError(
+                f"workers with more than one thread ({', '.join(threaded)}): start them with "
+                "`--nthreads 1` (a worker grades one student at a time)"
+            )
+
+    def __exit__(self, *exc):
+        try:
+            self.client.run(release_sandboxes)  # the sandbox each worker made for a next student
+        except Exception:  # a worker that is gone took its sandboxes with it (--die-with-parent)
+            pass
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        return False
+
+    def _key(self, *parts) -> str:
+        return "-".join(["performance-05", self.run_id, *map(str, parts)])
+
+    def start_reference(self, source: dict[str, bytes]) -> None:
+        # Largest notebook first (the most to compile), so the workers finish at about the same time.
+        assignment = assignment_in(source)
+        order = sorted(assignment.notebooks, key=lambda name: -len(source.get(f"source/{assignment.id}/{name}", b"")))
+        self._references = [
+            self.client.submit(
+                run_reference,
+                name,
+                source,
+                self.options,
+                key=self._key("reference", name),
+                pure=False,
+            )
+            for name in order
+        ]
+
+    def reference_runs(self) -> list[ReferenceRun]:
+        return self.client.gather(self._references)
+
+    def run(self, tasks, template, progress) -> list[StudentResult]:
+        from dask.distributed import as_completed
+
+        client = self.client
+        client.run(warm_up)
+        shared = client.scatter(template, broadcast=True)
+        attempts, results = {}, []
+        futures = as_completed()
+        by_key = {}
+        for task in in_grading_order(tasks, len(client.scheduler_info()["workers"]) or self.jobs):
+            attempts[task.student_id] = 1
+            key = self._key("grade", task.student_id, 1)
+            by_key[key] = task
+            futures.add(client.submit(grade_student, task, shared, key=key, pure=False))
+        for future in futures:
+            task = by_key[future.key]
+            try:
+                result = future.result()
+            except Exception as error:
+                if attempts[task.student_id] < 2:
+                    attempts[task.student_id] += 1
+                    key = self._key("grade", task.student_id, attempts[task.student_id])
+                    by_key[key] = task
+                    futures.add(client.submit(grade_student, task, shared, key=key, pure=False))
+                    continue
+                result = broken_result(
+                    task.student_id, f"its grading worker failed twice ({type(error).__name__}: {error})"
+                )
+            progress.update(result)
+            results.append(result)
+        return results

@@ -1,0 +1,183 @@
+"""`autograder tls FOLDER`: the TLS files a Dask cluster of graders needs, made in one command.
+
+Dask runs code for whoever connects to it, so the grader speaks to a scheduler only over TLS,
+with certificates signed by a certificate authority of the course's own. This writes, into
+FOLDER (created with permissions for its owner only):
+
+    ca.pem                           the certificate authority (give it to every machine)
+    scheduler.pem, scheduler-key.pem the scheduler's certificate and key
+    worker.pem, worker-key.pem       the workers' (one for all of them)
+    client.pem, client-key.pem       the grader's, for `autograder grade --scheduler tls://...`
+
+The authority's own key is not kept: no further certificate can be signed with it, so making
+new files means making them all again. Every certificate names the hosts given with --host
+(default: this machine's name and localhost) and is valid for --days (default 30).
+
+TLS is then the only way in: started with `--preload autograder.run.tls`, a scheduler or worker
+stops the HTTP server every Dask server starts (`dask_setup`). The same preload keeps the
+server's housekeeping rare (`keep_housekeeping_rare`): the CPU of a grading cluster is the
+kernels'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import ipaddress
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROLES = ("scheduler", "worker", "client")
+#: The preload (`dask scheduler|worker --preload PRELOAD`) that closes a server's HTTP port.
+PRELOAD = "autograder.run.tls"
+
+
+def dask_setup(server) -> None:
+    """Run by Dask in each server started with `--preload autograder.run.tls`, once it listens.
+
+    Every scheduler and worker serves HTTP besides its TLS port, even with `--no-dashboard`, to
+    anyone who connects, without a certificate: the scheduler on port 8787 of every interface. Its
+    pages name the tasks (a grading task's name holds the student's id), the workers and their call
+    stacks and logs. Stopped here, the TLS port with the course's certificates is the only way in."""
+    http = getattr(server, "http_server", None)
+    if http is not None:
+        http.stop()
+    keep_housekeeping_rare(server)
+
+
+#: A grading server's timers, in ms, at their longest (Dask's defaults serve a live dashboard).
+#: The tick: Dask warns of a blocked event loop after 3 s, which a 1 s tick still sees.
+RARE_HOUSEKEEPING_MS = {"tick": 1000, "monitor": 5000}
+#: A worker's profiler samples its threads' stacks 100 times a second for pages nobody can open.
+PROFILER_TIMERS = ("profile", "profile-cycle")
+
+
+def keep_housekeeping_rare(server) -> None:
+    """No profiler, a tick once a second and the process counters every 5 s, in a scheduler or
+    worker started with this preload, as a local grading run's cluster is configured (runners.py).
+    Run before the server starts its timers, so none starts at Dask's rate."""
+    timers = server.periodic_callbacks
+    for name in PROFILER_TIMERS:
+        profiler = timers.pop(name, None)
+        if profiler is not None:
+            profiler.stop()
+    for name, longest in RARE_HOUSEKEEPING_MS.items():
+        timer = timers.get(name)
+        if timer is not None and timer.callback_time < longest:
+            timer.callback_time = longest  # read by tornado each time it schedules the next call
+
+
+@dataclass(frozen=True)
+class SchedulerSecurity:
+    """The instructor's TLS files for a remote scheduler (dask's `--tls-*` options): the client's."""
+
+    ca_file: str
+    cert: str
+    key: str
+
+    def security(self):
+        from distributed.security import Security
+
+        return Security(
+            tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key, require_encryption=True
+        )
+
+
+def _name(common: str):
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+def _key():
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _subject_names(hosts: list[str]):
+    from cryptography import x509
+
+    names = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
+
+
+def make_tls_files(folder: Path, hosts: list[str] | None = None, days: int = 30) -> dict[str, Path]:
+    """Write the CA and the three certificates into folder; return {file name: path}."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    hosts = hosts or [socket.gethostname(), "localhost", "127.0.0.1"]
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    now = datetime.datetime.now(datetime.UTC)
+    until = now + datetime.timedelta(days=days)
+    ca_key = _key()
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("autograder course CA"))
+        .issuer_name(_name("autograder course CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(until)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    written = {"ca.pem": folder / "ca.pem"}
+    written["ca.pem"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    for role in ROLES:
+        key = _key()
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(_name(f"autograder {role}"))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(until)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(_subject_names(hosts), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        for name, data in (
+            (f"{role}.pem", certificate.public_bytes(serialization.Encoding.PEM)),
+            (f"{role}-key.pem", _pem_key(key)),
+        ):
+            path = folder / name
+            path.write_bytes(data)
+            os.chmod(path, 0o600)
+            written[name] = path
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="autograder tls", description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="where the files go (made, owner-only)")
+    parser.add_argument("--host", action="append", default=[], help="a host name or address the certificates name")
+    parser.add_argument("--days", type=int, default=30, help="days the certificates are valid (default 30)")
+    args = parser.parse_args(argv)
+    if args.days < 1:
+        print("error: --days must be at least 1", file=sys.stderr)
+        return 2
+    written = make_tls_files(args.folder, args.host or None, args.days)
+    print(f"wrote {', '.join(sorted(written))} into {args.folder}")
+    return 0

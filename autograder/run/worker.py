@@ -1,0 +1,449 @@
+"""Grade one student in a scratch course of their own: the task a grading worker runs.
+
+Everything the task needs travels with it (the course template, the submission's bytes) and
+everything it produces comes back as data (scores, autograded notebooks, feedback HTML), so a
+worker may run in this process, in a local Dask worker or on another machine, and no two tasks
+ever share a gradebook file. The parent merges the results into the class gradebook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.course.assignment import (
+    assignment_in,
+    assignment_of,
+    nbgrader_setting,
+    notebook_kernel,
+    use_the_venvs_tools,
+)
+from autograder.course.task_template import helpers_asked, shipped_files, time_budgets
+from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
+from autograder.kernel.compile_cache import ENTRIES, HOST, reading_env, usable_cache
+from autograder.kernel.helpers import HELPER_NAMES
+from autograder.kernel.kernels import GRADING_ENV, SandboxSession, kernel_interpreter
+from autograder.kernel.sandbox import CACHE, sandbox_for_grading
+from autograder.notebook.execute import Failure, NotebookRecord, failure_of, past_budget
+from autograder.notebook.plugin import configure
+from autograder.run.options import GradingOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StudentTask:
+    student_id: str
+    notebooks: dict[str, bytes]  # file name -> bytes, already checked to be readable notebooks
+    options: GradingOptions  # the run's, its cell timeout and judge seed settled
+    extra_files: dict[str, bytes] = field(default_factory=dict)  # timestamp.txt and the like
+    #: Whether this process is likely to grade another student after this one (the runner knows):
+    #: only then is a sandbox made ahead for it.
+    another_follows: bool = True
+
+
+@dataclass
+class StudentResult:
+    student_id: str
+    timestamp: str | None = None
+    notebooks: dict = field(default_factory=dict)  # notebook name -> grades, comments, penalty
+    autograded: dict[str, str] = field(default_factory=dict)  # file name -> notebook JSON
+    feedback: dict[str, str] = field(default_factory=dict)  # file name -> HTML
+    broken: list[str] = field(default_factory=list)  # what of the submission could not be graded, and why
+    failed: list[str] = field(default_factory=list)  # what the grader itself failed to do
+    #: For review, "<notebook file>: <finding>": what grading found against the judge's verdicts
+    flags: list[str] = field(default_factory=list)
+    timings: list[dict] = field(default_factory=list)
+    #: notebook name -> what the class report keeps of it: its time and budget, and each judged
+    #: cell's items (autograder/gradebook/class_report.py)
+    judged: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    worker: str = ""
+
+
+def autograde_api(course: Path, options: GradingOptions, session: SandboxSession):
+    """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
+    if "SandboxedExecute" not in names:  # a course folder without the grader's lines: they are added
+        configure(config, checks_module=config.SandboxedExecute.get("judge_checks_module", ""))
+    # The config names the gradebook relative to the course; this process runs elsewhere.
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.db_url = db_url(course)
+    config.Exchange.root = str(course / "exchange")  # unused here; nbgrader checks it is writable
+    if options.cell_timeout:
+        config.Execute.timeout = options.cell_timeout
+    # The outputs are in once the last cell has run: end the kernel at once, not after polling it.
+    config.Execute.shutdown_kernel = "immediate"
+    # The kernel's own log is noise here.
+    config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
+    config.SandboxedKernelManager.session_name = session.name
+    config.SandboxedExecute.limits = session.sandbox.limits.as_dict()
+    source = course / "source" / assignment_of(course).id
+    checks = config.SandboxedExecute.get("judge_checks_module", "")
+    # The judge checks the test cells where the assignment's checks speak its protocol.
+    config.SandboxedExecute.judge_source = str(source) if checks and (source / f"{checks}.py").is_file() else ""
+    config.ForPages.source_folder = str(source)
+    # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
+    # must be able to replace them when it grades again.
+    config.Autograde.permissions = 644
+    config.SandboxedExecute.judge_seed = options.judge_seed
+    config.MetadataFromSource.source_folder = str(source)
+    coursedir = CourseDirectory(config=config)
+    return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def _sandbox_settings(task: StudentTask, template: dict[str, bytes]) -> str:
+    """What a student's sandbox is made of, as a key: two tasks with the same key can take the same
+    kind of sandbox (one made ahead for the next task is taken only by a task of the same key)."""
+    digest = hashlib.sha256()
+    for name in sorted(
+        name for name in template if name.startswith((f"source/{assignment_in(template).id}/", ENTRIES))
+    ):
+        digest.update(f"{name}\0{len(template[name])}\0".encode())
+        digest.update(template[name])
+    options = task.options
+    settings = [options.limits.as_dict(), options.unsafe, options.fork_kernels, template.get(HOST, b"").decode()]
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+#: This process's folder for students' sandboxes and the compile cache they read (one per run's template).
+_FOLDER: Path | None = None
+#: A sandbox made ahead for this process's next student, with its key; None when there is none.
+_AHEAD: tuple[str, SandboxSession] | None = None
+
+
+def _folder() -> Path:
+    global _FOLDER
+    if _FOLDER is None or not _FOLDER.is_dir():
+        _FOLDER = Path(tempfile.mkdtemp(prefix="performance-05-sandboxes-"))
+    return _FOLDER
+
+
+def _compile_cache(template: dict[str, bytes]) -> Path | None:
+    """The template's compile cache, unpacked once in this process's folder; None when it has none
+    (or it was filled on another kind of machine)."""
+    entries = {name: data for name, data in template.items() if name.startswith(ENTRIES + "/") or name == HOST}
+    if not entries:
+        return None
+    digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d for n, d in sorted(entries.items()))).hexdigest()[:16]
+    folder = _folder() / f"cache-{digest}"
+    if not folder.is_dir():
+        staged = Path(tempfile.mkdtemp(dir=_folder()))
+        for name, data in entries.items():
+            (staged / name).parent.mkdir(parents=True, exist_ok=True)
+            (staged / name).write_bytes(data)
+        os.rename(staged, folder)
+    return usable_cache(folder)
+
+
+def student_session(task: StudentTask, template: dict[str, bytes]) -> SandboxSession:
+    """The student's sandbox: the shipped files, the compile cache read-only, the grading mode; the
+    one made ahead for this kind of task when there is one (its host already starting)."""
+    global _AHEAD
+    ahead, _AHEAD = _AHEAD, None
+    if ahead is not None:
+        if ahead[0] == _sandbox_settings(task, template):
+            return ahead[1]
+        ahead[1].remove()
+    sandbox = sandbox_for_grading(task.options.limits, task.options.unsafe)
+    cache = _compile_cache(template)
+    env = dict(GRADING_ENV)
+    if cache is not None:
+        env.update(reading_env(str(cache) if sandbox.unsafe else CACHE))
+    folder = Path(tempfile.mkdtemp(prefix="session-", dir=_folder()))
+    return SandboxSession(
+        sandbox,
+        folder,
+        shipped_files(template, folder / "assignment"),
+        cache=cache,
+        fork=task.options.fork_kernels,
+        env=env,
+    )
+
+
+def start_session(session: SandboxSession, kernel_name: str, helpers=()) -> None:
+    """Start what the student's notebooks will need before the first one asks: the warm kernel host
+    (its imports, about a second) and these of the judge's helpers (a Python with JAX, one without)."""
+    if session.fork:
+        session.start_host(kernel_interpreter(kernel_name), session.kernel_environment(os.environ))
+    if helpers:
+        session.judge_helpers().launch(helpers)
+
+
+def helpers_ahead(template: dict[str, bytes], notebooks: list[str], judged: bool) -> set[str]:
+    """The judge's helpers to start as a student's grading begins: those the reference run's checks
+    asked in these notebooks (all of them for a notebook it noted nothing for). Any other one
+    starts on its first request: a student who handed in one notebook starts no JAX for another."""
+    if not judged:
+        return set()
+    asked = helpers_asked(template)
+    return {helper for name in notebooks for helper in asked.get(name, HELPER_NAMES)}
+
+
+def make_next_session(task: StudentTask, template: dict[str, bytes], kernel_name: str) -> None:
+    """A sandbox for this process's next student, started now, while this one's later notebooks
+    and feedback are graded: a fresh one (its own uid, nothing of this student's in it), taken by
+    the next task with the same settings, or removed. Not made after a process's last student."""
+    global _AHEAD
+    if _AHEAD is None and task.options.fork_kernels and task.another_follows:
+        session = student_session(task, template)
+        start_session(session, kernel_name)  # the helpers wait for the next student's notebooks
+        _AHEAD = (_sandbox_settings(task, template), session)
+
+
+def _make_next_session_or_log(task: StudentTask, template: dict[str, bytes], kernel_name: str) -> None:
+    try:
+        make_next_session(task, template, kernel_name)
+    except Exception as error:  # only time is lost: the next student makes their own
+        log.warning("no sandbox could be made ahead for the next student: %s", error)
+
+
+def release_sandboxes() -> None:
+    """Remove the sandbox made ahead (if any) and this process's sandbox folder: the run is over."""
+    global _AHEAD, _FOLDER
+    ahead, _AHEAD = _AHEAD, None
+    if ahead is not None:
+        ahead[1].remove()
+    if _FOLDER is not None:
+        shutil.rmtree(_FOLDER, ignore_errors=True)
+        _FOLDER = None
+
+
+def _recording(converter):
+    """nbgrader's converter `converter`, keeping what a notebook's failure raised as data
+    (`failure`) instead of only in its log."""
+
+    class Recording(converter):
+        failure: Failure | None = None
+
+        def convert_single_notebook(self, notebook_filename: str) -> None:
+            try:
+                super().convert_single_notebook(notebook_filename)
+            except Exception as error:
+                self.failure = self.failure or failure_of(error, None)
+                raise
+
+    Recording.__name__ = converter.__name__  # nbgrader's config sections are named for the class
+    return Recording
+
+
+def _convert(api, converter, student_id: str, notebook: str = "*") -> Failure | None:
+    """Run one of nbgrader's converters for one student; None when it succeeded, else its failure."""
+    from nbgrader.utils import capture_log, temp_attrs
+
+    assignment = assignment_of(Path(api.coursedir.root)).id
+    with temp_attrs(api.coursedir, assignment_id=assignment, student_id=student_id, notebook_id=notebook):
+        app = _recording(converter)(coursedir=api.coursedir, parent=api)
+        app.force = True
+        if hasattr(app, "create_student"):
+            app.create_student = True
+        outcome = capture_log(app)
+    if outcome["success"]:
+        return None
+    return app.failure or Failure(None, "NbGraderException", "nbgrader could not grade it (see the grading log)")
+
+
+def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url(course)) as gb:
+        try:
+            submission = gb.find_submission(assignment_of(course).id, student_id)
+        except MissingEntry:
+            return None, {}
+        timestamp = submission.timestamp.isoformat() if submission.timestamp else None
+        notebooks = {}
+        for nb in submission.notebooks:
+            notebooks[nb.name] = {
+                "grades": {
+                    g.name: {"auto_score": g.auto_score, "needs_manual_grade": bool(g.needs_manual_grade)}
+                    for g in nb.grades
+                },
+                "comments": {c.name: c.auto_comment for c in nb.comments},
+                "late_penalty": nb.late_submission_penalty,
+            }
+        return timestamp, notebooks
+
+
+def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading.Timer:
+    """End everything of the student's (the kernel's sandbox, the judge's helpers) if one notebook runs
+    past `seconds` (a kernel that ignores interrupts, a helper that stalls the judge)."""
+
+    def fire():
+        fired.append(True)
+        session.halt("the notebook ran past its time budget")
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def notebook_budget(own: float, student_deadline: float, now: float) -> float | None:
+    """A notebook's time budget in seconds: its own, or what is left of the student's if that is less;
+    None once the student's time is spent (no further notebook of theirs runs)."""
+    left = student_deadline - now
+    if left <= 0:
+        return None
+    return max(1.0, min(own, left))
+
+
+def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResult:
+    """Autograde one student's notebooks and generate their feedback, in a scratch course.
+
+    template: the course files by relative path (config, source, the class gradebook before
+    any student was added), the same for every task.
+    """
+    started = time.perf_counter()
+    from nbgrader.converters import Autograde, GenerateFeedback
+
+    result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+    use_the_venvs_tools()
+    quiet_gradebook_warnings()
+    scratch = Path(tempfile.mkdtemp(prefix="performance-05-grade-"))
+    session = None
+    try:
+        course = scratch / "course"
+        for relative, data in template.items():
+            (course / relative).parent.mkdir(parents=True, exist_ok=True)
+            (course / relative).write_bytes(data)
+        assignment = assignment_in(template)
+        submitted = course / "submitted" / task.student_id / assignment.id
+        submitted.mkdir(parents=True)
+        for name, data in {**task.extra_files, **task.notebooks}.items():
+            (submitted / name).write_bytes(data)
+        session = student_session(task, template)
+        api = autograde_api(course, task.options, session)
+        # No Execute.kernel_name: nbgrader runs the kernel the notebooks name.
+        kernel_name = nbgrader_setting(api.config, "Execute", "kernel_name") or notebook_kernel(
+            template[f"source/{assignment.id}/{assignment.notebooks[0]}"]
+        )
+        judged = bool(api.config.SandboxedExecute.judge_source)
+        submitted_notebooks = [name for name in assignment.notebooks if name in task.notebooks]
+        # while nbgrader prepares the first notebook
+        start_session(session, kernel_name, helpers_ahead(template, submitted_notebooks, judged))
+        autograded = course / "autograded" / task.student_id / assignment.id
+
+        # Time is the course's to give, not the submission's to take: each notebook has the budget the
+        # reference run set for it, and the student the sum of them, whatever the notebooks hold.
+        budgets = time_budgets(template)
+        own = {name: budgets.get(name, task.options.budget_without_reference) for name in submitted_notebooks}
+        student_deadline = time.monotonic() + sum(own.values())
+        for position, name in enumerate(submitted_notebooks):
+            budget = notebook_budget(own[name], student_deadline, time.monotonic())
+            if budget is None:  # the student's time is spent: graded with what finished, the class goes on
+                result.broken.append(
+                    f"{name}: not graded: this student's time budget of {sum(own.values()):.0f} s ran out "
+                    "before it; graded 0"
+                )
+                result.judged[name] = {"seconds": 0.0, "budget": 0.0, "past_budget": True, "cells": {}}
+                continue
+            if position == 1:
+                # After this student's first notebook: the next sandbox's imports then fill the
+                # waits of this student's later ones, instead of delaying the next first notebook.
+                _make_next_session_or_log(task, template, kernel_name)
+            api.config.SandboxedExecute.budget = budget  # read when the preprocessors are made
+            record = session.record = NotebookRecord()
+            fired: list = []
+            timer = _watchdog(budget + task.options.watchdog_grace, fired, session)
+            t0 = time.perf_counter()
+            try:
+                failure = _convert(api, Autograde, task.student_id, Path(name).stem)
+            finally:
+                timer.cancel()
+            seconds = time.perf_counter() - t0
+            if record.ledger is not None:
+                result.flags += [f"{name}: {finding}" for finding in record.ledger.findings]
+            result.judged[name] = {
+                "seconds": seconds,
+                "budget": budget,
+                "past_budget": bool(fired) or past_budget(record.trouble),
+                "cells": dict(record.ledger.items) if record.ledger is not None else {},
+            }
+            cells = record.cells
+            first = cells[0]["seconds"] if cells else 0.0
+            tests = sum(c["seconds"] for c in cells if c["test"])
+            work = sum(c["seconds"] for c in cells[1:] if not c["test"])
+            result.timings.append(
+                {
+                    "notebook": name,
+                    "total": seconds,
+                    "kernel_start": record.kernel_start,
+                    "first_cell_imports": first,
+                    "notebook_work": work,
+                    "hidden_and_public_tests": tests,
+                    "nbgrader_overhead": max(0.0, seconds - record.kernel_start - first - work - tests),
+                }
+            )
+            path = autograded / name
+            if failure is not None or not path.exists():
+                failure = record.failure or failure
+                reason = (
+                    "it ran past its time limit and was stopped"
+                    if fired
+                    else failure.cause + (f" (in cell {failure.cell + 1})" if failure.cell is not None else "")
+                    if failure is not None
+                    else "nbgrader wrote no autograded notebook"
+                )
+                result.broken.append(f"{name}: {reason}; graded 0")
+                continue
+            if fired:
+                result.broken.append(
+                    f"{name}: it ran past its time limit and was stopped; the checks it had "
+                    "finished keep their points, the rest scored 0"
+                )
+            else:
+                result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
+
+        if len(submitted_notebooks) < 2:
+            _make_next_session_or_log(task, template, kernel_name)
+        result.timestamp, result.notebooks = _read_grades(course, task.student_id)
+        # Only notebooks that graded cleanly keep their scores; the parent zeroes the rest.
+        graded = {p.name for p in autograded.glob("*.ipynb")} if autograded.exists() else set()
+        result.notebooks = {k: v for k, v in result.notebooks.items() if f"{k}.ipynb" in graded}
+
+        # nbgrader wrote them as pages will show them (pages.ForPages), read-only: only read here.
+        for path in sorted(autograded.glob("*.ipynb")) if autograded.exists() else []:
+            result.autograded[path.name] = path.read_text()
+
+        t0 = time.perf_counter()
+        if result.autograded:
+            failure = _convert(api, GenerateFeedback, task.student_id)
+            if failure is not None:
+                result.broken.append(f"feedback could not be generated: {failure.cause}")
+        feedback_dir = course / "feedback" / task.student_id / assignment.id
+        for path in sorted(feedback_dir.glob("*.html")) if feedback_dir.exists() else []:
+            result.feedback[path.name] = path.read_text()
+        result.timings.append({"notebook": "(feedback)", "total": time.perf_counter() - t0})
+    finally:
+        if session is not None:
+            session.remove()
+        shutil.rmtree(scratch, ignore_errors=True)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def warm_up() -> str:
+    """Import what grading needs, once per worker process, before the first task arrives."""
+    import nbconvert.exporters  # noqa: F401
+    import nbgrader.apps  # noqa: F401
+    import nbgrader.converters  # noqa: F401
+
+    from autograder.notebook import execute, pages, repair  # noqa: F401  (the preprocessors nbgrader's config names)
+
+    return f"{socket.gethostname()}:{os.getpid()}"

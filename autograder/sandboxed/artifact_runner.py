@@ -1,0 +1,122 @@
+"""The judge's artifact runner: a learner's JAX program, made again from data, transformed and run here.
+
+No learner code runs in this process. The judge's program builder (autograder/sandboxed/program_builder.py)
+hands over a learner's program untransformed, as its jaxpr written as data, at the shapes the
+judge asked for (autograder/sandboxed/program_data.py). This process, in a sandbox of its own
+(autograder/kernel/helpers.py), makes the program again from JAX's own primitives alone, checks that it
+takes exactly the inputs asked for, applies the check's wrap (a shipped function of a program,
+remat_lesson.renaming say), and then the transform the evidence needs, itself:
+- "grad", "value_and_grad": run on the judge's inputs;
+- "residuals": the values `jax.vjp` keeps for the backward pass, at the judge's inputs;
+- "plan": the compiler's memory plan of the program's gradient (`jax.jit(jax.grad(...))`).
+Every piece of evidence about a program comes from what the judge did to it here: a program can
+only be judged for what it is. It answers with data only (wire.py), its outputs bounded.
+
+Sent as text after wire.py's, confine.py's and program_data.py's; `main()` reads one request per line.
+"""
+
+from __future__ import annotations
+
+try:  # imported as part of the grader (its tests); sent as text, the three files come first
+    from .confine import confine
+    from .program_data import program_from_data
+    from .wire import WireError, decode, dumps, encode, loads, shipped
+except ImportError:  # pragma: no cover - the sandbox's copy
+    pass
+
+#: The most outputs, and bytes of output, one answer may give.
+MAX_OUTPUTS = 4096
+MAX_OUTPUT_BYTES = 64 << 20
+#: The longest program text taken (the program builder's answers are at most this long too).
+MAX_PROGRAM = 32 << 20
+MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes")
+OPERATIONS = ("grad", "value_and_grad", "residuals", "plan")
+
+
+def rebuilt(request):
+    """The program written as data, made again, as a function of its inputs (its one output bare),
+    with the check's wrap applied: a function of JAX's objects and the shipped modules alone."""
+    import numpy as np
+    from jax.extend import core as jaxpr_core
+
+    if not isinstance(request.get("program"), str):
+        raise WireError("no program was sent")
+    closed = program_from_data(loads(request["program"], limit=MAX_PROGRAM))
+    wanted = [(tuple(shape), np.dtype(dtype)) for shape, dtype in request["avals"]]
+    given = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in closed.jaxpr.invars]
+    if given != wanted:
+        raise WireError(f"the program takes {given}, not the inputs asked for ({wanted})")
+    run = jaxpr_core.jaxpr_as_fun(closed)
+
+    def program(*inputs):
+        outputs = run(*inputs)
+        return outputs[0] if len(outputs) == 1 else list(outputs)
+
+    wrap = request.get("wrap")
+    if wrap is None:
+        return program
+    return decode(wrap, resolve=_shipped)(program)
+
+
+def _shipped(form, body, nested):
+    if form != "$shipped":
+        raise WireError(f"{form} is not accepted by the artifact runner")
+    return shipped(body, nested)
+
+
+def transformed(program, operation: str, argnums: list):
+    import jax
+
+    argnums = argnums[0] if len(argnums) == 1 else tuple(argnums)
+    if operation in ("grad", "plan"):
+        return jax.grad(program, argnums=argnums)
+    if operation == "value_and_grad":
+        return jax.value_and_grad(program, argnums=argnums)
+    return lambda *values: jax.tree_util.tree_leaves(jax.vjp(program, *values)[1])  # residuals
+
+
+def answer(request) -> dict:
+    import math
+
+    import jax
+    import numpy as np
+
+    operation = request.get("op")
+    if operation not in OPERATIONS:
+        raise WireError(f"no operation {operation!r}")
+    argnums = request.get("argnums", [0])
+    if not (isinstance(argnums, list) and argnums and all(type(a) is int and a >= 0 for a in argnums)):
+        raise WireError("argnums that are not a list of input positions")
+    function = jax.jit(transformed(rebuilt(request), operation, argnums))
+    avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in request["avals"]]
+    if operation == "plan":
+        analysis = function.lower(*avals).compile().memory_analysis()
+        plan = None if analysis is None else {name: int(getattr(analysis, name)) for name in MEMORY_FIELDS}
+        return {"result": encode(plan)}
+    outputs = jax.tree_util.tree_leaves(jax.eval_shape(function, *avals))
+    size = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in outputs)
+    if len(outputs) > MAX_OUTPUTS or size > MAX_OUTPUT_BYTES:
+        raise WireError(f"the program gives {len(outputs)} outputs of {size} bytes: more than the judge takes")
+    inputs = [decode(item) for item in request["inputs"]]
+    return {"result": encode(function(*inputs))}
+
+
+def main(config: dict) -> None:
+    import sys
+
+    reader, writer = confine(config["uid"], config["limits"])
+    if config.get("assignment"):
+        sys.path.insert(0, config["assignment"])  # the shipped modules a wrap comes from
+    import jax  # noqa: F401  (before the first request: its time is the start's, not a request's)
+
+    writer.write(dumps({"ready": True}) + "\n")
+    writer.flush()
+    for line in reader:
+        try:
+            response = answer(loads(line))
+        except WireError as error:
+            response = {"refused": str(error)[:4000]}
+        except Exception as error:  # a program that does not build, compile or run
+            response = {"failed": f"{type(error).__name__}: {error}"[:4000]}
+        writer.write(dumps(response) + "\n")
+        writer.flush()
