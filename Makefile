@@ -23,6 +23,8 @@ PYTEST_ARGS ?=
 # make test's and make test-fast's processes (pytest-xdist): much of a grading test waits on
 # kernels and timeouts; the fast tier's hypothesis tests alone take a quarter of a minute.
 TEST_PROCESSES ?= 2
+# Generated notebooks per property of the intake's tests: fewer in the edit-test loop, more in make test.
+INTAKE_EXAMPLES ?= 1500
 AUDIT_EVIDENCE ?= runs/performance-audit
 K ?= 16
 BENCH_JOBS ?= 2
@@ -61,11 +63,11 @@ run: venv
 
 ## test: the lint, then the whole test suite (the browser tests skip, saying why, without Chromium)
 test: venv lint
-	$(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
+	INTAKE_EXAMPLES=$(INTAKE_EXAMPLES) $(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
 
-## test-fast: the tests that start no kernel, in well under a minute: the edit-test loop
+## test-fast: the unit tier (tests/unit, tests/lesson/unit: no kernel, no helper, no grading run), under a minute
 test-fast: venv
-	$(PY) -m pytest -m "not slow and not browser" --numprocesses $(TEST_PROCESSES) $(PYTEST_ARGS)
+	$(PY) -m pytest -m unit --numprocesses $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 ## lint: ruff's lint and format check over the whole tree (`make format` rewrites)
 lint: venv
@@ -142,9 +144,9 @@ audit-starter: venv
 	$(PY) projects/performance-audit/run.py --stage all --implementation starter --evidence-dir $(AUDIT_EVIDENCE)
 
 ## test-browser: the learner's and the instructor's paths in JupyterLab, in headless Chromium (Debian's
-##               /usr/bin/chromium: tests/browser/install-chromium.sh); screenshots, logs in runs/browser/
+##               /usr/bin/chromium: tests/e2e/browser/install-chromium.sh); screenshots, logs in runs/browser/
 test-browser: venv
-	$(PY) -m pytest tests/browser -m browser $(PYTEST_ARGS)
+	$(PY) -m pytest tests/e2e/browser -m browser $(PYTEST_ARGS)
 
 ## bench-grading [K=16] [BENCH_JOBS=2]: stock serial nbgrader vs the parallel grader; writes runs/bench/grading.json
 bench-grading: venv

@@ -10,7 +10,7 @@ optional and counted apart):
 - doing: MINUTES_PER_POINT for each point of a graded task (automatic or read by a person), and
   PREDICTION_MINUTES for each ungraded answer (a prediction).
 
-`python -m bundle.time_model` prints the table; `tests/test_prose.py` holds the maps to it.
+`python -m bundle.time_model` prints the table; `tests/lesson/e2e/test_prose.py` holds the maps to it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Shared fixtures: each notebook set is executed once per test session, then read by many tests.
 
-The tiers: `make test-fast` runs what starts no kernel and no notebook (the pure parts: the
-checks and verdicts, the tampering scan, submission discovery, hidden-test stripping, sync and
-release rendering, the evidence files, the audit checker, the dependency lock), in well under a
-minute; `make test` runs everything. A module in SLOW_MODULES is marked `slow` as a whole.
+The tiers are folders, and a test's marker comes from its folder:
+- `unit/` (and `lesson/unit/`): no kernel, no helper process, no grading run; `make test-fast`
+  runs this tier alone, in under a minute;
+- `integration/`: one piece against real processes (sandboxes, kernel hosts, the judge's helpers);
+- `e2e/` (and `lesson/e2e/`): grading runs, installs, notebook runs, the browser.
+`lesson/` holds the lesson's own tests (its checks, notebooks, prose); the rest test the grader.
 """
 
 from __future__ import annotations
@@ -22,21 +24,20 @@ from bundle.execute import execute_notebook
 from tests.grading import JUDGE_SEED_VARIABLE, REFERENCE_CACHE_VARIABLE, SHARED_VARIABLE
 from tests.lesson_cache import lesson_run_env
 
-#: Test modules that run kernels, notebooks or a grading run.
-SLOW_MODULES = {
-    "test_autograder_scores",
-    "test_grading_engine",
-    "test_instructor_cycle",
-    "test_sandbox",
-    "test_lesson",
-    "test_figures",
-    "test_prose",
-    "test_remat_sweep",
-    "test_plugin",
-}
+#: The tiers, each a folder of tests/ (or of tests/lesson/).
+TIERS = ("unit", "integration", "e2e")
+
+
+def tier_of(path: Path) -> str:
+    """The tier of a test file: the tier folder it lies in."""
+    found = [part for part in path.parts if part in TIERS]
+    if not found:
+        raise pytest.UsageError(f"{path} lies in no tier folder ({', '.join(TIERS)}): put it in one")
+    return found[-1]
+
 
 #: Test modules that read solution_runs or release_runs, or run the lesson's script (besides
-#: tests/browser): one process runs them all, so its lesson compile cache (tests/lesson_cache.py)
+#: tests/e2e/browser): one process runs them all, so its lesson compile cache (tests/lesson_cache.py)
 #: serves every run after the first.
 NOTEBOOK_RUN_MODULES = {"test_lesson", "test_prose", "test_figures"}
 
@@ -44,12 +45,12 @@ NOTEBOOK_RUN_MODULES = {"test_lesson", "test_prose", "test_figures"}
 #: and 30 s): handed out in this order, the rest (10 s or less each) after them as collected, so
 #: that no long group is left to one process at the end while the other waits.
 LONGEST_GROUPS = (
-    "tests/test_autograder_scores.py",
+    "tests/e2e/test_autograder_scores.py",
     "notebook-runs-and-browser",
-    "tests/test_grading_engine.py",
-    "tests/test_plugin.py",
-    "tests/test_instructor_cycle.py",
-    "tests/test_sandbox.py",
+    "tests/e2e/test_grading_engine.py",
+    "tests/e2e/test_plugin.py",
+    "tests/e2e/test_instructor_cycle.py",
+    "tests/integration/test_sandbox.py",
 )
 
 
@@ -79,8 +80,10 @@ GRADING_LAST = ("test_hostile_pages", "test_formgrader")
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
-            item.add_marker(pytest.mark.slow)
+        path = Path(str(item.path))
+        item.add_marker(getattr(pytest.mark, tier_of(path)))
+        if "lesson" in path.parts:
+            item.add_marker(pytest.mark.lesson)
     # A stable sort: every other test keeps its place (and each module its order).
     items.sort(key=lambda item: item.module.__name__.rsplit(".", 1)[-1] in GRADING_LAST)
 

@@ -1,5 +1,5 @@
 """A pytest plugin for nbgrader's own test suites run with the grader's plugin enabled
-(tests/test_nbgrader_suites.py): each test the grader differs on deliberately is skipped, with
+(tests/e2e/test_nbgrader_suites.py): each test the grader differs on deliberately is skipped, with
 the reason; autograder/README.md lists the same differences.
 
 Loaded with `-p tests.nbgrader_with_the_grader`; it changes nothing else of nbgrader's tests.

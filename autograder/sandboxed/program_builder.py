@@ -199,7 +199,7 @@ def _in_a_fork(line, builder: Builder, private: tuple) -> dict:
 
     inward, outward = os.pipe()
     pid = os.fork()
-    if pid == 0:  # pragma: no cover - the fork's side (tests/test_sandbox.py runs it)
+    if pid == 0:  # pragma: no cover - the fork's side (tests/integration/test_sandbox.py runs it)
         code = 0
         try:
             os.setpgid(0, 0)  # what it leaves running is ended with it

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "solutions"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "solutions"))
 
 from remat_lesson import (  # noqa: E402
     DEPTH,

@@ -584,7 +584,7 @@ def test_a_marker_in_an_output_changes_nothing_even_after_a_manual_grade(graded,
 #: The NumPy-only helper's hostile fixtures (issue 38), and what their central-difference report may
 #: name. Filling 7.5 GiB takes seconds on a busy machine: the memory limit or the cell's deadline,
 #: whichever comes first, ends that helper (the watcher's memory check is tested on fakes, in
-#: tests/test_helpers.py).
+#: tests/integration/test_helpers.py).
 HELPER_ENDED = {
     # A helper that parks its reader is ended at its write deadline or, when its answer never
     # comes, at its read deadline: either is the deadline working.

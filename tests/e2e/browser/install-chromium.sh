@@ -1,5 +1,5 @@
 #!/bin/sh
-# Install Debian's Chromium for the browser tests (tests/browser), unless it is already there.
+# Install Debian's Chromium for the browser tests (tests/e2e/browser), unless it is already there.
 # Playwright drives this browser (/usr/bin/chromium); it never downloads one of its own.
 # Needs root (or sudo) and the Debian package mirror.
 set -eu

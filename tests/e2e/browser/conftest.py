@@ -79,7 +79,7 @@ def require_chromium() -> str:
     if Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK):
         return CHROMIUM
     reason = (
-        f"Chromium not found at {CHROMIUM}: run tests/browser/install-chromium.sh "
+        f"Chromium not found at {CHROMIUM}: run tests/e2e/browser/install-chromium.sh "
         "(Debian's chromium package) to run the browser tests"
     )
     if in_ci():

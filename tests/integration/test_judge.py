@@ -5,7 +5,7 @@ the kernel's agent (autograder/sandboxed/agent.py) and its helper processes. Her
 this process, over the same JSON, and the helpers' programs answer in this process too, so the
 judge's logic is tested in seconds: every test cell of the solutions earns its points, a forged
 or broken answer earns nothing, and what goes to the kernel carries no line of a hidden test.
-The same with real kernels and sandboxes: tests/test_grading_engine.py and the fixtures.
+The same with real kernels and sandboxes: tests/e2e/test_grading_engine.py and the fixtures.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 solutions/remat_checks.py defines each judgment's verdict and the report, the timed executable a
 learner's timing code is checked with, and `numpy_only`, which runs an answer cell where JAX
 cannot be imported. The same code runs in a learner's JupyterLab and in the grader's judge
-(autograder/judge/core.py, tested in tests/test_judge.py).
+(autograder/judge/core.py, tested in tests/integration/test_judge.py).
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def test_no_file_of_the_bundle_is_ignored_by_git():
 
 
 def print_graph() -> None:
-    """The grader's import graph by subpackage, then module (python -m tests.test_layout)."""
+    """The grader's import graph by subpackage, then module (python -m tests.unit.test_layout)."""
     graph = {m: d for m, d in import_graph().items() if m.startswith("autograder.")}
     for name in (*ORDER, ""):
         inside = sorted(m for m in graph if subpackage(m) == name and m.removeprefix("autograder.") not in ORDER)

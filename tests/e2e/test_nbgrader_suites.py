@@ -16,12 +16,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from autograder.course.paths import ROOT
 from tests.nbgrader_with_the_grader import DELIBERATE
-
-pytestmark = pytest.mark.slow
 
 SUITES = (
     "nbgrader.tests.apps.test_nbgrader_autograde",

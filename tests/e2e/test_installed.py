@@ -200,7 +200,6 @@ def test_every_module_the_notebooks_import_is_installed_and_no_answer_is():
     assert "remat_sweep_reference.py" not in SHIPPED_MODULES
 
 
-@pytest.mark.slow
 def test_a_run_that_grades_nobody_exits_4_and_writes_no_grades(tmp_path, monkeypatch, capsys):
     """Every student's grading fails for a reason of the grader's own: the run says so (exit 4,
     a FAILED line each) and writes no grades.csv, cells.csv or feedback with zeros for them."""
@@ -277,7 +276,6 @@ def test_a_quickstart_courses_relative_header_is_found_as_nbgrader_finds_it(tmp_
         update_class_course(tmp_path / "out2" / "course", origin=CourseOrigin(missing, "ps1"))
 
 
-@pytest.mark.slow
 def test_a_kernel_searching_the_file_system_finds_no_class_whatever_the_out(tmp_path, capsys):
     """hostile-searches-host walks every folder its kernel can list for an answered 02-build
     notebook and for files named like a canary. Graded into the out derived from the course and

@@ -12,7 +12,7 @@ import re
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VENV = ROOT / ".venv"
 # The bundle whose notebooks/ and solutions/ are tested (another checkout, if given).
 BUNDLE = Path(os.environ.get("BROWSER_TEST_BUNDLE", ROOT)).resolve()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.gradebook.class_report import build_report, write_report
-from tests.test_class_report import NOTEBOOKS, _class_of_five, _item, _rows
+from tests.unit.test_class_report import NOTEBOOKS, _class_of_five, _item, _rows
 
 pytestmark = pytest.mark.browser
 

@@ -22,8 +22,6 @@ import pytest
 
 from autograder.course.paths import ASSIGNMENT, RELEASE, ROOT, SOLUTIONS
 
-pytestmark = pytest.mark.slow
-
 #: ann answers stages 1 and 4 (4's written answer waits for a person); bob hands in a blank stage 1.
 CLASS = {
     "ann": {"01-understand.ipynb": SOLUTIONS, "04-exercise.ipynb": SOLUTIONS},

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 PROJECT = REPO / "projects" / "performance-audit"
 RUNNER = PROJECT / "run.py"
 

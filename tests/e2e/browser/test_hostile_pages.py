@@ -20,7 +20,7 @@ cookie) and give full marks through formgrader's grade API (GET /formgrader/api/
 /formgrader/api/grade/<id>); every such request carries an X-Pwned header naming its path.
 
 The class (that student and a classmate handing in the solutions) is graded with the bundle's
-grader, as tests/browser/test_formgrader.py grades the samples. Then, in headless Chromium,
+grader, as tests/e2e/browser/test_formgrader.py grades the samples. Then, in headless Chromium,
 formgrader's page of the student's 04-exercise and the student's feedback page (served over
 http) must show the answer as text and run none of it: the title unchanged, no window.PWNED, no
 element with an event handler or script of the submission's, no request to /api/terminals or to

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
+SOLUTIONS = Path(__file__).resolve().parents[3] / "solutions"
 sys.path.insert(0, str(SOLUTIONS))
 
 import remat_sweep  # noqa: E402

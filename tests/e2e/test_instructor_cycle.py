@@ -6,7 +6,7 @@ numbers, and feedback regenerated from the gradebook with the manual grade and c
 The samples (autograder/samples/) are graded once per session; every test works on its own copy of
 that OUT.
 Manual grades are entered through nbgrader's Gradebook API, the way formgrader's handlers
-enter them. The browser path is tests/browser/test_formgrader.py.
+enter them. The browser path is tests/e2e/browser/test_formgrader.py.
 """
 
 from __future__ import annotations
