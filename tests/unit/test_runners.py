@@ -1,0 +1,314 @@
+"""Unit tests of autograder/run/runners.py: the order of the tasks, and both runners with the grading
+replaced by a script and Dask by a fake client that runs each task when its result is asked."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from autograder.course.submissions import UsageError
+from autograder.run import runners
+from autograder.run.options import GradingOptions
+from autograder.run.runners import DaskRunner, HereRunner, in_grading_order
+from autograder.run.worker import StudentResult, StudentTask
+
+
+def _task(student: str, size: int = 1) -> StudentTask:
+    return StudentTask(student, {"01.ipynb": b"x" * size}, GradingOptions())
+
+
+class Grading:
+    """grade_student, scripted: each student's attempts fail with the errors listed, then succeed."""
+
+    def __init__(self, **failures: list[Exception]):
+        self.failures = {student: list(errors) for student, errors in failures.items()}
+        self.calls: list[tuple[str, object, bool]] = []
+
+    def __call__(self, task: StudentTask, template) -> StudentResult:
+        self.calls.append((task.student_id, template, task.another_follows))
+        errors = self.failures.get(task.student_id)
+        if errors:
+            raise errors.pop(0)
+        return StudentResult(task.student_id, worker="fake")
+
+
+class Progress:
+    def __init__(self):
+        self.updates: list[StudentResult] = []
+
+    def update(self, result: StudentResult) -> None:
+        self.updates.append(result)
+
+
+class Future:
+    """A Dask future whose task runs when its result is first asked (once: its outcome is kept)."""
+
+    def __init__(self, key: str, fn, args):
+        self.key, self._fn, self._args, self._outcome = key, fn, args, None
+
+    def result(self):
+        if self._outcome is None:
+            try:
+                self._outcome = (True, self._fn(*self._args))
+            except Exception as error:
+                self._outcome = (False, error)
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value
+
+
+class AsCompleted:
+    """dask.distributed.as_completed: futures come out as they finish (here, the latest added first,
+    unlike the order they were sent in), futures added while iterating included."""
+
+    def __init__(self):
+        self.pending: list[Future] = []
+
+    def add(self, future: Future) -> None:
+        self.pending.append(future)
+
+    def __iter__(self):
+        while self.pending:
+            yield self.pending.pop()
+
+
+class Client:
+    """The parts of a dask.distributed.Client that DaskRunner uses. As in Dask, a task sent again
+    under a key already used is not run again: the earlier future (and its outcome) comes back."""
+
+    def __init__(self, workers: dict | None = None):
+        self.workers = {"tls://w1": {"nthreads": 1}, "tls://w2": {"nthreads": 1}} if workers is None else workers
+        self.futures: dict[str, Future] = {}
+        self.keys: list[str] = []
+        self.ran: list = []
+        self.scattered: list = []
+        self.closed = False
+        self.fail_run = False
+
+    def submit(self, fn, *args, key: str, pure: bool = True) -> Future:
+        assert pure is False  # every grading task is run, never taken from another's result
+        self.keys.append(key)
+        return self.futures.setdefault(key, Future(key, fn, args))
+
+    def gather(self, futures):
+        return [future.result() for future in futures]
+
+    def scatter(self, data, broadcast: bool = False):
+        self.scattered.append((data, broadcast))
+        return "shared-template"
+
+    def run(self, fn):
+        self.ran.append(fn)
+        if self.fail_run:
+            raise OSError("worker gone")
+
+    def scheduler_info(self) -> dict:
+        return {"workers": self.workers}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def dask(monkeypatch):
+    """A DaskRunner on a fake client of two single-threaded workers, with the fake as_completed."""
+    fake = types.ModuleType("dask.distributed")
+    fake.as_completed = AsCompleted
+    monkeypatch.setitem(sys.modules, "dask.distributed", fake)
+    runner = DaskRunner(GradingOptions(jobs=3))
+    runner.client = Client()
+    return runner
+
+
+def test_in_grading_order_largest_first_last_ones_expect_no_follower():
+    """Shared processes take the largest submission first, and the last `processes` tasks expect no follower."""
+    tasks = [_task("s", 10), _task("xl", 500), _task("m", 100), _task("l", 300), _task("xs", 1)]
+    ordered = in_grading_order(tasks, 3)
+    assert [(t.student_id, t.another_follows) for t in ordered] == [
+        ("xl", True),
+        ("l", True),
+        ("m", False),
+        ("s", False),
+        ("xs", False),
+    ]
+    assert all(t.another_follows for t in tasks)  # the tasks given are not changed
+
+
+def test_in_grading_order_keeps_order_for_one_process():
+    """One process keeps the tasks' order and only its last task expects no follower, even with no process count."""
+    tasks = [_task("a", 1), _task("b", 9), _task("c", 5)]
+    for processes in (1, 0):
+        ordered = in_grading_order(tasks, processes, largest_first=False)
+        assert [(t.student_id, t.another_follows) for t in ordered] == [("a", True), ("b", True), ("c", False)]
+    assert in_grading_order([], 2) == []
+
+
+def test_here_runner_grades_each_student_in_order(monkeypatch):
+    """HereRunner grades each student once, in the order given, and reports each result as it comes."""
+    grading = Grading()
+    monkeypatch.setattr(runners, "grade_student", grading)
+    progress = Progress()
+    results = HereRunner(GradingOptions()).run([_task("b", 9), _task("a", 1), _task("c", 5)], "template", progress)
+    assert [r.student_id for r in results] == ["b", "a", "c"]
+    assert progress.updates == results
+    assert grading.calls == [("b", "template", True), ("a", "template", True), ("c", "template", False)]
+
+
+def test_here_runner_retries_failed_student_once(monkeypatch):
+    """A student whose grading fails once is graded again and their result kept."""
+    grading = Grading(a=[RuntimeError("flaky")])
+    monkeypatch.setattr(runners, "grade_student", grading)
+    results = HereRunner(GradingOptions()).run([_task("a"), _task("b")], {}, Progress())
+    assert [(r.student_id, r.worker, r.failed) for r in results] == [("a", "fake", []), ("b", "fake", [])]
+    assert [call[0] for call in grading.calls] == ["a", "a", "b"]
+
+
+def test_here_runner_failed_twice_becomes_broken_result(monkeypatch):
+    """A student whose grading fails twice gets a broken result naming the error, and the next student is graded."""
+    grading = Grading(a=[RuntimeError("one"), ValueError("two"), RuntimeError("never tried")])
+    monkeypatch.setattr(runners, "grade_student", grading)
+    progress = Progress()
+    results = HereRunner(GradingOptions()).run([_task("a"), _task("b")], {}, progress)
+    assert [call[0] for call in grading.calls] == ["a", "a", "b"]
+    broken, graded = results
+    assert broken.student_id == "a" and broken.worker == "" and broken.notebooks == {}
+    assert broken.failed == ["grading failed twice (ValueError: two); not graded: grade them again"]
+    assert graded.failed == [] and progress.updates == results
+
+
+def test_here_runner_runs_reference_per_notebook_and_releases_sandboxes(monkeypatch):
+    """HereRunner's reference run is one run per notebook of the source, and leaving it releases the sandboxes."""
+    released = []
+    monkeypatch.setattr(runners, "run_reference", lambda name, source, options: (name, len(source)))
+    monkeypatch.setattr(runners, "release_sandboxes", lambda: released.append(True))
+    source = {"source/ps1/02.ipynb": b"{}", "source/ps1/01.ipynb": b"{}", "nbgrader_config.py": b""}
+    with HereRunner(GradingOptions()) as runner:
+        runner.start_reference(source)
+        assert runner.reference_runs() == [("01.ipynb", 3), ("02.ipynb", 3)]
+        assert released == []
+    assert released == [True]
+
+
+def test_dask_runner_returns_each_result_once(dask, monkeypatch):
+    """Every student's result comes back once, whatever order the tasks finish in, each reported to progress."""
+    grading = Grading()
+    monkeypatch.setattr(runners, "grade_student", grading)
+    progress = Progress()
+    students = ["e", "a", "d", "b", "c"]
+    results = dask.run([_task(s, ord(s)) for s in students], {"template": b""}, progress)
+    assert sorted(r.student_id for r in results) == sorted(students)
+    assert progress.updates == results
+    assert sorted(call[0] for call in grading.calls) == sorted(students)
+    # The template is sent to every worker once; each task gets the handle, not the bytes.
+    assert dask.client.scattered == [({"template": b""}, True)]
+    assert {call[1] for call in grading.calls} == {"shared-template"}
+    assert dask.client.ran == [runners.warm_up]
+
+
+def test_dask_runner_keys_are_unique_and_carry_run_id(dask, monkeypatch):
+    """Each task's key is new and names this run's id, the student and the attempt."""
+    monkeypatch.setattr(runners, "grade_student", Grading())
+    dask.run([_task("ada"), _task("bo")], {}, Progress())
+    assert sorted(dask.client.keys) == [
+        f"performance-05-{dask.run_id}-grade-ada-1",
+        f"performance-05-{dask.run_id}-grade-bo-1",
+    ]
+    assert DaskRunner(GradingOptions()).run_id != dask.run_id
+
+
+def test_dask_runner_retries_failed_task_under_new_key(dask, monkeypatch):
+    """A task that fails once is sent again under a key of its own, and the second attempt's result is kept."""
+    grading = Grading(ada=[OSError("worker died")])
+    monkeypatch.setattr(runners, "grade_student", grading)
+    results = dask.run([_task("ada"), _task("bo")], {}, Progress())
+    assert sorted((r.student_id, r.worker, tuple(r.failed)) for r in results) == [
+        ("ada", "fake", ()),
+        ("bo", "fake", ()),
+    ]
+    assert len(dask.client.keys) == len(set(dask.client.keys)) == 3
+    assert f"performance-05-{dask.run_id}-grade-ada-2" in dask.client.keys
+    assert [call[0] for call in grading.calls].count("ada") == 2
+
+
+def test_dask_runner_failed_twice_becomes_broken_result(dask, monkeypatch):
+    """A task that fails twice gives one broken result naming the error, and is not sent a third time."""
+    grading = Grading(ada=[OSError("one"), MemoryError("two"), OSError("three")])
+    monkeypatch.setattr(runners, "grade_student", grading)
+    results = dask.run([_task("ada"), _task("bo")], {}, Progress())
+    by_student = {r.student_id: r for r in results}
+    assert len(results) == 2 and set(by_student) == {"ada", "bo"}
+    assert by_student["ada"].failed == [
+        "its grading worker failed twice (MemoryError: two); not graded: grade them again"
+    ]
+    assert by_student["bo"].failed == []
+    assert [call[0] for call in grading.calls].count("ada") == 2
+
+
+def test_dask_runner_orders_tasks_by_worker_count(dask, monkeypatch):
+    """Tasks are sent largest first, and the last task of each worker (by the scheduler's count) expects no follower."""
+    grading = Grading()
+    monkeypatch.setattr(runners, "grade_student", grading)
+    dask.run([_task("s", 1), _task("l", 30), _task("m", 20), _task("xs", 0)], {}, Progress())
+    sent = [key.split("-grade-")[1] for key in dask.client.keys]
+    assert sent == ["l-1", "m-1", "s-1", "xs-1"]
+    assert sorted((call[0], call[2]) for call in grading.calls) == [
+        ("l", True),
+        ("m", True),
+        ("s", False),
+        ("xs", False),
+    ]
+
+
+def test_dask_runner_without_reported_workers_uses_jobs(dask, monkeypatch):
+    """With no worker reported by the scheduler, the runner's own job count decides which tasks expect no follower."""
+    grading = Grading()
+    monkeypatch.setattr(runners, "grade_student", grading)
+    dask.client.workers = {}
+    dask.run([_task(s, size) for s, size in (("a", 4), ("b", 3), ("c", 2), ("d", 1))], {}, Progress())
+    assert sorted((call[0], call[2]) for call in grading.calls) == [
+        ("a", True),
+        ("b", False),
+        ("c", False),
+        ("d", False),
+    ]
+
+
+def test_dask_runner_reference_runs_largest_notebook_first(dask, monkeypatch):
+    """The reference run sends the largest notebook first, under this run's keys, and gathers every run."""
+    monkeypatch.setattr(runners, "run_reference", lambda name, source, options: f"ran {name}")
+    source = {
+        "source/ps1/01.ipynb": b"x" * 10,
+        "source/ps1/02.ipynb": b"x" * 300,
+        "source/ps1/03.ipynb": b"x" * 20,
+    }
+    dask.start_reference(source)
+    assert dask.client.keys == [f"performance-05-{dask.run_id}-reference-{n}.ipynb" for n in ("02", "03", "01")]
+    assert dask.reference_runs() == ["ran 02.ipynb", "ran 03.ipynb", "ran 01.ipynb"]
+
+
+@pytest.mark.parametrize(
+    "workers, named",
+    [({}, "has no workers"), ({"tls://a": {"nthreads": 1}, "tls://b": {"nthreads": 4}}, "tls://b")],
+)
+def test_dask_runner_refuses_scheduler_without_single_threaded_workers(dask, workers, named):
+    """A scheduler with no workers, or with a worker of several threads, is refused and its client closed."""
+    dask.client.workers = workers
+    with pytest.raises(UsageError, match=named):
+        dask._refuse_threaded_workers()
+    assert dask.client.closed
+
+
+def test_dask_runner_accepts_single_threaded_workers(dask):
+    """A scheduler whose workers have one thread each is accepted and its client kept open."""
+    dask._refuse_threaded_workers()
+    assert not dask.client.closed
+
+
+def test_dask_runner_exit_closes_client_when_workers_are_gone(dask):
+    """Leaving the runner closes its client even when releasing the workers' sandboxes fails."""
+    dask.client.fail_run = True
+    assert dask.__exit__(None, None, None) is False
+    assert dask.client.ran == [runners.release_sandboxes] and dask.client.closed
