@@ -74,11 +74,13 @@ def merge_into_gradebook(course: Path, results: list, flagged: dict[str, dict[st
     merged = Merged()
     with Gradebook(db_url(course)) as gb:
         for result in sorted(results, key=lambda r: r.student_id):
+            before = _as_it_was(gb, course, result.student_id)
             try:
                 rechecks = _merge_one(gb, course, result, flagged)
                 gb.db.commit()
             except Exception as error:  # this student's results only: the class goes on
                 gb.db.rollback()
+                _put_back(gb, course, result.student_id, before)
                 merged.failed[result.student_id] = f"{type(error).__name__}: {str(error)[:300]}"
                 continue
             merged.rechecks += rechecks
@@ -87,6 +89,38 @@ def merge_into_gradebook(course: Path, results: list, flagged: dict[str, dict[st
                 shutil.rmtree(folder, ignore_errors=True)
             shutil.rmtree(course.parent / "feedback" / student, ignore_errors=True)
     return merged
+
+
+def _as_it_was(gb, course: Path, student: str) -> tuple[bool, bool, object]:
+    """Whether the student and their submission were in the gradebook, and its timestamp: nbgrader's
+    update_or_create_student and _submission commit on their own, so a rollback cannot undo them."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        return True, True, gb.find_submission(assignment_of(course).id, student).timestamp
+    except MissingEntry:
+        pass
+    try:
+        gb.find_student(student)
+        return True, False, None
+    except MissingEntry:
+        return False, False, None
+
+
+def _put_back(gb, course: Path, student: str, before: tuple[bool, bool, object]) -> None:
+    """Undo what nbgrader committed of a failed merge: a student or submission it added, a timestamp."""
+    had_student, had_submission, timestamp = before
+    name = assignment_of(course).id
+    try:
+        if not had_student:
+            gb.remove_student(student)
+        elif not had_submission:
+            gb.remove_submission(name, student)
+        else:
+            gb.find_submission(name, student).timestamp = timestamp
+            gb.db.commit()
+    except Exception:  # nothing was added after all: as it was
+        gb.db.rollback()
 
 
 def _merge_one(gb, course: Path, result, flagged) -> list[str]:

@@ -144,7 +144,7 @@ class KernelChannel:
             kind, call = str(event["event"]), int(event["call"])
             if kind not in ("call", "wait") or not 1 <= call <= 10_000:
                 raise ValueError(kind)
-        except (WireError, KeyError, ValueError, TypeError):
+        except (WireError, KeyError, ValueError, TypeError, OverflowError):  # int(Infinity): OverflowError
             self.client.input("")  # not a question the judge asked for: answered at once, noted nowhere
             return
         if kind == "call":

@@ -358,11 +358,6 @@ def test_request_answers_unknown_stdin_question_at_once(clock, loop, prompt):
     assert timed.delays == [] and [note[0] for note in timed.notes] == ["end"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="known bug: _timed_event lets OverflowError out (int(inf)), leaving the kernel's input() unanswered",
-)
 @pytest.mark.parametrize("field", ["timed", "call"])
 def test_request_answers_infinite_stdin_question_at_once(clock, loop, field):
     """A question on stdin with an infinite number is answered at once like any other question the judge did not ask for."""

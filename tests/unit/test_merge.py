@@ -226,11 +226,6 @@ def test_merge_rolls_back_failed_student_and_merges_others(course):
     assert not (course / "autograded" / "cy").joinpath(ASSIGNMENT).exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known bug: nbgrader's update_or_create_student/_submission commit on their own, before the rollback",
-)
 def test_merge_failed_new_student_leaves_no_submission(course):
     """A student new to the gradebook whose results cannot be stored is left out of it, with no submission scored 0."""
     malformed = _result("zed")
@@ -241,11 +236,6 @@ def test_merge_failed_new_student_leaves_no_submission(course):
     assert left == ([], [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known bug: nbgrader's update_or_create_submission commits the new timestamp before the rollback",
-)
 def test_merge_failed_student_keeps_earlier_timestamp(course):
     """A student whose results cannot be stored keeps the earlier run's submission time."""
     merge_into_gradebook(course, [_result("ada")], {})
