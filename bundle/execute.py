@@ -18,7 +18,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from autograder.course.assignment import nbgrader_env
-from autograder.course.paths import KERNEL_NAME, NOTEBOOKS, ROOT, RUNS
+from autograder.course.defaults import NOTEBOOKS
+from autograder.course.paths import KERNEL_NAME, ROOT, RUNS
 
 
 @dataclass

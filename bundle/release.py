@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from autograder.course.assignment import nbgrader, new_course
-from autograder.course.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.paths import RELEASE
 
 
 def generate_release(destination: Path) -> list[Path]:

@@ -15,7 +15,8 @@ import sys
 import jupytext
 import nbformat
 
-from autograder.course.paths import KERNEL_NAME, NOTEBOOKS, SOLUTIONS
+from autograder.course.defaults import NOTEBOOKS
+from autograder.course.paths import KERNEL_NAME, SOLUTIONS
 
 NBGRADER_DEFAULTS = {"grade": False, "solution": False, "locked": False, "task": False, "schema_version": 3}
 KERNELSPEC = {"name": KERNEL_NAME, "display_name": "Python 3 (performance-05)", "language": "python"}

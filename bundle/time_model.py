@@ -23,7 +23,8 @@ from pathlib import Path
 
 import jupytext
 
-from autograder.course.paths import NOTEBOOKS, SOLUTIONS
+from autograder.course.defaults import NOTEBOOKS
+from autograder.course.paths import SOLUTIONS
 
 READING_WORDS_PER_MINUTE = 150
 CODE_CELL_MINUTES = 0.5

@@ -17,7 +17,8 @@ from pathlib import Path
 import nbformat
 
 from autograder.course.assignment import use_the_venvs_tools
-from autograder.course.paths import AUTOGRADER, RELEASE, SHIPPED_MODULES
+from autograder.course.defaults import SHIPPED_MODULES
+from autograder.course.paths import AUTOGRADER, RELEASE
 
 
 def _validator():

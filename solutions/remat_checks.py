@@ -51,10 +51,25 @@ from collections.abc import Mapping
 
 import numpy as np
 
+# This module speaks the grader's judge protocol (autograder/judge/protocol.py): the names below,
+# Checks, report_lines, points_line, TimedExecutable and PendingResult.
 #: Objects the grader's judge handles for a learner's kernel answer to this (see the docstring).
-REMOTE = "__performance05_remote__"
+REMOTE = "__judge_remote__"
 #: Set by the grader's judge on its own copy of this module: the run's seed; None elsewhere.
 JUDGE = None
+#: The modules an answer cell finds star-imported before it, as the notebooks import them.
+ANSWER_PRELUDE = ("remat_lesson",)
+
+
+class _Input:
+    """ARG: where bind() leaves a program's inputs open."""
+
+    def __repr__(self):
+        return "ARG"
+
+
+#: The placeholder for the judge's own inputs in a bound program (remat_lesson.bind).
+ARG = _Input()
 
 # Trusted copies, taken at import time, for the learner's own runs.
 _asarray = np.asarray
@@ -489,22 +504,28 @@ class TimedExecutable:
         self.note("call", call, time.perf_counter())
         time.sleep(self.delay("call", call))
         result = self.executable(*args, **kwargs) if self.executable is not None else None
-        return _PendingResult(self, call, result)
+        return PendingResult(self, call, result)
 
 
-class _PendingResult:
-    """A TimedExecutable's result in the learner's own process (the judge's is autograder/sandboxed/agent.py's)."""
+class PendingResult:
+    """A timed call's result. Waiting for it (every way: block_until_ready, jax.block_until_ready,
+    np.asarray, jax.device_get, float) runs `waited()` once: in the learner's own process, the
+    executable's delay, noted; in a graded kernel, the grader's agent passes one that asks the judge."""
 
-    def __init__(self, timed: TimedExecutable, call: int, result):
+    def __init__(self, timed, call: int, result, waited=None):
         self._timed, self._call, self._result, self._waited = timed, call, result, False
+        self._on_wait = waited if waited is not None else self._local_wait
+
+    def _local_wait(self):
+        time.sleep(self._timed.delay("wait", self._call))
+        self._timed.note("waited", self._call, time.perf_counter())
 
     def _wait(self):
         if not self._waited:
             if self._result is not None and hasattr(self._result, "block_until_ready"):
                 self._result.block_until_ready()
-            time.sleep(self._timed.delay("wait", self._call))
+            self._on_wait()
             self._waited = True
-            self._timed.note("waited", self._call, time.perf_counter())
         return self
 
     def block_until_ready(self):
@@ -527,6 +548,10 @@ class _PendingResult:
 
     def tolist(self):
         return np.asarray(self).tolist()
+
+    @property
+    def shape(self):
+        return np.shape(self._result) if self._result is not None else (3,)
 
 
 # ---------------------------------------------------------------------------------------

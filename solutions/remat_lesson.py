@@ -30,6 +30,7 @@ from jax.extend import core as jaxpr_core
 
 # How graded cells check answers (shipped beside this module); re-exported for the notebooks.
 from remat_checks import (  # noqa: F401
+    ARG,
     REMOTE,
     CheckFailed,
     Checks,
@@ -198,16 +199,6 @@ def renaming(old: str, new: str):
 # ---------------------------------------------------------------------------------------
 # Evidence about a JAX program: what a check asks of a learner's function.
 # ---------------------------------------------------------------------------------------
-class _Input:
-    """ARG: where bind() leaves a program's inputs open."""
-
-    def __repr__(self):
-        return "ARG"
-
-
-ARG = _Input()
-
-
 class Program:
     """fn with some arguments fixed: bind(fn, ARG, ARG, 8)(a, b) is fn(a, b, 8)."""
 

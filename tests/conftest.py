@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course.paths import NOTEBOOKS, RELEASE, SOLUTIONS
+from autograder.course.defaults import NOTEBOOKS
+from autograder.course.paths import RELEASE, SOLUTIONS
 from bundle.execute import execute_notebook
 from tests.grading import JUDGE_SEED_VARIABLE, REFERENCE_CACHE_VARIABLE, SHARED_VARIABLE
 from tests.lesson_cache import lesson_run_env

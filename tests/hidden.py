@@ -11,7 +11,8 @@ import re
 
 import nbformat
 
-from autograder.course.paths import NOTEBOOKS, RELEASE, SHIPPED_MODULES, SOLUTIONS
+from autograder.course.defaults import NOTEBOOKS, SHIPPED_MODULES
+from autograder.course.paths import RELEASE, SOLUTIONS
 
 HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 

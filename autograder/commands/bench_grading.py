@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 from autograder.course.assignment import new_course, stock_nbgrader_env, use_the_venvs_tools, without_the_grader
+from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS
 from autograder.course.hidden_tests import BEGIN as HIDDEN_BEGIN
-from autograder.course.paths import ASSIGNMENT, AUTOGRADER, KERNEL_NAME, NOTEBOOKS, RUNS, SOLUTIONS
+from autograder.course.paths import AUTOGRADER, KERNEL_NAME, RUNS, SOLUTIONS
 from autograder.run.grade import grade
 from autograder.run.options import GradingOptions
 

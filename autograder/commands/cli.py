@@ -1,7 +1,7 @@
 """`autograder COMMAND ...`: the grader's commands, as an instructor installs them.
 
     autograder grade SUBMISSIONS [...]     grade a class (python -m autograder.run.grade)
-    autograder install-assignment CHECKOUT COURSE   performance-05's source files into an nbgrader course
+    autograder install-assignment CHECKOUT COURSE   the bundle's assignment's source files into a course
     autograder export [...]                cells.csv, grades.csv, the LMS file again
     autograder feedback [...]              feedback pages again, manual grades included
     autograder configure COURSE [...]      make nbgrader's own `nbgrader autograde` grade safely there

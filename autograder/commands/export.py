@@ -1,4 +1,4 @@
-"""Regenerate the grade files of performance-05 from the class gradebook, after manual grading.
+"""Regenerate the grade files of an assignment from the class gradebook, after manual grading.
 
     autograder export --out OUT [--allow-pending] [--total-only]   (python -m autograder.commands.export)
     make export
@@ -7,8 +7,8 @@ Reads OUT/course/gradebook.db (never rebuilt here, no notebook run) and rewrites
 
 - OUT/cells.csv: one row per graded cell (score empty while a cell awaits manual grading);
 - OUT/grades.csv: nbgrader's own export (what `nbgrader export` writes in the course folder);
-- OUT/lms-performance-05.csv: Canvas's gradebook import layout, one row per student
-  (Student, ID, SIS User ID, SIS Login ID, Section, performance-05, then one column per notebook),
+- OUT/lms-<assignment>.csv: Canvas's gradebook import layout, one row per student
+  (Student, ID, SIS User ID, SIS Login ID, Section, <assignment>, then one column per notebook),
   under a "Points Possible" row;
 - OUT/report.html and OUT/report/*.csv: the class report (autograder/gradebook/class_report.py).
 

@@ -1,7 +1,7 @@
 """The nbgrader course folder a grading run works in, and the assignment it holds.
 
 nbgrader wants <root>/source/<assignment>/. The course is assembled from exactly the files that
-belong to the assignment: by default the bundle's performance-05 (its source lives in
+belong to the assignment: by default the bundle's own (course/defaults.py; its source lives in
 solutions/ beside its authoring files), or an instructor's own course folder
 (`autograder grade --course COURSE --assignment ID`). Everything after that reads the assignment
 (its id, its notebooks in order) from the course folder itself (`assignment_of`).
@@ -16,7 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course.paths import ASSIGNMENT, NOTEBOOKS, ROOT, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.defaults import ASSIGNMENT, CHECKS_MODULE, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.paths import ROOT
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Assignment:
         return [Path(name).stem for name in self.notebooks]
 
 
-#: The bundle's own assignment (performance-05, its five stages).
+#: The bundle's own assignment (course/defaults.py).
 BUNDLE = Assignment(ASSIGNMENT, NOTEBOOKS)
 
 
@@ -109,11 +110,11 @@ def assignment_of_origin(origin: CourseOrigin | BundleOrigin) -> Assignment:
 
 
 def assignment_files(checkout: Path) -> dict[str, Path]:
-    """The source files of the bundle's performance-05 in a checkout of the bundle, by name:
+    """The source files of the bundle's assignment in a checkout of the bundle, by name:
     the five instructor notebooks (solutions and hidden tests: nbgrader's source), the modules
     they import (shipped to learners with the release) and the data files learners read. Nothing
-    else: solutions/remat_sweep_reference.py answers the sqrt(L) task and the sweep's reference
-    policies, and is never part of the assignment."""
+    else: a solution's *_reference.py (the sqrt(L) task's answer, the sweep's reference
+    policies) is never part of the assignment."""
     checkout = Path(checkout)
     files = {name: checkout / "solutions" / name for name in (*NOTEBOOKS, *SHIPPED_MODULES)}
     files |= {name: checkout / "data" / name for name in SHIPPED_FILES}
@@ -124,7 +125,7 @@ def assignment_files(checkout: Path) -> dict[str, Path]:
 
 
 def install_assignment(checkout: Path, course: Path, *, force: bool = False) -> Path:
-    """Put exactly the assignment's source files (assignment_files) into COURSE/source/performance-05/;
+    """Put exactly the assignment's source files (assignment_files) into COURSE/source/<assignment>/;
     return that folder. A folder already there is replaced only with force (whatever else it held
     goes, an answer file copied by hand included)."""
     files = assignment_files(checkout)
@@ -141,7 +142,7 @@ def install_assignment(checkout: Path, course: Path, *, force: bool = False) -> 
 
 @dataclass(frozen=True)
 class BundleOrigin:
-    """The bundle's own performance-05, from a checkout (`autograder grade --bundle CHECKOUT`, what
+    """The bundle's own assignment, from a checkout (`autograder grade --bundle CHECKOUT`, what
     `make autograde` passes): its assignment files and the bundle's nbgrader_config.py."""
 
     checkout: Path
@@ -275,8 +276,8 @@ def assignment_source(config, resources) -> Path:
 
 
 def main(argv=None) -> int:
-    """`autograder install-assignment CHECKOUT COURSE [--force]`: put exactly performance-05's
-    source files from a checkout of the bundle into COURSE/source/performance-05/ (the five
+    """`autograder install-assignment CHECKOUT COURSE [--force]`: put exactly the bundle's
+    assignment's source files from a checkout of the bundle into COURSE/source/<assignment>/ (the five
     instructor notebooks, the modules they import, the data learners read; never an answer file)."""
     import argparse
 
@@ -295,7 +296,7 @@ def main(argv=None) -> int:
         return 2
     print(f"installed into {target}: {', '.join(sorted(p.name for p in target.iterdir()))}")
     print(
-        f"next: `autograder configure {args.course} --checks-module remat_checks`, then in {args.course}: "
+        f"next: `autograder configure {args.course} --checks-module {CHECKS_MODULE}`, then in {args.course}: "
         f"`nbgrader generate_assignment {ASSIGNMENT}`"
     )
     return 0

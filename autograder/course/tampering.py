@@ -19,6 +19,8 @@ import ast
 
 import nbformat
 
+from autograder.course.defaults import SHIPPED_MODULES
+
 #: IPython's machinery a learner has no reason to touch.
 IPYTHON_INTERNALS = frozenset(
     {
@@ -67,14 +69,9 @@ RISKY_CALLS = {
 FRAME_ATTRIBUTES = frozenset(
     {"_getframe", "currentframe", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 )
-GRADER_FILES = (
-    "gradebook.db",
-    "nbgrader_config",
-    "remat_lesson.py",
-    "remat_checks.py",
-    "remat_evidence.py",
-    "remat_sweep.py",
-)
+#: Files of the grader's a submission's code has no business naming: the gradebook, nbgrader's
+#: configuration, the assignment's shipped modules (the bundle's, by default).
+GRADER_FILES = ("gradebook.db", "nbgrader_config", *SHIPPED_MODULES)
 
 
 def _root(node) -> ast.AST:

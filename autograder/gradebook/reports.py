@@ -100,8 +100,8 @@ def _number(value: float) -> str:
 def lms_export(course: Path, total_only: bool = False) -> LmsExport:
     """Canvas's gradebook import layout, one row per student of the class gradebook.
 
-    Columns: Student, ID, SIS User ID, SIS Login ID, Section, then `performance-05` (the total
-    after late penalties) and, unless total_only, `performance-05 <notebook>` for each notebook.
+    Columns: Student, ID, SIS User ID, SIS Login ID, Section, then the assignment's name (the total
+    after late penalties) and, unless total_only, `<assignment> <notebook>` for each notebook.
     Student is "Last, First" when the gradebook has the names, else the student id; ID is the
     gradebook's lms_user_id (Canvas's user id, when set); SIS User ID is the nbgrader student id.
     A student without a submission scores 0. A student with a cell awaiting manual grading (or a
@@ -148,7 +148,7 @@ def pending_lines(pending: dict[str, list[str]]) -> list[str]:
 def write_lms_file(
     out: Path, course: Path, allow_pending: bool = False, total_only: bool = False
 ) -> tuple[Path | None, LmsExport]:
-    """Write OUT/lms-performance-05.csv; (its path, the export). While any cell awaits manual
+    """Write OUT/lms-<assignment>.csv; (its path, the export). While any cell awaits manual
     grading the file is not written (a stale one is removed), unless allow_pending: then it is
     written without the students whose grading is not finished."""
     export = lms_export(course, total_only)

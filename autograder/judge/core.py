@@ -11,8 +11,8 @@ cell, hidden checks included, from the course's source, in the grader's process:
   (`Judge.bind`): calling it sends the kernel the function's name and the arguments as data
   (autograder/sandboxed/wire.py; fresh inputs are drawn from the run's seed, which only the grader holds);
   values the learner defined (EPSILON, HVP_DIRECTION) come over as data;
-- what a check asks of a learner's JAX program (remat_lesson.gradient, vjp_residuals,
-  planned_memory, value_and_gradient) is answered from an artifact the kernel has no part in:
+- what a check asks of a learner's JAX program (the evidence of judge/protocol.py: its gradient,
+  its VJP's residuals, its compiled memory plan) is answered from an artifact the kernel has no part in:
   the judge's program builder rebuilds the function from the learner's answer cells, following
   how the judge came by it (a name an answer cell defines, what calling it on the judge's values
   returned), and exports it; the artifact runner runs or compiles that program on the judge's own
@@ -22,7 +22,7 @@ cell, hidden checks included, from the course's source, in the grader's process:
   stdin channel, at every call and every wait: the judge chooses the delays and notes the times.
 
 Every answer is decoded into plain data and checked by the same judgments a learner's
-JupyterLab runs (remat_checks.py); nothing the kernel says is taken as a verdict, and no line
+JupyterLab runs (the course's checks module); nothing the kernel says is taken as a verdict, and no line
 of a hidden test is ever sent to it (`kernel_part` and the agent's requests carry none).
 """
 
@@ -44,6 +44,7 @@ import numpy as np
 from nbformat.notebooknode import NotebookNode
 
 from autograder.course.hidden_tests import strip_source
+from autograder.judge.protocol import EVIDENCE, RECIPE, REMOTE, answer_prelude, lacks
 from autograder.kernel.helpers import HelperError, JudgeHelpers
 from autograder.kernel.kernel_channel import JudgeUnavailable, KernelChannel
 from autograder.sandboxed.wire import WireError, decode, dumps, encode
@@ -176,11 +177,11 @@ def _defines(source: str, name: str) -> bool:
 class TrustedModules:
     """The assignment's shipped modules (every module of the course's source folder of the
     assignment) loaded from there into this process, put in place of any other copy while the
-    judge runs a cell. `checks`: the module that speaks the judge's protocol (remat_checks here)."""
+    judge runs a cell. `checks`: the module that speaks the judge's protocol (judge/protocol.py)."""
 
     _loaded: dict[str, dict] = {}  # by the source files' digest: loaded once per process
 
-    def __init__(self, folder: Path, checks: str = "remat_checks"):
+    def __init__(self, folder: Path, checks: str):
         folder = Path(folder)
         notebooks = {path.stem for path in folder.glob("*.ipynb")}
         # A notebook's paired text file (jupytext) or a name no import can spell is a script,
@@ -196,6 +197,11 @@ class TrustedModules:
         if digest not in self._loaded:
             self._loaded[digest] = self._load(folder, [checks, *(name for name in files if name != checks)])
         self.modules, self.checks_name = self._loaded[digest], checks
+        if checks not in self.modules:
+            raise ImportError(f"the checks module {checks}.py of {folder} cannot be imported by the grader")
+        missing = lacks(self.modules[checks])
+        if missing:
+            raise ImportError(f"{checks}.py does not speak the judge's protocol: it lacks {', '.join(missing)}")
 
     @staticmethod
     def _load(folder: Path, names: list[str]) -> dict:
@@ -223,7 +229,7 @@ class TrustedModules:
         return self.modules[self.checks_name]
 
     def installed(self):
-        """A context in which `import remat_lesson` (and the others) give these copies."""
+        """A context in which importing a shipped module (the checks module, the others) gives these copies."""
         modules = self.modules
 
         class Installed:
@@ -247,8 +253,6 @@ class TrustedModules:
 # ---------------------------------------------------------------------------------------
 #: The most program text one notebook's judge keeps (its programs, as the builder wrote them).
 MAX_PROGRAMS = 64 << 20
-#: The evidence a check may ask about a learner's program: each the artifact runner's transform of it.
-EVIDENCE = ("grad", "value_and_grad", "residuals", "plan")
 
 
 class LearnerObject:
@@ -272,10 +276,14 @@ class LearnerFunction(LearnerObject):
     def __call__(self, *args, **kwargs):
         return self._judge.call(self, args, kwargs)
 
-    def __performance05_remote__(self, operation: str, args, bind=None, argnums=0, wrap=None):
+    def _remote(self, operation: str, args, bind=None, argnums=0, wrap=None):
+        """The judge's answer to a check's request for evidence (judge/protocol.py, REMOTE)."""
         if operation == "numpy_only":
             return self._judge.numpy_only(self._name)
         return self._judge.artifact(self, operation, args, bind, argnums, wrap)
+
+
+setattr(LearnerFunction, REMOTE, LearnerFunction._remote)
 
 
 class NumpyOnlyFunction:
@@ -353,6 +361,10 @@ class Judge:
         earned = min(earned, declared)
         return earned, "\n".join([*lines, checks_module.points_line(earned, declared, declared)])
 
+    def _shipped(self) -> list[str]:
+        """The course's checks module, whose functions a check may hand to a NumPy-only function."""
+        return [self.modules.checks_name] if self.modules is not None else []
+
     # -- the learner's names -----------------------------------------------------------------------------
     def bind(self, names: list[str]) -> dict:
         """Each of the learner's names the cell uses, as the kernel has it now: a value (as data),
@@ -392,8 +404,7 @@ class Judge:
         object again; names collects the learner's names that needs), recipes of the shipped
         modules' objects, timed executables, ARG placeholders, and plain data."""
         recurse = lambda item: self.outbound(item, to_kernel=to_kernel, arguments=arguments, names=names)  # noqa: E731
-        lesson = self.modules.modules.get("remat_lesson")
-        if lesson is not None and value is getattr(lesson, "ARG", None) and arguments is not None:
+        if value is self.modules.checks.ARG and arguments is not None:
             arguments.append(len(arguments))
             return {"$arg": arguments[-1]}
         if isinstance(value, LearnerObject):
@@ -404,8 +415,8 @@ class Judge:
             self._timed_ids += 1
             self.kernel.timed[self._timed_ids] = value
             executable = None if value.executable is None else recurse(value.executable)
-            return {"$timed": self._timed_ids, "executable": executable}
-        recipe = getattr(value, "__recipe__", None)
+            return {"$timed": self._timed_ids, "executable": executable, "checks": self.modules.checks_name}
+        recipe = getattr(value, RECIPE, None)
         if isinstance(recipe, tuple) and len(recipe) == 4:
             module, name, args, kwargs = recipe
             if args is None:
@@ -487,7 +498,7 @@ class Judge:
         over as data; the artifact runner makes it again, wraps it, applies the transform the
         evidence needs and runs it on args, or compiles it for its plan. Anything but a program
         earns nothing. wrap: an object of the shipped modules (sent as its recipe) applied to the
-        program first (remat_lesson.renaming, say)."""
+        program first (a renaming of its checkpoint names, say)."""
         import jax.numpy as jnp
 
         if operation not in EVIDENCE:
@@ -511,7 +522,15 @@ class Judge:
             if not defining:
                 raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
             cells[name] = defining[-1]
-        message = {"op": "program", "cells": cells, "target": target, "bind": template, "avals": avals}
+        prelude = answer_prelude(self.modules.checks)
+        message = {
+            "op": "program",
+            "cells": cells,
+            "target": target,
+            "bind": template,
+            "avals": avals,
+            "prelude": prelude,
+        }
         program = self._program(message)
         request = {
             "op": operation,
@@ -561,7 +580,9 @@ class Judge:
                 self._refuse_ended(cells[-1])
                 ident = len(self._numpy_sources) + 1  # never reused: a handle made before a restart stays its own
                 self._numpy_cells[name], self._numpy_sources[ident] = ident, cells[-1]
-                answer = self._numpy_request({"op": "load", "cell": ident, "source": cells[-1]})
+                answer = self._numpy_request(
+                    {"op": "load", "cell": ident, "source": cells[-1], "shipped": self._shipped()}
+                )
                 if "loaded" not in answer:
                     self._numpy_cells[name] = None
                     self._result(answer, decode)  # raises what the cell raised

@@ -26,6 +26,7 @@ from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import SaveAutoGrades
 
+from autograder.course.defaults import CHECKS_MODULE
 from autograder.judge.core import Judge, TrustedModules, is_test_cell, kernel_part, learner_text, write_verdict
 from autograder.kernel.kernel_channel import KernelChannel
 
@@ -152,7 +153,7 @@ class JudgedCells:
             self.judge = Judge(
                 channel,
                 helpers,
-                TrustedModules(self.settings.source, self.settings.checks_module or "remat_checks"),
+                TrustedModules(self.settings.source, self.settings.checks_module or CHECKS_MODULE),
                 self.settings.seed or secrets.randbits(62),
                 self.answers,
                 timeout=self.timeout,

@@ -320,7 +320,7 @@ class ArtifactRunner(HelperProcess):
     sent = ("program_data.py",)
 
     def config(self) -> dict:
-        # The shipped modules, for the wraps a check applies to a program (remat_lesson.renaming).
+        # The shipped modules, for the wraps a check applies to a program (a renaming of checkpoint names, say).
         if self.assignment is None:
             return {}
         return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}

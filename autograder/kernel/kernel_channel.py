@@ -29,13 +29,13 @@ POLL_MS = 50
 #: What the kernel runs for every request: the agent (wire.py's text, then agent.py's).
 AGENT = sent_text("wire.py", "agent.py")
 #: Where a kernel keeps the agent between requests (in its own `sys`: nothing there is trusted).
-AGENT_SLOT = "_performance05_agent"
+AGENT_SLOT = "_autograder_agent"
 #: The agent put in place (the first request to a kernel), then the request itself.
 INSTALL = (
-    "_performance05_g = {'__name__': 'performance05_agent'}\n"
-    f"exec(compile({AGENT!r}, '<grader>', 'exec'), _performance05_g)\n"
-    f"__import__('sys').__dict__[{AGENT_SLOT!r}] = _performance05_g\n"
-    "del _performance05_g\n"
+    "_autograder_g = {'__name__': 'autograder_agent'}\n"
+    f"exec(compile({AGENT!r}, '<grader>', 'exec'), _autograder_g)\n"
+    f"__import__('sys').__dict__[{AGENT_SLOT!r}] = _autograder_g\n"
+    "del _autograder_g\n"
 )
 ASK = f"__import__('sys').__dict__[{AGENT_SLOT!r}]['answer']({{message!r}})\n"
 

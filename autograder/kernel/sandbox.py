@@ -359,7 +359,7 @@ PROBE = "import os, socket\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1
 def probe(bwrap: str, limits: Limits) -> Sandbox:
     """Run a tiny Python in the exact sandbox grading uses; SandboxUnavailable if it fails."""
     sandbox = Sandbox(bwrap, limits, kernel_uid(), _has_sized_tmpfs(bwrap))
-    with tempfile.TemporaryDirectory(prefix="performance-05-probe-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="autograder-probe-") as scratch:
         assignment, connection = Path(scratch) / "assignment", Path(scratch) / "connection"
         assignment.mkdir()
         connection.mkdir()

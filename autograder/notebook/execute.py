@@ -122,7 +122,7 @@ class SandboxedExecute(Execute):
     ).tag(config=True)
     judge_checks_module = Unicode(
         "",
-        help="The assignment's checks module (speaking the judge's protocol, e.g. remat_checks): under `nbgrader "
+        help="The assignment's checks module (speaking the judge's protocol, judge/protocol.py): under `nbgrader "
         "autograde`, its test cells are then judged in the grader; empty: they run in the (sandboxed) kernel.",
     ).tag(config=True)
     unsafe = Bool(False, help="Under `nbgrader autograde`: run kernels without the sandbox (trusted work only)").tag(

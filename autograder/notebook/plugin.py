@@ -4,7 +4,7 @@ With this package installed, a course's `nbgrader_config.py` that holds
 
     from autograder.notebook.plugin import configure
     configure(c)                                  # any assignment
-    configure(c, checks_module="remat_checks")    # an assignment whose checks speak the judge's protocol
+    configure(c, checks_module="my_checks")        # an assignment whose checks speak the judge's protocol
 
 (or that `autograder configure COURSE` wrote) makes `nbgrader autograde` grade each notebook in a
 sandbox of its own (autograder/kernel/sandbox.py), with the submission's nbgrader metadata taken from

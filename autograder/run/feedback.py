@@ -1,4 +1,4 @@
-"""Regenerate the feedback pages of performance-05 from the class gradebook, manual grades included.
+"""Regenerate the feedback pages of an assignment from the class gradebook, manual grades included.
 
     autograder feedback --out OUT [--student ID ...]   (python -m autograder.run.feedback)
     make feedback [STUDENT=ID]
@@ -7,7 +7,7 @@ After manual grading in formgrader, the feedback written while autograding still
 written answers as ungraded. This renders each student's autograded notebooks again with the
 scores and comments now in OUT/course/gradebook.db (nbgrader's generate_feedback, in the course
 folder), for the whole class or the students named, and writes them to
-OUT/course/feedback/<student>/performance-05/ and OUT/feedback/<student>/. No notebook is run.
+OUT/course/feedback/<student>/<assignment>/ and OUT/feedback/<student>/. No notebook is run.
 Before rendering, each cell's source loses its hidden tests (whatever a learner's output may
 print) and what a learner wrote or displayed loses anything that would run in a browser
 (autograder/notebook/pages.py). Notebooks flagged in OUT/flags.csv keep their "Flagged for instructor

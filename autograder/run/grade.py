@@ -1,4 +1,4 @@
-"""Autograde a class's submissions of performance-05: scores, feedback and grades.csv.
+"""Autograde a class's submissions of an assignment: scores, feedback and grades.csv.
 
     autograder grade SUBMISSIONS (--course COURSE --assignment ID | --bundle CHECKOUT) [--out DIR]
                                  [--jobs N] [--scheduler tls://host:port --tls-ca-file F
@@ -415,7 +415,7 @@ def command_line() -> argparse.ArgumentParser:
         "--bundle",
         type=Path,
         metavar="CHECKOUT",
-        help="instead of --course: the bundle's own performance-05, from a checkout of the bundle",
+        help="instead of --course: the bundle's own assignment, from a checkout of the bundle",
     )
     parser.add_argument("--assignment", help="with --course: the assignment's id (its folder in source/)")
     parser.add_argument(

@@ -65,7 +65,7 @@ class GradingOptions:
         "host and options (None: the instructor's notebooks run every time)",
     )
     origin: CourseOrigin | None = option(
-        None, "an instructor's course folder and assignment to grade (None: this bundle's performance-05)"
+        None, "an instructor's course folder and assignment to grade (None: this bundle's own assignment)"
     )
 
     @classmethod

@@ -102,7 +102,7 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
 
     started = time.perf_counter()
     sandbox = sandbox_for_grading(options.limits, options.unsafe)
-    scratch = Path(tempfile.mkdtemp(prefix="performance-05-reference-"))
+    scratch = Path(tempfile.mkdtemp(prefix="autograder-reference-"))
     try:
         source = scratch / "source"
         unpack(template, source, f"source/{assignment_in(template).id}/")

@@ -167,7 +167,7 @@ class DaskRunner:
         return False
 
     def _key(self, *parts) -> str:
-        return "-".join(["performance-05", self.run_id, *map(str, parts)])
+        return "-".join(["autograder", self.run_id, *map(str, parts)])
 
     def start_reference(self, source: dict[str, bytes]) -> None:
         # Largest notebook first (the most to compile), so the workers finish at about the same time.

@@ -130,7 +130,7 @@ _AHEAD: tuple[str, SandboxSession] | None = None
 def _folder() -> Path:
     global _FOLDER
     if _FOLDER is None or not _FOLDER.is_dir():
-        _FOLDER = Path(tempfile.mkdtemp(prefix="performance-05-sandboxes-"))
+        _FOLDER = Path(tempfile.mkdtemp(prefix="autograder-sandboxes-"))
     return _FOLDER
 
 
@@ -315,7 +315,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
     result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
     use_the_venvs_tools()
     quiet_gradebook_warnings()
-    scratch = Path(tempfile.mkdtemp(prefix="performance-05-grade-"))
+    scratch = Path(tempfile.mkdtemp(prefix="autograder-grade-"))
     session = None
     try:
         course = scratch / "course"

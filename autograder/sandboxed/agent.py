@@ -29,9 +29,9 @@ try:  # imported as part of the grader (its tests); sent to a kernel, wire.py's 
 except ImportError:  # pragma: no cover - the kernel's copy
     pass
 
-RESPONSE_MIME = "application/vnd.performance05.judge+json"
+RESPONSE_MIME = "application/vnd.autograder.judge+json"
 #: Where this kernel keeps the objects the judge holds handles on (across requests).
-HANDLES = "_performance05_handles"
+HANDLES = "_autograder_handles"
 
 
 def _handles() -> dict:
@@ -51,58 +51,12 @@ def _keep(value) -> int:
     return ident
 
 
-class _Pending:
-    """A result a timed executable returned: waiting for it asks the judge first. Every way of
-    waiting works: block_until_ready, jax.block_until_ready, np.asarray, jax.device_get, float."""
-
-    def __init__(self, timed, call: int, result):
-        self._timed, self._call, self._result, self._waited = timed, call, result, False
-
-    def _wait(self):
-        if not self._waited:
-            if self._result is not None and hasattr(self._result, "block_until_ready"):
-                self._result.block_until_ready()
-            self._timed._ask("wait", self._call)
-            self._waited = True
-        return self
-
-    def block_until_ready(self):
-        return self._wait()
-
-    def copy_to_host_async(self):
-        return None
-
-    def __array__(self, dtype=None, copy=None):
-        import numpy
-
-        self._wait()
-        value = numpy.zeros(3) if self._result is None else numpy.asarray(self._result)
-        return value.astype(dtype) if dtype is not None else value
-
-    def __float__(self):
-        self._wait()
-        return 0.0 if self._result is None else float(self._result)
-
-    def item(self):
-        return float(self)
-
-    def tolist(self):
-        import numpy
-
-        return numpy.asarray(self).tolist()
-
-    @property
-    def shape(self):
-        import numpy
-
-        return numpy.shape(self._result) if self._result is not None else (3,)
-
-
 class _Timed:
-    """The kernel's half of a timed executable: each call and each first wait asks the judge."""
+    """The kernel's half of a timed executable: each call and each first wait asks the judge. Its
+    results are the checks module's own PendingResult (the judge's protocol), told to ask too."""
 
-    def __init__(self, ident: int, executable):
-        self._ident, self._executable, self._calls = ident, executable, 0
+    def __init__(self, ident: int, executable, pending):
+        self._ident, self._executable, self._calls, self._pending = ident, executable, 0, pending
 
     def _ask(self, event: str, call: int) -> None:
         import builtins
@@ -114,7 +68,7 @@ class _Timed:
         call = self._calls
         self._ask("call", call)
         result = self._executable(*args, **kwargs) if self._executable is not None else None
-        return _Pending(self, call, result)
+        return self._pending(self, call, result, waited=lambda: self._ask("wait", call))
 
 
 def _as_jax(array):
@@ -137,8 +91,14 @@ def _resolve(form, data, nested):
     if form == "$shipped":
         return shipped(data, nested)
     if form == "$timed":
+        import importlib
+
         executable = data.get("executable")
-        return _Timed(int(data["$timed"]), None if executable is None else nested(executable))
+        checks = str(data.get("checks", ""))
+        if not checks.isidentifier():
+            raise WireError("a timed executable names no checks module")
+        pending = importlib.import_module(checks).PendingResult
+        return _Timed(int(data["$timed"]), None if executable is None else nested(executable), pending)
     raise WireError(f"{form} is not accepted by the kernel")
 
 

@@ -5,7 +5,7 @@ hands over a learner's program untransformed, as its jaxpr written as data, at t
 judge asked for (autograder/sandboxed/program_data.py). This process, in a sandbox of its own
 (autograder/kernel/helpers.py), makes the program again from JAX's own primitives alone, checks that it
 takes exactly the inputs asked for, applies the check's wrap (a shipped function of a program,
-remat_lesson.renaming say), and then the transform the evidence needs, itself:
+a renaming of checkpoint names, say), and then the transform the evidence needs, itself:
 - "grad", "value_and_grad": run on the judge's inputs;
 - "residuals": the values `jax.vjp` keeps for the backward pass, at the judge's inputs;
 - "plan": the compiler's memory plan of the program's gradient (`jax.jit(jax.grad(...))`).

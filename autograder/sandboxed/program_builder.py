@@ -1,7 +1,7 @@
 """The judge's program builder: a learner's JAX function rebuilt from its answer cell, and written as data.
 
 The checks ask for evidence about a learner's JAX program: its gradient, its saved residuals, its
-compiled memory plan (remat_lesson.gradient, vjp_residuals, planned_memory, value_and_gradient).
+compiled memory plan (the evidence of judge/protocol.py).
 That evidence must not be the kernel's word: a kernel can hand over any program it likes, or
 answer with values. So the program is built again here, in a fresh process of the judge's (a
 sandbox of its own, autograder/kernel/helpers.py), from the learner's answer cells alone: each cell runs
@@ -38,12 +38,18 @@ try:  # imported as part of the grader (its tests); sent as text, the three file
 except ImportError:  # pragma: no cover - the sandbox's copy
     pass
 
-#: The names an answer cell finds already bound, as the lesson's notebooks import them before it
-#: (its own imports come after, and win).
-PRELUDE = (
-    "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom jax import lax\nnumpy = np\n"
-    "try:\n    from remat_lesson import *\nexcept ImportError:\n    pass\n"
-)
+#: The names an answer cell finds already bound, as a JAX notebook imports them before it (its
+#: own imports come after, and win); then `from M import *` of each module of the course's
+#: ANSWER_PRELUDE, which the judge names in its request (judge/protocol.py).
+PRELUDE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom jax import lax\nnumpy = np\n"
+
+
+def prelude(modules) -> str:
+    """PRELUDE, then each module's names (a module that cannot be imported here is left out)."""
+    names = [m for m in modules if isinstance(m, str) and m.isidentifier()]
+    return PRELUDE + "".join(f"try:\n    from {m} import *\nexcept ImportError:\n    pass\n" for m in names)
+
+
 #: Top-level packages whose functions and classes an answer cell may not rebind here.
 GUARDED = ("jax", "jaxlib")
 #: Modules a trace may import on its first use: imported ahead, so they are guarded too.
@@ -68,6 +74,7 @@ class Builder:
                 pass
 
         self.namespaces: dict[str, dict] = {}
+        self.prelude: tuple = ()  # the ANSWER_PRELUDE the judge names in its requests
         self.jax = {
             "make_jaxpr": jax.make_jaxpr,
             "struct": jax.ShapeDtypeStruct,
@@ -105,7 +112,7 @@ class Builder:
             import ast
 
             namespace = {"__name__": "__answer_cell__"}
-            exec(compile(PRELUDE, "<prelude>", "exec"), namespace)
+            exec(compile(prelude(self.prelude), "<prelude>", "exec"), namespace)
             self.namespaces[source] = namespace
             # One statement at a time, as the NumPy-only runner does: one that cannot run here is left
             # out, and what needs it fails when it is used.
@@ -146,6 +153,7 @@ class Builder:
     def program(self, request) -> dict:
         """The learner's program, bound as the judge asked, at the judge's shapes, as data."""
         cells = request.get("cells") or {}
+        self.prelude = tuple(request.get("prelude") or ())
         target = self.value(request["target"], cells)
         bind = request.get("bind")
         if bind is None:

@@ -10,7 +10,7 @@ the conversation, the grader receives data and checks it.
     {"$list": [...]}  {"$tuple": [...]}  {"$dict": [[key, value], ...]}
     {"$array": {"dtype": "float32", "shape": [16], "data": "<base64>", "jax": false}}
     {"$handle": 3, "type": "function", "callable": true}        an object left where it lives
-    {"$shipped": ["remat_lesson", "make_objective"], "args": [...], "kwargs": [...]}
+    {"$shipped": ["<shipped module>", "<function>"], "args": [...], "kwargs": [...]}
                                                                   rebuilt from a shipped module
     {"$timed": 2, "executable": <value or null>}                 a timed executable (judge.py)
     {"$arg": 0}                                                   where a program's inputs go

@@ -33,7 +33,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course.paths import NOTEBOOKS, ROOT, SOLUTIONS
+from autograder.course.defaults import NOTEBOOKS
+from autograder.course.paths import ROOT, SOLUTIONS
 from autograder.kernel.sandbox import Limits
 from autograder.run.grade import grade
 from tests.fixtures import build as fixtures

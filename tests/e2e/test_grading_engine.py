@@ -27,7 +27,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.course.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
+from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_MODULES
+from autograder.course.paths import AUTOGRADER, RELEASE, ROOT, SOLUTIONS
 from autograder.run.grade import grade
 from autograder.run.options import GradingOptions
 from autograder.run.tls import SchedulerSecurity
@@ -201,7 +202,7 @@ def test_no_message_to_a_kernel_holds_a_line_of_a_hidden_test(serial):
     assert len(hidden_test_lines()) > 40 and len(serial.sent) > 100
     leaked = hidden_lines_in(serial.sent)
     assert leaked == [], f"{len(leaked)} hidden-test line(s) reached a kernel, e.g. {leaked[:3]}"
-    assert any("performance05_agent" in message for message in serial.sent)  # the judge did ask
+    assert any("autograder_agent" in message for message in serial.sent)  # the judge did ask
 
 
 def test_no_message_of_a_reference_run_to_its_kernel_holds_a_line_of_a_hidden_test(tmp_path):
@@ -217,7 +218,7 @@ def test_no_message_of_a_reference_run_to_its_kernel_holds_a_line_of_a_hidden_te
     leaked = hidden_lines_in(sent)
     assert leaked == [], f"{len(leaked)} hidden-test line(s) reached the reference run's kernel, e.g. {leaked[:3]}"
     assert run.problems == [] and run.entries and len(sent) > 50
-    assert any("performance05_agent" in message for message in sent)  # its test cells were judged
+    assert any("autograder_agent" in message for message in sent)  # its test cells were judged
     # Its checks build and run learner programs and a NumPy-only answer: a learner's 02 starts all
     # three helpers ahead.
     assert sorted(run.helpers) == ["artifacts", "builder", "numpy_only"]

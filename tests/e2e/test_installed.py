@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from autograder.course.assignment import assignment_files, install_assignment
-from autograder.course.paths import ASSIGNMENT, NOTEBOOKS, RELEASE, ROOT, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.paths import RELEASE, ROOT
 from autograder.run.grade import main as grade_main
 from autograder.run.grade import refused_out
 

@@ -25,7 +25,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
-from autograder.course.paths import ASSIGNMENT, AUTOGRADER, NOTEBOOKS, RELEASE, ROOT, SOLUTIONS
+from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS
+from autograder.course.paths import AUTOGRADER, RELEASE, ROOT, SOLUTIONS
 from autograder.gradebook.class_gradebook import GradebookError
 from autograder.run.grade import grade
 from tests.grading import graded_samples, options

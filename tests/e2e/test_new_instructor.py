@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course.paths import ASSIGNMENT, RELEASE, ROOT, SOLUTIONS
+from autograder.course.defaults import ASSIGNMENT
+from autograder.course.paths import RELEASE, ROOT, SOLUTIONS
 
 #: ann answers stages 1 and 4 (4's written answer waits for a person); bob hands in a blank stage 1.
 CLASS = {

@@ -21,8 +21,9 @@ import nbformat
 import numpy as np
 import pytest
 
+from autograder.course.defaults import CHECKS_MODULE, NOTEBOOKS, SHIPPED_MODULES
 from autograder.course.hidden_tests import BEGIN, END
-from autograder.course.paths import NOTEBOOKS, SHIPPED_MODULES, SOLUTIONS
+from autograder.course.paths import SOLUTIONS
 from autograder.judge.core import (
     Judge,
     LearnerRaised,
@@ -244,12 +245,32 @@ def trusted(tmp_path_factory):
     source = tmp_path_factory.mktemp("source")
     for name in SHIPPED_MODULES:
         shutil.copy2(SOLUTIONS / name, source / name)
-    return TrustedModules(source)
+    return TrustedModules(source, CHECKS_MODULE)
+
+
+#: The least a checks module defines to speak the judge's protocol (judge/protocol.py).
+MINIMAL_PROTOCOL = (
+    "REMOTE = '__judge_remote__'\nJUDGE = None\nARG = object()\nANSWER_PRELUDE = ()\n"
+    "class Checks: latest = None\nclass TimedExecutable: pass\nclass PendingResult: pass\n"
+    "def report_lines(items, where): return [], 0, 0\ndef points_line(earned, declared, most): return ''\n"
+)
+
+
+def test_a_checks_module_that_does_not_speak_the_protocol_is_refused_by_name(tmp_path):
+    """A course's checks module without the protocol's names is refused, naming what it lacks."""
+    (tmp_path / "half.py").write_text(
+        MINIMAL_PROTOCOL.replace("class PendingResult: pass\n", "").replace("'__judge_remote__'", "'x'")
+    )
+    with pytest.raises(ImportError) as refused:
+        TrustedModules(tmp_path, "half")
+    assert "PendingResult" in str(refused.value) and "REMOTE = '__judge_remote__'" in str(refused.value)
+    (tmp_path / "whole.py").write_text(MINIMAL_PROTOCOL)
+    assert TrustedModules(tmp_path, "whole").checks_name == "whole"
 
 
 def test_trusted_modules_never_run_a_notebooks_paired_script(tmp_path):
     canary = tmp_path / "ran"
-    (tmp_path / "checks_only.py").write_text("import helper_module\n")
+    (tmp_path / "checks_only.py").write_text("import helper_module\n" + MINIMAL_PROTOCOL)
     (tmp_path / "helper_module.py").write_text("VALUE = 1\n")
     for script in ("lesson.py", "01-understand.py"):  # a jupytext pair; a name no import spells
         (tmp_path / script).write_text(f"open({str(canary)!r}, 'a').write({script!r})\n")

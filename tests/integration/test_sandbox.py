@@ -27,7 +27,8 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from autograder.course.paths import RELEASE, ROOT, SHIPPED_MODULES, SOLUTIONS
+from autograder.course.defaults import SHIPPED_MODULES
+from autograder.course.paths import RELEASE, ROOT, SOLUTIONS
 from autograder.kernel import compile_cache
 from autograder.kernel.kernels import SandboxedKernelManager, SandboxSession
 from autograder.kernel.sandbox import Limits, SandboxUnavailable, find_sandbox, interpreter_folders

@@ -11,7 +11,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.course.paths import NOTEBOOKS
+from autograder.course.defaults import NOTEBOOKS
 from autograder.course.task_template import time_budgets
 from autograder.kernel.sandbox import Limits
 from autograder.run.reference import (

@@ -8,8 +8,9 @@ import csv
 import nbformat
 import pytest
 
+from autograder.course.defaults import NOTEBOOKS
 from autograder.course.hidden_tests import PLACEHOLDER, strip_hidden_tests, strip_source
-from autograder.course.paths import NOTEBOOKS, SOLUTIONS
+from autograder.course.paths import SOLUTIONS
 from autograder.gradebook.reports import FLAG_COLUMNS, flag_findings, read_flags
 from autograder.gradebook.student_files import flag_note
 from autograder.run.grade import GradingResult, score_table

@@ -213,8 +213,8 @@ def test_dask_runner_keys_are_unique_and_carry_run_id(dask, monkeypatch):
     monkeypatch.setattr(runners, "grade_student", Grading())
     dask.run([_task("ada"), _task("bo")], {}, Progress())
     assert sorted(dask.client.keys) == [
-        f"performance-05-{dask.run_id}-grade-ada-1",
-        f"performance-05-{dask.run_id}-grade-bo-1",
+        f"autograder-{dask.run_id}-grade-ada-1",
+        f"autograder-{dask.run_id}-grade-bo-1",
     ]
     assert DaskRunner(GradingOptions()).run_id != dask.run_id
 
@@ -229,7 +229,7 @@ def test_dask_runner_retries_failed_task_under_new_key(dask, monkeypatch):
         ("bo", "fake", ()),
     ]
     assert len(dask.client.keys) == len(set(dask.client.keys)) == 3
-    assert f"performance-05-{dask.run_id}-grade-ada-2" in dask.client.keys
+    assert f"autograder-{dask.run_id}-grade-ada-2" in dask.client.keys
     assert [call[0] for call in grading.calls].count("ada") == 2
 
 
@@ -285,7 +285,7 @@ def test_dask_runner_reference_runs_largest_notebook_first(dask, monkeypatch):
         "source/ps1/03.ipynb": b"x" * 20,
     }
     dask.start_reference(source)
-    assert dask.client.keys == [f"performance-05-{dask.run_id}-reference-{n}.ipynb" for n in ("02", "03", "01")]
+    assert dask.client.keys == [f"autograder-{dask.run_id}-reference-{n}.ipynb" for n in ("02", "03", "01")]
     assert dask.reference_runs() == ["ran 02.ipynb", "ran 03.ipynb", "ran 01.ipynb"]
 
 

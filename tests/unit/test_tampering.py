@@ -5,7 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.course.paths import NOTEBOOKS, RELEASE, SOLUTIONS
+from autograder.course.defaults import NOTEBOOKS
+from autograder.course.paths import RELEASE, SOLUTIONS
 from autograder.course.tampering import scan_notebook, scan_source
 
 FLAGGED = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.course.paths import NOTEBOOKS
+from autograder.course.defaults import NOTEBOOKS
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
