@@ -69,10 +69,11 @@ test: venv lint
 test-fast: venv
 	$(PY) -m pytest -m unit --numprocesses $(TEST_PROCESSES) $(PYTEST_ARGS)
 
-## lint: ruff's lint and format check over the whole tree (`make format` rewrites)
+## lint: ruff's lint and format check over the whole tree (`make format` rewrites), mypy on the grader
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: venv
 	$(VENV)/bin/ruff check --fix .
