@@ -47,7 +47,12 @@ NOT_INHERITED_PREFIXES = ("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE", "JAX_
 #: First uid handed to kernels when the grader runs as root.
 FIRST_KERNEL_UID = 100_000
 
+#: The two settings both routes read (`autograder grade` and `nbgrader autograde` with the plugin),
+#: declared here once: GradingOptions, SandboxedExecute's traits, `plugin.configure` and the CLI
+#: take their flag and help from these.
 UNSAFE_FLAG = "--unsafe-no-sandbox"
+UNSAFE_HELP = "grade WITHOUT any sandbox: only for submissions you trust"
+LIMITS_HELP = "what one kernel may use, and the time budgets (sandbox.Limits; names: {names}; sizes like 8G)"
 
 
 class SandboxUnavailable(RuntimeError):

@@ -38,6 +38,7 @@ from autograder.judge.core import answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
 from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession, session_named
 from autograder.kernel.output_caps import OutputCaps
+from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_HELP, Limits
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def refuse_to_grade(error) -> None:
 class SandboxedExecute(Execute):
     """nbgrader's Execute with the kernel in the student's sandbox (see the module docstring)."""
 
-    limits = Dict({}, help="Limits of the sandbox as sandbox.Limits (names: memory, output, ...).").tag(config=True)
+    limits = Dict({}, help=LIMITS_HELP.format(names=", ".join(Limits().as_dict()))).tag(config=True)
     judge_source = Unicode(
         "",
         help="The course's source folder of the assignment: with it, every test cell is checked by the grader's "
@@ -125,9 +126,7 @@ class SandboxedExecute(Execute):
         help="The assignment's checks module (speaking the judge's protocol, judge/protocol.py): under `nbgrader "
         "autograde`, its test cells are then judged in the grader; empty: they run in the (sandboxed) kernel.",
     ).tag(config=True)
-    unsafe = Bool(False, help="Under `nbgrader autograde`: run kernels without the sandbox (trusted work only)").tag(
-        config=True
-    )
+    unsafe = Bool(False, help=f"Under `nbgrader autograde`: {UNSAFE_HELP}").tag(config=True)
     judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
     budget = Float(
         0.0,

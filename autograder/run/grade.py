@@ -56,9 +56,7 @@ from autograder.gradebook.merge import merge_into_gradebook
 from autograder.gradebook.reports import read_cells, write_class_files
 from autograder.gradebook.student_files import write_student_files
 from autograder.kernel.sandbox import (
-    UNSAFE_FLAG,
     UNSAFE_WARNING,
-    Limits,
     SandboxUnavailable,
     find_sandbox,
     folders_kernels_read,
@@ -372,7 +370,7 @@ def _limit(text: str) -> tuple[str, str]:
 
 def command_line() -> argparse.ArgumentParser:
     """`autograder grade`'s arguments (the usage in this module's docstring and autograder/README.md shows them all)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="autograder grade", description=__doc__.splitlines()[0])
     about = GradingOptions.help
     parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
     parser.add_argument(
@@ -381,31 +379,18 @@ def command_line() -> argparse.ArgumentParser:
         help=f"where results go, never where a kernel or a learner can read (default with --course: "
         f"COURSE/{OUT_IN_COURSE}/ASSIGNMENT; required otherwise)",
     )
-    parser.add_argument("--jobs", type=int, default=1, help=about("jobs"))
-    parser.add_argument("--scheduler", help=about("scheduler"))
+    GradingOptions.add_flags(parser)
     parser.add_argument("--tls-ca-file", help="with --scheduler: the certificate authority of the cluster's TLS")
     parser.add_argument("--tls-cert", help="with --scheduler: this client's certificate")
     parser.add_argument("--tls-key", help="with --scheduler: this client's private key")
-    parser.add_argument("--cell-timeout", type=int, help=about("cell_timeout"))
     parser.add_argument(
         "--limit",
         type=_limit,
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help=f"a limit of every kernel, e.g. memory=8G (names: {', '.join(Limits().as_dict())}); repeatable",
+        help=f"{about('limits')}; one limit each, e.g. memory=8G; repeatable",
     )
-    # The two speed-ups are on by default; each flag turns one off, and says so before what it turns off.
-    parser.add_argument(
-        "--no-compile-cache",
-        dest="compile_cache",
-        action="store_false",
-        help="turn off: " + about("compile_cache"),
-    )
-    parser.add_argument(
-        "--no-fork", dest="fork_kernels", action="store_false", help="turn off: " + about("fork_kernels")
-    )
-    parser.add_argument("--fresh-gradebook", action="store_true", help=about("fresh_gradebook"))
     parser.add_argument(
         "--course",
         type=Path,
@@ -418,13 +403,6 @@ def command_line() -> argparse.ArgumentParser:
         help="instead of --course: the bundle's own assignment, from a checkout of the bundle",
     )
     parser.add_argument("--assignment", help="with --course: the assignment's id (its folder in source/)")
-    parser.add_argument(
-        "--judge-seed",
-        type=int,
-        help=about("judge_seed") + "; give the one a run printed to grade again with the same inputs",
-    )
-    parser.add_argument("--reference-cache", type=Path, metavar="DIR", help=about("reference_cache"))
-    parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true", help=about("unsafe"))
     return parser
 
 
@@ -447,18 +425,12 @@ def main(argv=None) -> int:
         print(UNSAFE_WARNING, file=sys.stderr, flush=True)
     show_log()
     try:
-        options = GradingOptions(
-            jobs=args.jobs,
-            scheduler=args.scheduler,
+        if args.reference_cache is not None:
+            args.reference_cache = args.reference_cache.resolve()
+        options = GradingOptions.from_flags(
+            args,
             scheduler_security=SchedulerSecurity(*tls) if all(tls) else None,
-            cell_timeout=args.cell_timeout,
             limits=limits_from(dict(args.limit)),
-            compile_cache=args.compile_cache,
-            fork_kernels=args.fork_kernels,
-            unsafe=args.unsafe,
-            fresh_gradebook=args.fresh_gradebook,
-            judge_seed=args.judge_seed or 0,
-            reference_cache=args.reference_cache.resolve() if args.reference_cache else None,
             origin=(
                 CourseOrigin(args.course.resolve(), args.assignment)
                 if args.course

@@ -1,7 +1,8 @@
 """One grading run's options: every choice, timeout and limit of a run, each once, each with its help.
 
 `GradingOptions` is what `grade()` takes; each student's task carries it to the worker, and the
-reference run reads it. `autograder grade`'s flags take their help from here. What one kernel
+reference run reads it. `autograder grade`'s flags are made from here (`add_flags`, `from_flags`):
+a field with a flag is declared once, its default, help and flag together. What one kernel
 may use (memory, processes, output, time budgets) is `sandbox.Limits`, held here as `limits`.
 """
 
@@ -14,28 +15,35 @@ from pathlib import Path
 
 from autograder.course.assignment import CourseOrigin
 from autograder.course.submissions import UsageError
-from autograder.kernel.sandbox import Limits
+from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_FLAG, UNSAFE_HELP, Limits
 from autograder.run.tls import SchedulerSecurity
 
 
-def option(default, help: str):
-    """A field of GradingOptions: its default and what it means."""
-    return dataclasses.field(default=default, metadata={"help": help})
+def option(default, help: str, flag: str | None = None, type=None):
+    """A field of GradingOptions: its default, what it means, and its flag of `autograder grade`
+    (None: made from other flags). A flag of a bool that is on by default turns it off (--no-...)."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "type": type})
 
 
 @dataclass(frozen=True)
 class GradingOptions:
     """How one grading run grades (see each field's help: `GradingOptions.help(name)`)."""
 
-    jobs: int = option(1, "students graded at once on a local Dask cluster (1: here, one after another)")
+    jobs: int = option(1, "students graded at once on a local Dask cluster (1: here, one after another)", "--jobs", int)
     scheduler: str | None = option(
-        None, "the address of a running Dask scheduler that speaks TLS, e.g. tls://10.0.0.5:8786 (None: no cluster)"
+        None,
+        "the address of a running Dask scheduler that speaks TLS, e.g. tls://10.0.0.5:8786 (None: no cluster)",
+        "--scheduler",
+        str,
     )
     scheduler_security: SchedulerSecurity | None = option(
         None, "with a scheduler: this grader's TLS files, as `autograder tls` writes them"
     )
     cell_timeout: int | None = option(
-        None, "seconds a learner's cell may run (None: Execute.timeout in the course's nbgrader_config.py)"
+        None,
+        "seconds a learner's cell may run (None: Execute.timeout in the course's nbgrader_config.py)",
+        "--cell-timeout",
+        int,
     )
     reference_cell_timeout: int = option(
         300, "seconds an instructor's cell may run in the reference run (it compiles every program for the cache)"
@@ -46,23 +54,32 @@ class GradingOptions:
     watchdog_grace: float = option(
         30.0, "seconds past a notebook's time budget before its whole sandbox is ended (the kernel was told first)"
     )
-    limits: Limits = option(Limits(), "what one kernel may use, and the time budgets (sandbox.Limits)")
-    compile_cache: bool = option(True, "kernels share the reference run's compiled programs (faster; same grades)")
-    fork_kernels: bool = option(
-        True, "each notebook's kernel is forked from one warm host per student (faster; same grades)"
+    limits: Limits = option(Limits(), LIMITS_HELP.format(names=", ".join(Limits().as_dict())))
+    compile_cache: bool = option(
+        True, "kernels share the reference run's compiled programs (faster; same grades)", "--no-compile-cache"
     )
-    unsafe: bool = option(False, "grade WITHOUT any sandbox: only for submissions you trust")
+    fork_kernels: bool = option(
+        True, "each notebook's kernel is forked from one warm host per student (faster; same grades)", "--no-fork"
+    )
+    unsafe: bool = option(False, UNSAFE_HELP, UNSAFE_FLAG)
     fresh_gradebook: bool = option(
         False,
         "start a new class gradebook (the old one is copied to OUT/gradebook-backups/): manual grades are then lost",
+        "--fresh-gradebook",
     )
     judge_seed: int = option(
-        0, "the seed of the fresh inputs the judge draws (0: a new one for the run, which only the grader holds)"
+        0,
+        "the seed of the fresh inputs the judge draws (0: a new one for the run, which only the grader holds); "
+        "give the one a run printed to grade again with the same inputs",
+        "--judge-seed",
+        int,
     )
     reference_cache: Path | None = option(
         None,
         "a folder where a clean reference run is kept and reused by the next run with the same source, grader, "
         "host and options (None: the instructor's notebooks run every time)",
+        "--reference-cache",
+        Path,
     )
     origin: CourseOrigin | None = option(
         None, "an instructor's course folder and assignment to grade (None: this bundle's own assignment)"
@@ -71,6 +88,32 @@ class GradingOptions:
     @classmethod
     def help(cls, name: str) -> str:
         return next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == name)
+
+    @classmethod
+    def add_flags(cls, parser) -> None:
+        """Add a flag to an argparse parser for every field that has one, from its declaration."""
+        for f in dataclasses.fields(cls):
+            flag, help = f.metadata.get("flag"), f.metadata["help"]
+            if flag is None:
+                continue
+            if isinstance(f.default, bool):  # on by default: the flag turns it off, and says so first
+                action = "store_false" if f.default else "store_true"
+                parser.add_argument(flag, dest=f.name, action=action, help=("turn off: " if f.default else "") + help)
+            else:
+                metavar = "DIR" if f.metadata["type"] is Path else None
+                parser.add_argument(
+                    flag, dest=f.name, type=f.metadata["type"], default=None, metavar=metavar, help=help
+                )
+
+    @classmethod
+    def from_flags(cls, args, **others) -> GradingOptions:
+        """The options of parsed flags (add_flags), a flag not given keeping its default; `others`
+        are the fields made from other flags (scheduler_security, limits, origin)."""
+        given = {}
+        for f in dataclasses.fields(cls):
+            if f.metadata.get("flag") is not None and getattr(args, f.name, None) is not None:
+                given[f.name] = getattr(args, f.name)
+        return cls(**given, **others)
 
     def replace(self, **changes) -> GradingOptions:
         return dataclasses.replace(self, **changes)
