@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course.assignment import use_the_venvs_tools
+from autograder.course.assignment import put_venv_on_path
 from autograder.course.defaults import SHIPPED_MODULES
 from autograder.course.paths import AUTOGRADER, RELEASE
 
@@ -31,7 +31,7 @@ def _validator():
 
 def validate(notebook: Path) -> bool:
     """Print nbgrader's validation report for notebook; True when it passes."""
-    use_the_venvs_tools()
+    put_venv_on_path()
     with tempfile.TemporaryDirectory(prefix="performance-05-validate-") as scratch:
         copy = Path(scratch) / notebook.name
         shutil.copyfile(notebook, copy)

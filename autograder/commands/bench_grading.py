@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.course.assignment import new_course, stock_nbgrader_env, use_the_venvs_tools, without_the_grader
+from autograder.course.assignment import new_course, put_venv_on_path, stock_nbgrader_env, without_the_grader
 from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS
 from autograder.course.hidden_tests import BEGIN as HIDDEN_BEGIN
 from autograder.course.paths import AUTOGRADER, KERNEL_NAME, RUNS, SOLUTIONS
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
         help="copy autograder/samples (default) or the solution notebooks as every student",
     )
     args = parser.parse_args(argv)
-    use_the_venvs_tools()
+    put_venv_on_path()
     submissions = BENCH / "submissions"
     students = make_class(args.copies, submissions, args.students)
     print(f"benchmark class: {len(students)} students from {', '.join(sample_students(args.students))}", flush=True)

@@ -172,7 +172,7 @@ def new_course(root: Path, origin: CourseOrigin | BundleOrigin | None = None) ->
     return root
 
 
-def use_the_venvs_tools() -> None:
+def put_venv_on_path() -> None:
     """nbgrader shells out to alembic, from the venv's bin: put it first on this process's PATH
     (once, whoever calls first: grading, validation, the benchmark), and draw without a screen."""
     bin_dir = str(Path(sys.executable).parent)

@@ -44,7 +44,7 @@ from autograder.course.assignment import (
     BundleOrigin,
     CourseOrigin,
     assignment_of_origin,
-    use_the_venvs_tools,
+    put_venv_on_path,
 )
 from autograder.course.intake import printable, take_in
 from autograder.course.paths import ROOT
@@ -191,7 +191,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     clear_outputs(out, options.fresh_gradebook)
     out.mkdir(parents=True, exist_ok=True)
     phases: dict[str, float] = {}
-    use_the_venvs_tools()
+    put_venv_on_path()
     options = options.replace(judge_seed=options.judge_seed or secrets.randbits(62))
 
     runner = HereRunner(options) if options.jobs == 1 and options.scheduler is None else DaskRunner(options)

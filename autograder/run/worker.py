@@ -25,7 +25,7 @@ from autograder.course.assignment import (
     assignment_of,
     nbgrader_setting,
     notebook_kernel,
-    use_the_venvs_tools,
+    put_venv_on_path,
 )
 from autograder.course.task_template import helpers_asked, shipped_files, time_budgets
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
@@ -313,7 +313,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
     from nbgrader.converters import Autograde, GenerateFeedback
 
     result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
-    use_the_venvs_tools()
+    put_venv_on_path()
     quiet_gradebook_warnings()
     scratch = Path(tempfile.mkdtemp(prefix="autograder-grade-"))
     session = None

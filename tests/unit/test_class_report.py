@@ -375,10 +375,10 @@ def test_nbgrader_autograde_keeps_one_notebook_at_a_time(tmp_path):
 def test_the_report_reads_the_class_gradebook_and_links_feedback_that_exists(tmp_path):
     from nbgrader.api import Gradebook
 
-    from autograder.gradebook.class_gradebook import quiet_gradebook_warnings, stamp_new_gradebooks_here
+    from autograder.gradebook.class_gradebook import fast_schema_stamp, quiet_gradebook_warnings
 
     quiet_gradebook_warnings()
-    stamp_new_gradebooks_here()
+    fast_schema_stamp()
     db = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with Gradebook(db) as gb:
         gb.add_assignment("performance-05")

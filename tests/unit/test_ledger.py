@@ -11,7 +11,7 @@ import pytest
 from nbgrader import utils
 from nbgrader.api import Gradebook
 
-from autograder.gradebook.class_gradebook import quiet_gradebook_warnings, stamp_new_gradebooks_here
+from autograder.gradebook.class_gradebook import fast_schema_stamp, quiet_gradebook_warnings
 from autograder.judge.core import JUDGE_MARKS, LearnerRaised, learner_name, learner_text, report_line, write_verdict
 from autograder.judge.judged_cells import LEDGER, MAX_FINDINGS, JudgedCells, JudgeSettings, Ledger, LedgerGrades
 from autograder.kernel.output_caps import OutputCaps
@@ -98,7 +98,7 @@ def test_findings_are_bounded():
 
 def test_the_gradebook_stores_the_ledgers_points_and_flags_the_notebook(tmp_path):
     quiet_gradebook_warnings()
-    stamp_new_gradebooks_here()  # no `alembic` command needed
+    fast_schema_stamp()  # no `alembic` command needed
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with Gradebook(url) as gb:
         gb.add_assignment("ps1")

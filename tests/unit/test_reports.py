@@ -131,11 +131,11 @@ def test_the_lms_export_scores_every_student_not_only_the_first(tmp_path):
     """Each student's row holds their own scores (a loop once reused the assignment's name)."""
     from nbgrader.api import Gradebook
 
-    from autograder.course.assignment import use_the_venvs_tools
+    from autograder.course.assignment import put_venv_on_path
     from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
     from autograder.gradebook.reports import lms_export
 
-    use_the_venvs_tools()  # nbgrader runs alembic from the environment's bin/
+    put_venv_on_path()  # nbgrader runs alembic from the environment's bin/
     quiet_gradebook_warnings()
     course = tmp_path / "course"
     (course / "source" / "ps1").mkdir(parents=True)
@@ -170,13 +170,13 @@ def test_a_new_gradebook_is_stamped_with_the_revision_the_alembic_command_reads(
     import nbgrader.api
     from nbgrader.api import Gradebook
 
-    from autograder.course.assignment import use_the_venvs_tools
-    from autograder.gradebook.class_gradebook import stamp_new_gradebooks_here
+    from autograder.course.assignment import put_venv_on_path
+    from autograder.gradebook.class_gradebook import fast_schema_stamp
 
-    use_the_venvs_tools()  # nbgrader's own reading runs the venv's `alembic heads`
+    put_venv_on_path()  # nbgrader's own reading runs the venv's `alembic heads`
     monkeypatch.setattr(nbgrader.api, "get_alembic_version", nbgrader.api.get_alembic_version)
     by_command = nbgrader.api.get_alembic_version()
-    stamp_new_gradebooks_here()
+    fast_schema_stamp()
 
     def no_command(*args, **kwargs):
         raise AssertionError(f"a command ran: {args}")

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbclient.exceptions import DeadKernelError
 
-from autograder.course.assignment import use_the_venvs_tools
+from autograder.course.assignment import put_venv_on_path
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 from autograder.kernel.sandbox import Limits
 from autograder.notebook.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute
@@ -19,7 +19,7 @@ from autograder.notebook.pages import ForPages
 from autograder.run import worker
 from autograder.run.options import GradingOptions
 
-use_the_venvs_tools()  # nbgrader runs alembic from the environment's bin/
+put_venv_on_path()  # nbgrader runs alembic from the environment's bin/
 
 
 class FakeSession:
