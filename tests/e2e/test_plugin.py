@@ -21,6 +21,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
@@ -150,6 +151,29 @@ def test_a_second_assignment_is_graded_as_stock_nbgrader_grades_it_and_its_hosti
     assert not Path(second_assignment.ESCAPE).exists()
     leftover = subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True, text=True).stdout.split()
     assert leftover == [], "a process of the hostile student's outlived its notebook"
+
+
+def test_a_second_assignment_with_its_own_checks_module_is_judged_in_the_grader(tmp_path, instructor_home):
+    """ps1 with a checks module of its own (the judge's protocol, nothing of this lesson): every
+    test cell is checked by the judge in the grader, and every student gets the stock scores."""
+    home, secret = instructor_home
+    env = _env(home, tmp=tmp_path / "tmp")
+    course = second_assignment.make_course(tmp_path / "judged", plugin=True, judged=True)
+    assert _nbgrader(course, "generate_assignment", second_assignment.ASSIGNMENT, "--force", env=env).returncode == 0
+    graded = _nbgrader(course, "autograde", second_assignment.ASSIGNMENT, "--force", env=env, timeout=600)
+    assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
+    scores = _scores(course, second_assignment.ASSIGNMENT)
+    found = {(student, nb): score for (student, nb, grade_id), score in scores.items() if grade_id.startswith("test-")}
+    assert found == second_assignment.EXPECTED
+    for student in ("right", "partly-wrong"):
+        for name in second_assignment.NOTEBOOKS:
+            notebook = nbformat.read(
+                course / "autograded" / student / second_assignment.ASSIGNMENT / name, as_version=4
+            )
+            (test,) = [cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade")]
+            text = "".join(output.get("text", "") for output in test.outputs)
+            assert "checked by the grader's judge" in text and "checked in this process" not in text, text
+    assert _left_by_the_grader(tmp_path / "tmp") == []
 
 
 def test_without_a_sandbox_nbgrader_autograde_grades_nobody_and_exits_3(tmp_path, instructor_home):
