@@ -10,7 +10,11 @@ cache:
 - read-only, and with writing switched off (a minimum compile time no compile reaches), so
   no submission can put an executable where another student's kernel would load it;
 - only on a machine like the one that filled it (same CPU model and flags, same jax and
-  jaxlib): an XLA:CPU executable is native code for the CPU it was compiled on.
+  jaxlib): an XLA:CPU executable is native code for the CPU it was compiled on;
+- sealed (`seal`): an entry opens by its key, the hash of a program and its options, which JAX
+  computes from a program the kernel compiles, but the folder cannot be listed, so no kernel
+  learns which programs the instructor's notebooks compiled (their names and the hidden
+  tests' shapes are in the entries' metadata).
 
 A program the source notebooks never compiled (a learner's own variant) misses the cache and
 compiles as usual, so grades do not depend on it; only the seconds do.
@@ -19,6 +23,7 @@ compiles as usual, so grades do not depend on it; only the seconds do.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 from pathlib import Path
 
@@ -101,3 +106,22 @@ def usable_cache(course: Path) -> Path | None:
     if not host.is_file() or not entries.is_dir():
         return None
     return entries if host.read_text().strip() == host_signature() else None
+
+
+#: A sealed folder: its owner may add entries (the reference run never writes here) and anyone
+#: may open an entry by name, but nobody lists it. JAX reads an entry by its key only (without a
+#: size limit it never lists the folder).
+SEALED = 0o311
+
+
+def seal(entries: Path) -> None:
+    """Make the cache's entries readable by name only: each file read-only, the folder unlistable."""
+    for entry in entries.iterdir():
+        os.chmod(entry, 0o444)
+    os.chmod(entries, SEALED)
+
+
+def unseal(folder: Path) -> None:
+    """Make the sealed caches under folder listable again, so that they can be removed."""
+    for entries in folder.glob(f"cache-*/{ENTRIES}"):
+        os.chmod(entries, 0o700)

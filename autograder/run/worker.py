@@ -29,7 +29,7 @@ from autograder.course.assignment import (
 )
 from autograder.course.task_template import helpers_asked, shipped_files, time_budgets
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
-from autograder.kernel.compile_cache import ENTRIES, HOST, reading_env, usable_cache
+from autograder.kernel.compile_cache import ENTRIES, HOST, reading_env, seal, unseal, usable_cache
 from autograder.kernel.helpers import HELPER_NAMES
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from autograder.kernel.sandbox import CACHE, sandbox_for_grading
@@ -147,6 +147,8 @@ def _compile_cache(template: dict[str, bytes]) -> Path | None:
         for name, data in entries.items():
             (staged / name).parent.mkdir(parents=True, exist_ok=True)
             (staged / name).write_bytes(data)
+        if (staged / ENTRIES).is_dir():
+            seal(staged / ENTRIES)
         os.rename(staged, folder)
     return usable_cache(folder)
 
@@ -220,6 +222,7 @@ def release_sandboxes() -> None:
     if ahead is not None:
         ahead[1].remove()
     if _FOLDER is not None:
+        unseal(_FOLDER)  # a sealed cache folder cannot be listed, so not removed, until unsealed
         shutil.rmtree(_FOLDER, ignore_errors=True)
         _FOLDER = None
 

@@ -493,10 +493,18 @@ def test_a_kernel_loads_from_the_cache_and_cannot_write_to_it(session_factory, t
         "import os\ntry:\n    open(os.path.join(os.environ['JAX_COMPILATION_CACHE_DIR'], 'planted-cache'), 'wb').write(b'x')\n"
         "    print('written')\nexcept OSError as error:\n    print('refused', type(error).__name__)"
     )
-    notebook = run(session, COUNT_HITS, DOUBLE, "print(len(HITS))", write)
+    compile_cache.seal(cache)
+    listing = (
+        "import os\ntry:\n    print(sorted(os.listdir('/cache')))\nexcept OSError as error:\n"
+        "    print('refused', type(error).__name__)"
+    )
+    notebook = run(session, COUNT_HITS, DOUBLE, "print(len(HITS))", write, listing)
     assert stdout(notebook, 1).strip() == "52.5"
     assert int(stdout(notebook, 2)) >= 1, "the program the instructor's kernel compiled was compiled again"
     assert stdout(notebook, 3).startswith("refused"), stdout(notebook, 3)
+    # Sealed: an entry opens by its key (the hit above), but which programs it holds stays unknown.
+    assert stdout(notebook, 4).startswith("refused PermissionError"), stdout(notebook, 4)
+    os.chmod(cache, 0o700)  # listable again, for the check below and the removal of tmp_path
     assert sorted(p.name for p in cache.iterdir()) == before
 
 
