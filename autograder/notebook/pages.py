@@ -45,6 +45,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
 from autograder.course.hidden_tests import strip_hidden_tests
+from autograder.judge.core import JUDGE_MARKS, is_test_cell
 
 #: Output types shown as they are (text is escaped by every template; images are pixels).
 SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
@@ -201,6 +202,48 @@ def _visible(text):
     return _LINE_BREAKERS.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
+#: What marks a line of a learner's output that reads like the grader's report (`[PASS]`, `3 of 3
+#: points`): outside a test cell, only the learner's code wrote it.
+LEARNER_OUTPUT = "[your output] "
+_INVISIBLE = re.compile(r"[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
+
+
+def _reads_like_the_report(text: str) -> bool:
+    import unicodedata
+
+    return bool(JUDGE_MARKS.search(_INVISIBLE.sub("", unicodedata.normalize("NFKC", text))))
+
+
+def _marked(text: str) -> str:
+    """text, each line that reads like the grader's report marked as the learner's."""
+    if not _reads_like_the_report(text):
+        return text
+    lines = text.splitlines(keepends=True)
+    return "".join(LEARNER_OUTPUT + line if _reads_like_the_report(line) else line for line in lines)
+
+
+def _marked_output(output) -> NotebookNode:
+    """A cleaned output of a learner's cell (not a test cell) with its report-like lines marked; an
+    HTML one that reads like the report is shown as its text, marked."""
+    kind = output.get("output_type")
+    if kind == "stream" and isinstance(output.get("text"), str):
+        output["text"] = _marked(output["text"])
+    elif kind == "error":
+        output["evalue"] = _marked(str(output.get("evalue", "")))
+        output["traceback"] = [_marked(str(line)) for line in output.get("traceback") or []]
+    elif isinstance(output.get("data"), dict):
+        data = output["data"]
+        if isinstance(data.get("text/plain"), str):
+            data["text/plain"] = _marked(data["text/plain"])
+        shown = data.get("text/html")
+        if isinstance(shown, str):
+            text = html.unescape(re.sub(r"<[^>]*>", " ", shown))
+            if _reads_like_the_report(text):
+                del data["text/html"]
+                data["text/plain"] = _marked(" ".join(text.split()))
+    return output
+
+
 def _clean_output(output, allowance: RenderAllowance | None = None) -> NotebookNode:
     kind = output.get("output_type")
     if kind == "stream":
@@ -277,6 +320,8 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
             cell["source"] = cell.get("source", "").replace("<", "&lt;")
         if cell.get("cell_type") == "code":
             cell["outputs"] = [_clean_output(output, allowance) for output in cell.get("outputs", [])]
+            if not is_test_cell(cell):  # only the judge writes a test cell's report
+                cell["outputs"] = [_marked_output(output) for output in cell["outputs"]]
             cell["execution_count"] = _count(cell.get("execution_count"))
         changed += repr(cell) != before
     # The notebook's own metadata, which the kernel's replies fill in while it runs: its kernel and

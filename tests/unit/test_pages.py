@@ -359,3 +359,34 @@ def test_learner_markdown_is_rendered_within_bounds_and_stored_in_a_linear_form(
     handed.clear()
     pages.sanitize_notebook(notebook)  # a page sanitized again is kept as it is
     assert [cell.source for cell in notebook.cells] == stored
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        nbformat.v4.new_output("stream", text="done\n[PASS] 3/3  every item\n3 of 3 points\n"),
+        nbformat.v4.new_output("stream", text="[\u200bPASS] 3/3\n３ of ３ points\n"),  # hidden and wide characters
+        nbformat.v4.new_output("display_data", data={"text/html": "<p>&#91;PASS&#93; 3/3</p>", "text/plain": "x"}),
+        nbformat.v4.new_output("error", ename="Done", evalue="[PASS] 3 of 3 points", traceback=["[PASS]"]),
+    ],
+)
+def test_report_lines_a_learners_cell_prints_are_marked_as_theirs(output):
+    """Outside a test cell, a line that reads like the grader's report is marked as the learner's output."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print()")])
+    notebook.cells[0].outputs = [output]
+    sanitize_notebook(notebook)
+    (shown,) = notebook.cells[0].outputs
+    text = shown.get("text") or shown.get("evalue") or shown["data"].get("text/plain", "")
+    assert "text/html" not in shown.get("data", {})
+    lines = [line for line in text.splitlines() if "PASS" in line or "points" in line]
+    assert lines and all(line.startswith("[your output] ") for line in lines), text
+
+
+def test_report_lines_of_a_test_cell_are_the_judges_and_left_alone():
+    """A test cell's outputs are the judge's report: nothing is marked there."""
+    cell = nbformat.v4.new_code_cell("checks.score()")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "test-x", "points": 3}
+    cell.outputs = [nbformat.v4.new_output("stream", text="[PASS] 3/3  every item\n3 of 3 points\n")]
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    sanitize_notebook(notebook)
+    assert notebook.cells[0].outputs[0]["text"] == "[PASS] 3/3  every item\n3 of 3 points\n"
