@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course.assignment import CourseOrigin
+from autograder.course.assignment import BundleOrigin, CourseOrigin
 from autograder.course.submissions import UsageError
 from autograder.kernel.sandbox import Limits
 from autograder.run.tls import SchedulerSecurity
@@ -64,7 +64,7 @@ class GradingOptions:
         "a folder where a clean reference run is kept and reused by the next run with the same source, grader, "
         "host and options (None: the instructor's notebooks run every time)",
     )
-    origin: CourseOrigin | None = option(
+    origin: CourseOrigin | BundleOrigin | None = option(
         None, "an instructor's course folder and assignment to grade (None: this bundle's own assignment)"
     )
 
