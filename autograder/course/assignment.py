@@ -281,6 +281,7 @@ def main(argv=None) -> int:
     instructor notebooks, the modules they import, the data learners read; never an answer file)."""
     import argparse
 
+    assert main.__doc__ is not None  # its docstring is the command's description
     parser = argparse.ArgumentParser(prog="autograder install-assignment", description=main.__doc__.split(":", 1)[1])
     parser.add_argument("checkout", type=Path, help="a checkout of the bundle (it holds solutions/ and data/)")
     parser.add_argument("course", type=Path, help="an nbgrader course folder (`nbgrader quickstart` makes one)")

@@ -334,8 +334,8 @@ def _scores_section(notebooks: list[str], rows: list[dict]) -> Section:
     total_max = sum(maximum.get(nb, 0.0) for nb in notebooks)
     table_rows = []
     for student in students:
-        scores = [got.get((student, nb), 0.0) for nb in notebooks]
-        table_rows.append([student, *scores, sum(scores), total_max, pending.get(student, 0.0)])
+        points = [got.get((student, nb), 0.0) for nb in notebooks]
+        table_rows.append([student, *points, sum(points), total_max, pending.get(student, 0.0)])
     parts = ["total", *notebooks]
     bins = {"total": _bins([r[-3] for r in table_rows], total_max)}
     for index, nb in enumerate(notebooks):

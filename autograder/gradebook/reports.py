@@ -190,10 +190,11 @@ def write_class_files(out: Path, course: Path, flagged: dict[str, list[str]], gr
     out = Path(out)
     kept = [(who, finding) for who, finding in read_flags(out) if who not in set(graded)]
     rows = kept + [(student, finding) for student in flagged for finding in flagged[student]]
+    by_student = sorted(rows, key=lambda r: r[0])
     with open(out / "flags.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(FLAG_COLUMNS)
-        writer.writerows(sorted(rows, key=lambda r: r[0]))
+        writer.writerows(by_student)
     cells = regenerate_class_files(out)
     written, export = write_lms_file(out, course)
     if written is None:

@@ -123,14 +123,15 @@ def kernel_part(source: str) -> str:
     """A test cell as the learner's kernel runs it while grading: its imports only (later cells
     may use them). No check, no hidden test, no definition of the cell's reaches the kernel."""
     tree = ast.parse(strip_source(source))
-    kept = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    kept: list[ast.stmt] = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     return ast.unparse(ast.Module(body=kept, type_ignores=[]))
 
 
 def learner_names(source: str) -> list[str]:
     """The names a test cell uses that neither it nor Python defines: the learner's."""
     tree = ast.parse(source)
-    bound, used = set(), set()
+    bound: set[str] = set()
+    used: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
@@ -181,7 +182,7 @@ class TrustedModules:
 
     _loaded: dict[str, dict] = {}  # by the source files' digest: loaded once per process
 
-    def __init__(self, folder: Path, checks: str):
+    def __init__(self, folder: str | Path, checks: str):
         folder = Path(folder)
         notebooks = {path.stem for path in folder.glob("*.ipynb")}
         # A notebook's paired text file (jupytext) or a name no import can spell is a script,
@@ -220,8 +221,9 @@ class TrustedModules:
             sys.path.remove(str(folder))
             for name in names:
                 sys.modules.pop(name, None)
-                if saved[name] is not None:
-                    sys.modules[name] = saved[name]
+                previous = saved[name]
+                if previous is not None:
+                    sys.modules[name] = previous
         return modules
 
     @property
@@ -320,7 +322,7 @@ class Judge:
         self._numpy_sources: dict[int, str] = {}  # a loaded cell's id -> its source
         # An answer cell whose process was ended (it stalled, or passed a limit) -> why: not loaded again,
         # so it costs one deadline, not one per item that needs it.
-        self._ended_cells: dict[str, str] = {}
+        self._ended_cells: dict[str | None, str] = {}
         self._timed_ids = 0
         self._programs: dict[str, str] = {}  # a builder request -> its program's text (Judge._program)
         #: The last cell's items as the class report keeps them (`item_records`), and why the cell
@@ -547,7 +549,7 @@ class Judge:
             raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
         return self._result(answer, decode)
 
-    def _program(self, message: dict) -> dict:
+    def _program(self, message: dict) -> str:
         """The builder's program for message (one request per target, binding and shapes, kept
         for the notebook): every piece of evidence about it is judged on that one program, so a
         process that answers as it likes cannot give one program for the gradient and another
@@ -623,7 +625,7 @@ def item_records(items: list[dict]) -> list[dict]:
         judgments = item.get("judgments") or []
         hint = judgments[-1].get("hint") if failure is not None and judgments else None
         hint = report_line(hint)[:KEPT_WORDING] if isinstance(hint, str) and hint else None
-        if hint is not None and not failure.endswith(f" ({hint})"):
+        if hint is not None and failure is not None and not failure.endswith(f" ({hint})"):
             hint = None  # the failure is not that judgment's (the learner's code raised after it)
         records.append(
             {

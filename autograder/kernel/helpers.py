@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
 from autograder.kernel.sandbox import CACHE, SCRATCH, Sandbox, kernel_env, launch
@@ -167,12 +168,14 @@ class HelperProcess:
             start_new_session=True,
         )
         # Written without blocking: a helper that stops reading cannot hold the judge past a deadline.
+        assert self.process.stdin is not None  # stdin=PIPE
         os.set_blocking(self.process.stdin.fileno(), False)
         self._buffer = b""
         self.hit = None
         self._ready_by = time.monotonic() + START_TIMEOUT
 
     def _await_ready(self, deadline: float = float("inf")) -> None:
+        assert self._ready_by is not None  # launched, and its "ready" line not read yet
         deadline, self._ready_by = min(self._ready_by, deadline), None
         first = self._read(deadline)
         if first.get("ready") is not True:
@@ -194,13 +197,14 @@ class HelperProcess:
         self._write((dumps(message) + "\n").encode(), deadline)
         return self._read(deadline)
 
-    def _fail(self, why: str):
+    def _fail(self, why: str) -> NoReturn:
         """End the process; HelperError saying why (the limit it was ended at, where it was)."""
         hit, self.hit = self.hit, None
         self.stop()
         raise HelperError(f"it was stopped because {hit}" if hit else why)
 
     def _write(self, data: bytes, deadline: float) -> None:
+        assert self.process is not None and self.process.stdin is not None  # launched, stdin=PIPE
         fd = self.process.stdin.fileno()
         view = memoryview(data)
         with selectors.DefaultSelector() as selector:
@@ -219,6 +223,7 @@ class HelperProcess:
                     self._fail(f"the judge's helper process is gone ({error})")
 
     def _read(self, deadline: float) -> dict:
+        assert self.process is not None and self.process.stdout is not None  # launched, stdout=PIPE
         fd = self.process.stdout.fileno()
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
@@ -269,6 +274,7 @@ class HelperProcess:
             except subprocess.TimeoutExpired:
                 pass
             for stream in (self.process.stdin, self.process.stdout):
+                assert stream is not None  # stdin=PIPE, stdout=PIPE
                 try:
                     stream.close()
                 except OSError:

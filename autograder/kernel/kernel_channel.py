@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from queue import Empty
+from typing import TYPE_CHECKING
 
 import zmq
 import zmq.asyncio
@@ -20,6 +22,9 @@ import zmq.asyncio
 from autograder.kernel.helpers import sent_text
 from autograder.sandboxed.agent import RESPONSE_MIME
 from autograder.sandboxed.wire import WireError, loads
+
+if TYPE_CHECKING:
+    from jupyter_client.asynchronous import AsyncKernelClient
 
 #: The biggest answer taken from a kernel, in characters.
 MAX_ANSWER = 128 << 20
@@ -54,10 +59,10 @@ class KernelChannel:
     delay the judge chose; the times they were asked and answered are noted on it.
     """
 
-    client: object  # jupyter_client's AsyncKernelClient (nbclient's)
+    client: AsyncKernelClient  # nbclient's
     loop: asyncio.AbstractEventLoop
-    interrupt: object  # coroutine function: interrupt the kernel
-    alive: object  # coroutine function: is the kernel alive?
+    interrupt: Callable[[], Awaitable[object]]  # interrupt the kernel
+    alive: Callable[[], Awaitable[bool]]  # is the kernel alive?
     timed: dict = field(default_factory=dict)  # id -> TimedExecutable (the judge's copy)
     dead: str | None = None
     installed: bool = False  # the agent is in the kernel (sent with the first request)

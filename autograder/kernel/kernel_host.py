@@ -76,11 +76,11 @@ class KernelProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
+        while (returncode := self.poll()) is None:
+            if timeout is not None and deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(str(self.pid), timeout)
             time.sleep(0.01)
-        return self.returncode
+        return returncode
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:
@@ -137,12 +137,14 @@ class KernelHost:
     def await_ready(self) -> None:
         """Wait for a spawned host to say it is ready (KernelHostError if it does not in time)."""
         deadline, self._ready_by = self._ready_by, None
+        assert deadline is not None  # spawned, and its READY line not read yet
         line = self._read_line(max(0.0, deadline - time.monotonic()))
         if line != READY:
             self.stop()
             raise KernelHostError(f"the kernel host did not start (it said {line!r})")
 
     def _read_line(self, timeout: float) -> str:
+        assert self.process is not None and self.process.stdout is not None  # spawned, stdout=PIPE
         with selectors.DefaultSelector() as selector:
             selector.register(self.process.stdout, selectors.EVENT_READ)
             if not selector.select(timeout):
@@ -156,6 +158,7 @@ class KernelHost:
         elif self.starting:  # spawned ahead of its first kernel
             self.await_ready()
         request = {"connection": connection, "args": args, "env": env}
+        assert self.process is not None and self.process.stdin is not None  # started, stdin=PIPE
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
@@ -168,6 +171,7 @@ class KernelHost:
 
     def _outside_pid(self, inner: int) -> int:
         """The kernel's pid as the grader sees it (the host may live in its own PID namespace)."""
+        assert self.process is not None  # it started this kernel
         for _ in range(200):
             for pid in [self.process.pid, *descendants(self.process.pid)]:
                 ids = namespace_pids(pid)
@@ -192,6 +196,7 @@ class KernelHost:
             except subprocess.TimeoutExpired:
                 pass
             for stream in (self.process.stdin, self.process.stdout):
+                assert stream is not None  # stdin=PIPE, stdout=PIPE
                 try:
                     stream.close()
                 except OSError:

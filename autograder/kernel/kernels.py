@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from queue import Empty
 
@@ -118,7 +119,9 @@ class SandboxSession:
         self.scratch = str(self.folder / "scratch") if sandbox.unsafe else SCRATCH
         self.host: KernelHost | None = None
         self.infrastructure: set[int] = set()
-        self.record = None  # the notebook being graded now (execute.NotebookRecord), set by whoever grades it
+        # The notebook being graded now (an execute.NotebookRecord: execute.py imports this module, not
+        # the other way round), set by whoever grades it.
+        self.record: object | None = None
         self._judge_helpers = None
         self._host_for: list[str] | None = None  # the interpreter a host started ahead of its kernel runs
         self.name = f"session-{secrets.token_hex(8)}"
@@ -136,7 +139,7 @@ class SandboxSession:
     def socket_prefix_outside(self) -> str:
         return f"{self.connection}/kernel"
 
-    def kernel_environment(self, inherited: dict[str, str]) -> dict[str, str]:
+    def kernel_environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
         cache = None if self.cache is None else (CACHE if not self.sandbox.unsafe else str(self.cache))
         return kernel_env(inherited, scratch=self.scratch, cache=cache, extra=self.extra_env)
 
@@ -189,12 +192,14 @@ class SandboxSession:
                 self.host.spawn()
             if self.host.starting:  # its imports: waited for here, then its own processes are noted
                 self.host.await_ready()
+                assert self.host.process is not None  # ready: await_ready stops a host that is not
                 self.infrastructure = set(self.host.sandbox_pids()) | {self.host.process.pid}
             return self.host.launch(connection, args, env)
         self.close()
         self.host = self._host(interpreter, env, warm=False)
         self.host.start()
         kernel = self.host.launch(connection, args, env)
+        assert self.host.process is not None  # it started a kernel
         self.infrastructure = {p for p in [*self.host.sandbox_pids(), self.host.process.pid] if p != kernel.pid}
         return kernel
 

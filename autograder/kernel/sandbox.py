@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -251,7 +252,9 @@ def launch(argv: list[str], *, run: bool = False, **popen_kwargs):
         return subprocess.run(argv, **popen_kwargs) if run else subprocess.Popen(argv, **popen_kwargs)
     fd = os.memfd_create("sandbox-seccomp", 0)
     try:
-        os.write(fd, no_sysv_ipc_filter())
+        seccomp = no_sysv_ipc_filter()
+        assert seccomp is not None  # Sandbox.argv puts the placeholder only where there is a filter
+        os.write(fd, seccomp)
         os.lseek(fd, 0, os.SEEK_SET)
         argv = [str(fd) if part == SECCOMP_PLACEHOLDER else part for part in argv]
         popen_kwargs["pass_fds"] = (*popen_kwargs.get("pass_fds", ()), fd)
@@ -280,7 +283,11 @@ def mounts_in_scratch() -> list[str]:
 
 
 def kernel_env(
-    inherited: dict[str, str], *, scratch: str = SCRATCH, cache: str | None = None, extra: dict[str, str] | None = None
+    inherited: Mapping[str, str],
+    *,
+    scratch: str = SCRATCH,
+    cache: str | None = None,
+    extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """The whole environment of a kernel: nothing of the grader's but what changes numerics."""
     env = {

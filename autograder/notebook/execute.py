@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
@@ -154,7 +155,7 @@ class SandboxedExecute(Execute):
         session = self.session
         if session is None or session.record is None:  # run on its own: the record is kept here
             return self._own_record
-        return session.record
+        return cast(NotebookRecord, session.record)  # the grader sets a NotebookRecord there (run/worker.py)
 
     def preprocess(self, nb, resources=None, km=None):
         from autograder.kernel.sandbox import Limits

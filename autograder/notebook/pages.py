@@ -288,7 +288,7 @@ def _names(value) -> dict:
     """A metadata dict of names: only text that is a plain name, numbers, and such dicts one level down."""
     if not isinstance(value, dict):
         return {}
-    kept = {}
+    kept: dict[str, object] = {}
     for key, item in value.items():
         if isinstance(item, str) and _NAME.match(item) or type(item) is int:
             kept[key] = item
@@ -366,7 +366,7 @@ def bound_size(notebook, limit: int) -> int:
         + sum(_page_size({k: v for k, v in cell.items() if k != "outputs"}) for cell in notebook.get("cells", []))
         + sum(sizes.values())
     )
-    for key in sorted(sizes, key=sizes.get, reverse=True):
+    for key in sorted(sizes, key=sizes.__getitem__, reverse=True):
         if total <= limit:
             break
         note = f"[an output of {sizes[key]} bytes: cut, this notebook was past the size limit of grading pages]\n"
@@ -407,7 +407,7 @@ def coalesce_streams(notebook) -> None:
     for cell in notebook.cells:
         if cell.get("cell_type") != "code":
             continue
-        merged = []
+        merged: list[NotebookNode] = []
         for out in cell.get("outputs", []):
             if (
                 merged
@@ -466,7 +466,9 @@ def with_alt_text_and_tab_stops(page: str) -> tuple[str, int]:
     tokens = _TOKEN if "jp-Notebook" in page else _IMAGE_TOKEN
     if tokens is _IMAGE_TOKEN and not re.search(r"<img\b", page, re.IGNORECASE):
         return page, 0
-    pieces, missing, open_tags, position = [], 0, [], 0
+    pieces: list[str] = []
+    open_tags: list[tuple[str, bool]] = []  # (tag name, whether it has the class jp-Notebook)
+    missing, position = 0, 0
     for match in tokens.finditer(page):
         pieces.append(page[position : match.start()])
         position = match.end()

@@ -186,6 +186,7 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
 
 def main(argv=None) -> int:
     """`autograder configure COURSE [--checks-module NAME]`: add the lines to COURSE/nbgrader_config.py."""
+    assert main.__doc__ is not None  # its docstring is the command's description
     parser = argparse.ArgumentParser(prog="autograder configure", description=main.__doc__.split(":", 1)[1].strip())
     parser.add_argument("course", type=Path, help="an nbgrader course folder (it holds source/)")
     parser.add_argument("--checks-module", default="", help="the assignment's checks module for the judge")

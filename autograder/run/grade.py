@@ -210,7 +210,11 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         template, configured_timeout = prepare_class_course(course, source)
         tasks_options = options.replace(cell_timeout=options.cell_timeout or configured_timeout)
 
-        tasks, broken, flagged, findings_by_nb, failed = [], {}, {}, {}, {}
+        tasks: list[StudentTask] = []
+        broken: dict[str, list[str]] = {}
+        flagged: dict[str, list[str]] = {}
+        findings_by_nb: dict[str, dict[str, list[str]]] = {}
+        failed: dict[str, list[str]] = {}
         for student, files in found.students.items():
             taken = take_in(files)  # never raises: what it cannot take in is named, graded 0
             if taken.broken:
@@ -463,6 +467,7 @@ def main(argv=None) -> int:
     for student, reasons in result.failed.items():
         for reason in reasons:
             print(printable(f"FAILED  {student}: the grader could not grade them: {reason}", 1000), file=sys.stderr)
+    assert result.out is not None  # grade() names the OUT it wrote
     where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out
     if (result.out / "grades.csv").exists():
         print(

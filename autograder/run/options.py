@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course.assignment import CourseOrigin
+from autograder.course.assignment import BundleOrigin, CourseOrigin
 from autograder.course.submissions import UsageError
 from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_FLAG, UNSAFE_HELP, Limits
 from autograder.run.tls import SchedulerSecurity
@@ -81,7 +81,7 @@ class GradingOptions:
         "--reference-cache",
         Path,
     )
-    origin: CourseOrigin | None = option(
+    origin: CourseOrigin | BundleOrigin | None = option(
         None, "an instructor's course folder and assignment to grade (None: this bundle's own assignment)"
     )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import TYPE_CHECKING
 
 from autograder.course.assignment import assignment_in
 from autograder.course.submissions import UsageError
@@ -22,6 +23,9 @@ from autograder.run.options import GradingOptions
 from autograder.run.reference import ReferenceRun, run_reference
 from autograder.run.tls import PRELOAD, RARE_HOUSEKEEPING_MS
 from autograder.run.worker import StudentResult, grade_student, release_sandboxes, warm_up
+
+if TYPE_CHECKING:
+    from dask.distributed import Client, LocalCluster
 
 
 def broken_result(student_id: str, why: str) -> StudentResult:
@@ -107,7 +111,8 @@ class DaskRunner:
         self.options = options
         self.jobs, self.scheduler, self.scheduler_security = options.jobs, options.scheduler, options.scheduler_security
         self.run_id = uuid.uuid4().hex[:12]
-        self.cluster = self.client = None
+        self.cluster: LocalCluster | None = None
+        self.client: Client | None = None  # both made by `with runner:`
         self._references: list = []
 
     def __enter__(self):
@@ -143,14 +148,20 @@ class DaskRunner:
                 self._refuse_threaded_workers()
         return self
 
+    def _client(self) -> Client:
+        """The client `with runner:` made."""
+        assert self.client is not None, "a DaskRunner is used inside `with runner:`"
+        return self.client
+
     def _refuse_threaded_workers(self) -> None:
-        workers = self.client.scheduler_info()["workers"]
+        client = self._client()
+        workers = client.scheduler_info()["workers"]
         if not workers:
-            self.client.close()
+            client.close()
             raise UsageError(f"the scheduler at {self.scheduler} has no workers")
         threaded = sorted(addr for addr, info in workers.items() if info.get("nthreads", 1) != 1)
         if threaded:
-            self.client.close()
+            client.close()
             raise UsageError(
                 f"workers with more than one thread ({', '.join(threaded)}): start them with "
                 "`--nthreads 1` (a worker grades one student at a time)"
@@ -158,10 +169,10 @@ class DaskRunner:
 
     def __exit__(self, *exc):
         try:
-            self.client.run(release_sandboxes)  # the sandbox each worker made for a next student
+            self._client().run(release_sandboxes)  # the sandbox each worker made for a next student
         except Exception:  # a worker that is gone took its sandboxes with it (--die-with-parent)
             pass
-        self.client.close()
+        self._client().close()
         if self.cluster is not None:
             self.cluster.close()
         return False
@@ -174,7 +185,7 @@ class DaskRunner:
         assignment = assignment_in(source)
         order = sorted(assignment.notebooks, key=lambda name: -len(source.get(f"source/{assignment.id}/{name}", b"")))
         self._references = [
-            self.client.submit(
+            self._client().submit(
                 run_reference,
                 name,
                 source,
@@ -186,12 +197,12 @@ class DaskRunner:
         ]
 
     def reference_runs(self) -> list[ReferenceRun]:
-        return self.client.gather(self._references)
+        return self._client().gather(self._references)
 
     def run(self, tasks, template, progress) -> list[StudentResult]:
         from dask.distributed import as_completed
 
-        client = self.client
+        client = self._client()
         client.run(warm_up)
         shared = client.scatter(template, broadcast=True)
         attempts, results = {}, []

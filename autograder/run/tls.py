@@ -110,7 +110,7 @@ def _pem_key(key) -> bytes:
 def _subject_names(hosts: list[str]):
     from cryptography import x509
 
-    names = []
+    names: list[x509.GeneralName] = []
     for host in hosts:
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))

@@ -111,7 +111,8 @@ def _user_namespace() -> dict:
 
 def _describe(names) -> dict:
     """Each name as the learner's namespace has it now: data, a handle, or {"$missing": true}."""
-    namespace, found = _user_namespace(), {}
+    namespace = _user_namespace()
+    found: dict[str, object] = {}
     for name in names:
         if not isinstance(name, str) or name not in namespace:
             found[str(name)] = {"$missing": True}

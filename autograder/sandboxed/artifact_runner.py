@@ -67,11 +67,11 @@ def _shipped(form, body, nested):
 def transformed(program, operation: str, argnums: list):
     import jax
 
-    argnums = argnums[0] if len(argnums) == 1 else tuple(argnums)
+    which = argnums[0] if len(argnums) == 1 else tuple(argnums)
     if operation in ("grad", "plan"):
-        return jax.grad(program, argnums=argnums)
+        return jax.grad(program, argnums=which)
     if operation == "value_and_grad":
-        return jax.value_and_grad(program, argnums=argnums)
+        return jax.value_and_grad(program, argnums=which)
     return lambda *values: jax.tree_util.tree_leaves(jax.vjp(program, *values)[1])  # residuals
 
 

@@ -214,8 +214,9 @@ def quiet_forked_children() -> None:
         if thread._is_master_process():
             return really_send(thread, msg, *args, **kwargs)
 
-    iostream.IOPubThread._setup_pipe_in = no_subprocess_pipe
-    iostream.IOPubThread._really_send = send_from_the_kernel_only
+    # Monkeypatched on purpose: ipykernel's own methods replaced for every IOPubThread.
+    iostream.IOPubThread._setup_pipe_in = no_subprocess_pipe  # type: ignore[method-assign]
+    iostream.IOPubThread._really_send = send_from_the_kernel_only  # type: ignore[method-assign, assignment]
 
 
 #: The most characters one stream message carries. The grader's output cap cuts what a cell
@@ -236,7 +237,7 @@ def print_in_pieces() -> None:
             for start in range(0, len(data), PRINT_PIECE):
                 yield parent, data[start : start + PRINT_PIECE]
 
-    iostream.OutStream._flush_buffers = in_pieces
+    iostream.OutStream._flush_buffers = in_pieces  # type: ignore[method-assign]  # monkeypatched on purpose
 
 
 #: What IPKernelApp.initialize imports, and what every notebook of the lesson imports.

@@ -94,10 +94,10 @@ def answer(request, cells: dict) -> dict:
                 pass
         return {"loaded": True}
     if request["op"] == "call":
-        namespace = cells.get(str(request["cell"]))
-        if namespace is None:
+        loaded = cells.get(str(request["cell"]))
+        if loaded is None:
             raise WireError("that cell was not loaded")
-        function = namespace.get(str(request["name"]))
+        function = loaded.get(str(request["name"]))
         if function is None:
             raise NameError(f"the answer cell, run where JAX cannot be imported, does not define {request['name']!r}")
         args = [decode(item, resolve=_resolve) for item in request["args"]]

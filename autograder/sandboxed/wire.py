@@ -154,7 +154,8 @@ def decode(data, *, resolve=None, as_jax=None, _depth: int = 0, _budget: _Budget
     if form == "$dict":
         if not isinstance(body, list):
             raise WireError("$dict holds no list of pairs")
-        result, sharing = {}, {}
+        result: dict = {}
+        sharing: dict[int, int] = {}
         for pair in body:
             if not isinstance(pair, list) or len(pair) != 2:
                 raise WireError("$dict holds something that is not a [key, value] pair")
