@@ -53,7 +53,12 @@ from autograder.sandboxed.wire import WireError, decode, dumps, encode
 # The learner's words in a report: one line each, escaped, marked as theirs.
 # ---------------------------------------------------------------------------------------
 #: What opens a line of the judge's own report: an item's mark, a cell's points line.
-JUDGE_MARKS = re.compile(r"\[\s*(?:PASS|FAIL)\s*\]|\d[\d.]*\s+of\s+\d[\d.]*\s+points", re.IGNORECASE)
+#: Bounded, and a number starts only where no digit or dot precedes it: one try per run of digits,
+#: so searching is linear (a line of 40,000 digits once took 27 s of the grader's time).
+JUDGE_MARKS = re.compile(
+    r"\[\s{0,10}(?:PASS|FAIL)\s{0,10}\]|(?<![\d.])\d[\d.]{0,30}\s{1,10}of\s{1,10}\d[\d.]{0,30}\s{1,10}points",
+    re.IGNORECASE,
+)
 #: The same, not yet quoted (a report line quotes what learner_text has not quoted already).
 _UNQUOTED_MARKS = re.compile(r"(?<!\\)(?:" + JUDGE_MARKS.pattern + ")", re.IGNORECASE)
 #: How the learner's text is marked in a report.
@@ -350,7 +355,7 @@ class Judge:
         checks = checks_module.Checks.latest
         # A failure quotes the learner's values and words: each stays on its own line, escaped.
         items = [
-            {**item, "failure": None if item.get("failure") is None else report_line(item["failure"])[:4000]}
+            {**item, "failure": None if item.get("failure") is None else report_line(item["failure"][:4000])[:4000]}
             for item in (checks.items if checks is not None else [])
         ]
         where = checks.where if checks is not None else "this cell"
@@ -624,12 +629,12 @@ def item_records(items: list[dict]) -> list[dict]:
         failure = item.get("failure")
         judgments = item.get("judgments") or []
         hint = judgments[-1].get("hint") if failure is not None and judgments else None
-        hint = report_line(hint)[:KEPT_WORDING] if isinstance(hint, str) and hint else None
+        hint = report_line(hint[:KEPT_WORDING])[:KEPT_WORDING] if isinstance(hint, str) and hint else None
         if hint is not None and failure is not None and not failure.endswith(f" ({hint})"):
             hint = None  # the failure is not that judgment's (the learner's code raised after it)
         records.append(
             {
-                "what": report_line(str(item.get("what", "")))[:KEPT_WORDING],
+                "what": report_line(str(item.get("what", ""))[:KEPT_WORDING])[:KEPT_WORDING],
                 "points": float(item.get("points", 0)),
                 "passed": failure is None,
                 "failure": None if failure is None else failure[:KEPT_FAILURE],

@@ -212,37 +212,56 @@ class Sandbox:
 
 #: In an argv, where launch() puts the descriptor of the seccomp program.
 SECCOMP_PLACEHOLDER = "{seccomp-fd}"
-#: Syscalls refused to a sandbox (System V shared memory, semaphores, message queues: memory a
-#: kernel could hold outside every limit), by architecture: (AUDIT_ARCH, [numbers]).
-_SYSV_IPC = {
-    "x86_64": (0xC000003E, [29, 64, 68]),  # shmget, semget, msgget
-    "aarch64": (0xC00000B7, [194, 190, 186]),  # shmget, semget, msgget
+#: Syscalls refused to a sandbox, by architecture. System V shared memory, semaphores and message
+#: queues (shmget, semget, msgget): memory a kernel could hold outside every limit. New namespaces
+#: (unshare, setns, and clone with a CLONE_NEW* flag): in a user namespace of its own a kernel is
+#: root there, and could mount an unsized tmpfs past every memory limit or list a folder its uid
+#: may not (the sealed compile cache). clone3 answers ENOSYS, so that the C library falls back to
+#: clone, whose flags the filter can read.
+_SYSCALLS = {
+    "x86_64": {"arch": 0xC000003E, "refused": [29, 64, 68, 272, 308], "clone": 56, "clone3": 435},
+    "aarch64": {"arch": 0xC00000B7, "refused": [194, 190, 186, 97, 268], "clone": 220, "clone3": 435},
 }
+#: CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+CLONE_NEW_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
 
 @functools.lru_cache(maxsize=1)
 def no_sysv_ipc_filter() -> bytes | None:
-    """A seccomp-BPF program that makes shmget, semget and msgget fail with EPERM (and lets every
-    other syscall through), for this machine's architecture; None where it is not known."""
+    """The sandbox's seccomp-BPF program (see _SYSCALLS): refused syscalls fail with EPERM, clone3
+    with ENOSYS, everything else goes through; None where the architecture is not known."""
+    import errno
     import platform
     import struct
 
-    known = _SYSV_IPC.get(platform.machine())
+    known = _SYSCALLS.get(platform.machine())
     if known is None:
         return None
-    arch, numbers = known
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+    allow, error = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno
+    ld_w_abs, jeq_k, jset_k, ret_k = 0x20, 0x15, 0x45, 0x06
+    # (code, jump-if-true label, jump-if-false label, k): labels are resolved to offsets below.
+    program: list[tuple[int, str | int, str | int, int]] = [
+        (ld_w_abs, 0, 0, 4),  # seccomp_data.arch
+        (jeq_k, 0, "deny", known["arch"]),
+        (ld_w_abs, 0, 0, 0),  # seccomp_data.nr
+        *[(jeq_k, "deny", 0, number) for number in known["refused"]],
+        (jeq_k, "enosys", 0, known["clone3"]),
+        (jeq_k, "clone", 0, known["clone"]),
+        (ret_k, 0, 0, allow),
+    ]
+    labels = {"clone": len(program)}
+    program += [(ld_w_abs, 0, 0, 16), (jset_k, "deny", 0, CLONE_NEW_NAMESPACES), (ret_k, 0, 0, allow)]  # args[0]
+    labels["deny"] = len(program)
+    program.append((ret_k, 0, 0, error | errno.EPERM))
+    labels["enosys"] = len(program)
+    program.append((ret_k, 0, 0, error | errno.ENOSYS))
 
-    def op(code, jt, jf, k):
-        return struct.pack("=HBBI", code, jt, jf, k)
+    def offset(at: int, target: str | int) -> int:
+        return target if isinstance(target, int) else labels[target] - at - 1
 
-    count = len(numbers)
-    program = [op(ld_w_abs, 0, 0, 4), op(jeq_k, 0, count + 2, arch), op(ld_w_abs, 0, 0, 0)]
-    for index, number in enumerate(numbers):  # to the deny at the end: past the rest and the allow
-        program.append(op(jeq_k, count - index, 0, number))
-    program += [op(ret_k, 0, 0, allow), op(ret_k, 0, 0, deny)]
-    return b"".join(program)
+    return b"".join(
+        struct.pack("=HBBI", code, offset(at, jt), offset(at, jf), k) for at, (code, jt, jf, k) in enumerate(program)
+    )
 
 
 def launch(argv: list[str], *, run: bool = False, **popen_kwargs):

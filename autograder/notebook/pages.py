@@ -205,21 +205,41 @@ def _visible(text):
 #: What marks a line of a learner's output that reads like the grader's report (`[PASS]`, `3 of 3
 #: points`): outside a test cell, only the learner's code wrote it.
 LEARNER_OUTPUT = "[your output] "
-_INVISIBLE = re.compile(r"[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
+#: ANSI escape sequences (a terminal's colours: they split a word on the page and show nothing).
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
+#: Letters of other scripts drawn like the Latin ones of PASS, FAIL, of, points (UTS #39's
+#: confusables for these letters), folded before the report's marks are looked for.
+_LOOKALIKES = str.maketrans(
+    "АВЕІКМНОРСТХЅаеіјорсхѕԁɑΑΒΕΙΚΜΝΟΡΤΥΧορνΡΑՏ",
+    "ABEIKMHOPCTXSaeijopcxsdaABEIKMNOPTYXopvPAS",
+)
+
+
+def _plain(text: str) -> str:
+    """text as the eye reads it: compatibility forms folded, lookalike letters made Latin, no
+    ANSI sequence, no invisible character (format, combining, or a blank drawn as a space)."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", _ANSI.sub("", text)).translate(_LOOKALIKES)
+    kept = []
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category in ("Cf", "Mn", "Me", "Cc") and ch not in "\n\t":
+            continue
+        kept.append(" " if category == "Zs" or ch in "\u2800\u3164\uffa0\u115f\u1160" else ch)
+    return "".join(kept)
 
 
 def _reads_like_the_report(text: str) -> bool:
-    import unicodedata
-
-    return bool(JUDGE_MARKS.search(_INVISIBLE.sub("", unicodedata.normalize("NFKC", text))))
+    return bool(JUDGE_MARKS.search(_plain(text)))
 
 
-def _marked(text: str) -> str:
+def _marked(text: str, mark: str = LEARNER_OUTPUT) -> str:
     """text, each line that reads like the grader's report marked as the learner's."""
     if not _reads_like_the_report(text):
         return text
     lines = text.splitlines(keepends=True)
-    return "".join(LEARNER_OUTPUT + line if _reads_like_the_report(line) else line for line in lines)
+    return "".join(mark + line if _reads_like_the_report(line) else line for line in lines)
 
 
 def _marked_output(output) -> NotebookNode:
@@ -237,7 +257,7 @@ def _marked_output(output) -> NotebookNode:
             data["text/plain"] = _marked(data["text/plain"])
         shown = data.get("text/html")
         if isinstance(shown, str):
-            text = html.unescape(re.sub(r"<[^>]*>", " ", shown))
+            text = html.unescape(re.sub(r"<[^>]*>", "", shown))
             if _reads_like_the_report(text):
                 del data["text/html"]
                 data["text/plain"] = _marked(" ".join(text.split()))
@@ -313,7 +333,10 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
         if cell.get("cell_type") == "markdown" and not own:
             # Attachments are embedded by rendering (as data the sanitizer lets through or not).
             bundles = {k: v for k, v in (attachments or {}).items() if isinstance(v, dict)}
-            cell["source"] = safe_markdown(cell.get("source", ""), bundles, allowance)
+            source = _marked(cell.get("source", ""), "[your text] ")
+            if _reads_like_the_report(re.sub(r"<[^>]*>", "", html.unescape(source))) and source == cell.get("source"):
+                source = "[your text]\n\n" + source  # the marks are spelled in HTML or entities
+            cell["source"] = safe_markdown(source, bundles, allowance)
         elif cell.get("cell_type") == "markdown" and attachments:
             cell["attachments"] = attachments  # the instructor's own
         elif cell.get("cell_type") == "raw":

@@ -398,6 +398,51 @@ def test_a_venv_under_tmp_is_seen_read_only_and_kept_while_what_was_planted_besi
         shutil.rmtree(checkout)
 
 
+NAMESPACES = """
+import ctypes, errno, os, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+tried = {}
+for name, call in [
+    ("unshare user", lambda: libc.unshare(0x10000000)),
+    ("unshare mount", lambda: libc.unshare(0x00020000)),
+    ("setns", lambda: libc.setns(os.open("/proc/self/ns/net", os.O_RDONLY), 0)),
+    ("shmget", lambda: libc.shmget(0, 4096, 0o1600)),
+]:
+    ctypes.set_errno(0)
+    result = call()
+    tried[name] = errno.errorcode.get(ctypes.get_errno(), "ok") if result == -1 else "ok"
+# What stays allowed: threads (clone3 refused, so clone), fork, and a subprocess.
+done = []
+worker = threading.Thread(target=lambda: done.append(1)); worker.start(); worker.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+tried["thread"] = "ok" if done else "failed"
+tried["fork"] = "ok" if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7 else "failed"
+tried["subprocess"] = subprocess.run(["true"]).returncode
+print(sorted(tried.items()))
+"""
+
+
+def test_a_kernel_makes_no_namespace_and_still_runs_threads_and_processes(session_factory):
+    """No user, mount or other namespace, no setns, no System V memory: in a user namespace of its
+    own a kernel could mount an unsized tmpfs past every limit, or list the sealed compile cache."""
+    notebook = run(session_factory(), NAMESPACES)
+    assert stdout(notebook, 0).strip() == str(
+        sorted(
+            {
+                "unshare user": "EPERM",
+                "unshare mount": "EPERM",
+                "setns": "EPERM",
+                "shmget": "EPERM",
+                "thread": "ok",
+                "fork": "ok",
+                "subprocess": 0,
+            }.items()
+        )
+    )
+
+
 def test_a_kernel_that_kills_its_host_only_costs_a_restart(session_factory):
     session = session_factory()
     run(session, "print(1)")

@@ -366,6 +366,9 @@ def test_learner_markdown_is_rendered_within_bounds_and_stored_in_a_linear_form(
     [
         nbformat.v4.new_output("stream", text="done\n[PASS] 3/3  every item\n3 of 3 points\n"),
         nbformat.v4.new_output("stream", text="[\u200bPASS] 3/3\n３ of ３ points\n"),  # hidden and wide characters
+        nbformat.v4.new_output("stream", text="[РАЅЅ] 3/3\n3 оf 3 points\n"),  # Cyrillic lookalikes
+        nbformat.v4.new_output("stream", text="[PA\x1b[0mSS] 3/3\n[PA\u034fSS]\n3\u2800of\u3164 3 points\n"),
+        nbformat.v4.new_output("display_data", data={"text/html": "<pre>[PA<b></b>SS] 3 o<i></i>f 3 points</pre>"}),
         nbformat.v4.new_output("display_data", data={"text/html": "<p>&#91;PASS&#93; 3/3</p>", "text/plain": "x"}),
         nbformat.v4.new_output("error", ename="Done", evalue="[PASS] 3 of 3 points", traceback=["[PASS]"]),
     ],
@@ -390,3 +393,17 @@ def test_report_lines_of_a_test_cell_are_the_judges_and_left_alone():
     notebook = nbformat.v4.new_notebook(cells=[cell])
     sanitize_notebook(notebook)
     assert notebook.cells[0].outputs[0]["text"] == "[PASS] 3/3  every item\n3 of 3 points\n"
+
+
+def test_report_lines_a_learners_markdown_writes_are_marked_as_theirs():
+    """A learner's markdown that reads like the grader's report, in text or spelled in HTML, is marked."""
+    cells = [
+        nbformat.v4.new_markdown_cell("```\n[PASS] 3/3  every item\n3 of 3 points\n```"),
+        nbformat.v4.new_markdown_cell("&#91;PASS&#93; 3/3 <b></b>"),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    sanitize_notebook(notebook)
+    import html
+
+    assert "[your text] [PASS] 3/3" in html.unescape(notebook.cells[0].source)
+    assert "[your text]" in html.unescape(notebook.cells[1].source)
