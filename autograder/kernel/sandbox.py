@@ -218,7 +218,7 @@ SECCOMP_PLACEHOLDER = "{seccomp-fd}"
 #: root there, and could mount an unsized tmpfs past every memory limit or list a folder its uid
 #: may not (the sealed compile cache). clone3 answers ENOSYS, so that the C library falls back to
 #: clone, whose flags the filter can read.
-_SYSCALLS = {
+_SYSCALLS: dict[str, dict] = {
     "x86_64": {"arch": 0xC000003E, "refused": [29, 64, 68, 272, 308], "clone": 56, "clone3": 435},
     "aarch64": {"arch": 0xC00000B7, "refused": [194, 190, 186, 97, 268], "clone": 220, "clone3": 435},
 }
