@@ -103,6 +103,11 @@ def assignment_of_origin(origin: CourseOrigin | BundleOrigin) -> Assignment:
         assignment_files(origin.checkout)
         return BUNDLE
     source = origin.folder / "source" / origin.assignment
+    if not (origin.folder / "source").is_dir():
+        raise FileNotFoundError(
+            f"{origin.folder} is not an nbgrader course folder (it holds no source/): --course names the "
+            "folder nbgrader quickstart made, as seen from where you are"
+        )
     notebooks = tuple(sorted(p.name for p in source.glob("*.ipynb"))) if source.is_dir() else ()
     if not notebooks:
         raise FileNotFoundError(f"{source} holds no notebook of an assignment {origin.assignment!r}")

@@ -98,7 +98,12 @@ class GradingOptions:
                 continue
             if isinstance(f.default, bool):  # on by default: the flag turns it off, and says so first
                 action = "store_false" if f.default else "store_true"
-                parser.add_argument(flag, dest=f.name, action=action, help=("turn off: " if f.default else "") + help)
+                parser.add_argument(
+                    flag,
+                    dest=f.name,
+                    action=action,
+                    help=(f"on by default (this flag turns it off): {help}" if f.default else help),
+                )
             else:
                 metavar = "DIR" if f.metadata["type"] is Path else None
                 parser.add_argument(

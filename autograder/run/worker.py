@@ -258,7 +258,15 @@ def _convert(api, converter, student_id: str, notebook: str = "*") -> Failure | 
         outcome = capture_log(app)
     if outcome["success"]:
         return None
-    return app.failure or Failure(None, "NbGraderException", "nbgrader could not grade it (see the grading log)")
+    return app.failure or Failure(None, "NbGraderException", f"nbgrader could not grade it: {_nbgrader_said(outcome)}")
+
+
+def _nbgrader_said(outcome: dict) -> str:
+    """nbgrader's own first error line of a failed converter (an unreadable timestamp.txt, say): it
+    logs the specific reason first, then that the step failed."""
+    lines = [line for line in outcome.get("log", "").splitlines() if line.startswith(("[ERROR]", "[CRITICAL]"))]
+    lines = lines or [line for line in outcome.get("error", "").splitlines() if line.strip()][-1:]
+    return lines[0].removeprefix("[ERROR] ").removeprefix("[CRITICAL] ").strip()[:300] if lines else "no reason given"
 
 
 def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:

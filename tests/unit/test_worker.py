@@ -198,3 +198,13 @@ def test_the_helpers_started_ahead_are_those_the_reference_run_saw_the_submitted
     assert worker.helpers_ahead({"judge-helpers.json": b"not json"}, ["01.ipynb"], judged=True) == set(HELPER_NAMES)
     # Without the judge no helper is ever asked.
     assert worker.helpers_ahead(template, ["02.ipynb"], judged=False) == set()
+
+
+def test_nbgrader_failure_says_nbgraders_own_reason():
+    """A notebook nbgrader could not grade is reported with nbgrader's last error line, not a log nobody keeps."""
+    from autograder.run.worker import _nbgrader_said
+
+    log = "[INFO] Updating/creating assignment\n[ERROR] Invalid timestamp string: yesterday\n[ERROR] nbgrader failed\n"
+    assert _nbgrader_said({"success": False, "log": log}) == "Invalid timestamp string: yesterday"
+    assert _nbgrader_said({"success": False, "error": "Traceback\n  ...\nValueError: bad\n"}) == "ValueError: bad"
+    assert _nbgrader_said({"success": False}) == "no reason given"
