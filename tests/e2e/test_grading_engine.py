@@ -590,8 +590,9 @@ def test_the_help_of_each_off_switch_says_what_it_turns_off(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "--no-fork turn off: each notebook's kernel is forked from one warm host" in shown
-    assert "--no-compile-cache turn off: kernels share the reference run's compiled programs" in shown
+    off = "on by default (this flag turns it off):"
+    assert f"--no-fork {off} each notebook's kernel is forked from one warm host" in shown
+    assert f"--no-compile-cache {off} kernels share the reference run's compiled programs" in shown
 
 
 def test_validate_fails_a_failing_notebook_and_passes_a_passing_one(tmp_path):
