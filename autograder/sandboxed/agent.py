@@ -112,8 +112,11 @@ def _pending_result(checks: str):
         # The grader's copy of the shipped files (read-only in the sandbox), else where an import finds it.
         path = os.path.join("/assignment", checks + ".py")
         if not os.path.isfile(path):
-            found = importlib.util.find_spec(checks)
-            if found is None or not found.origin:
+            import importlib.machinery
+
+            # Searched on sys.path, not taken from sys.modules (whose module's file may be gone).
+            found = importlib.machinery.PathFinder.find_spec(checks)
+            if found is None or not found.origin or not os.path.isfile(found.origin):
                 raise WireError(f"no {checks}.py beside the notebook")
             path = found.origin
         spec = importlib.util.spec_from_file_location(f"_agent_{checks}", path)
