@@ -99,15 +99,18 @@ def _resolve(form, data, nested):
     raise WireError(f"{form} is not accepted by the kernel")
 
 
+#: The PendingResult classes this agent loaded, by checks module (in the agent's own namespace).
+_PENDING_CLASSES: dict = {}
+
+
 def _pending_result(checks: str):
     """The checks module's PendingResult (the judge's protocol), from a copy of the module of the
     agent's own, loaded once from the shipped file: what the learner's code did to the module it
     imported (a class put in its place) does not reach the judge's timed results."""
     import importlib.util
     import os
-    import sys
 
-    kept = sys.__dict__.setdefault(HANDLES + "_pending", {})
+    kept = _PENDING_CLASSES  # the agent's own: nothing a learner's cell set before the agent came
     if checks not in kept:
         # The grader's copy of the shipped files (read-only in the sandbox), else where an import finds it.
         path = os.path.join("/assignment", checks + ".py")
