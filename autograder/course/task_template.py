@@ -1,79 +1,148 @@
-"""A grading task's template, and what is read from it.
+"""What every grading task of a run carries, as typed values.
 
-The template is what every task of a run carries, as {relative path: bytes}: the course's
-nbgrader_config.py, the assignment's source folder and a gradebook that holds the assignment,
-then (after the reference run) the compile cache and each notebook's time budget. A worker
-unpacks it into a scratch course of its own.
+- `CourseSource`: the course's nbgrader_config.py and its assignment's source folder, as the
+  instructor wrote them: what the reference run runs and what its key is made of.
+- `CompileCache`: the executables the reference run compiled, and the kind of machine that
+  compiled them (autograder/kernel/compile_cache.py says how kernels use them).
+- `TaskTemplate`: the source, a gradebook that holds the assignment and no student, and what the
+  reference run found: each notebook's time budget, the judge's helpers its checks asked for,
+  and the compile cache. A worker writes it into a scratch course of its own.
+
+All are plain data (bytes, numbers, names): a Dask client sends them to its workers as they are.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
-from autograder.course.assignment import assignment_in
+from autograder.course.assignment import Assignment, assignment_in
 
-#: Where each notebook's time budget travels inside the template.
-BUDGETS = "time-budgets.json"
-#: Where the judge's helpers each notebook's checks asked in the reference run travel.
-HELPERS = "judge-helpers.json"
+#: The files of a course, by path relative to the course folder.
+Files = dict[str, bytes]
 
 
-def unpack(template: dict[str, bytes], folder: Path, prefix: str) -> None:
-    """The template's files under prefix, written under folder."""
-    for relative, data in template.items():
+def _write(files: Files, folder: Path, prefix: str = "") -> None:
+    """The files whose path starts with prefix, written under folder without it."""
+    for relative, data in files.items():
         if relative.startswith(prefix):
-            (folder / relative[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
-            (folder / relative[len(prefix) :]).write_bytes(data)
+            target = folder / relative[len(prefix) :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
 
 
-def shipped_files(template: dict[str, bytes], folder: Path) -> Path:
-    """The assignment's files a kernel may see (never a notebook), in folder."""
-    prefix = f"source/{assignment_in(template).id}/"
-    folder.mkdir(parents=True, exist_ok=True)
-    for relative, data in template.items():
-        if relative.startswith(prefix) and not relative.endswith(".ipynb") and "/" not in relative[len(prefix) :]:
-            (folder / relative[len(prefix) :]).write_bytes(data)
-    return folder
+@dataclass(frozen=True)
+class CourseSource:
+    """A course's nbgrader_config.py and the files of source/ (paths like "source/<id>/a.ipynb")."""
+
+    config: bytes
+    files: Files
+
+    @classmethod
+    def read(cls, course: Path) -> CourseSource:
+        """The source of the course folder (checkpoints left out)."""
+        course = Path(course)
+        files = {
+            str(p.relative_to(course)): p.read_bytes()
+            for p in sorted((course / "source").rglob("*"))
+            if p.is_file() and ".ipynb_checkpoints" not in p.parts
+        }
+        return cls((course / "nbgrader_config.py").read_bytes(), files)
+
+    @cached_property
+    def assignment(self) -> Assignment:
+        return assignment_in(self.files)
+
+    @property
+    def folder(self) -> str:
+        """The assignment's source folder, relative to the course ("source/<id>/")."""
+        return f"source/{self.assignment.id}/"
+
+    def notebook(self, name: str) -> bytes:
+        return self.files[self.folder + name]
+
+    def hashed_items(self) -> list[tuple[str, bytes]]:
+        """Every file with its relative path, in a fixed order: what a key of the source hashes."""
+        return [("nbgrader_config.py", self.config), *sorted(self.files.items())]
+
+    @cached_property
+    def checks_module(self) -> str:
+        """The checks module the course's nbgrader_config.py names for the judge ("" for none)."""
+        from traitlets.config.loader import PyFileConfigLoader
+
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / "nbgrader_config.py").write_bytes(self.config)
+            try:
+                config = PyFileConfigLoader("nbgrader_config.py", path=folder).load_config()
+            except Exception:  # an unreadable config names none
+                return ""
+        return str(config.SandboxedExecute.get("judge_checks_module", "") or "")
+
+    def write_course(self, course: Path) -> None:
+        """nbgrader_config.py and source/ into the course folder."""
+        Path(course).mkdir(parents=True, exist_ok=True)
+        (Path(course) / "nbgrader_config.py").write_bytes(self.config)
+        _write(self.files, Path(course))
+
+    def write_assignment(self, folder: Path) -> None:
+        """The assignment's source folder (notebooks, checks, shipped files) into folder."""
+        _write(self.files, Path(folder), self.folder)
+
+    def shipped_files(self, folder: Path) -> Path:
+        """The assignment's files a kernel may see (never a notebook, nothing in a subfolder), in folder."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for relative, data in self.files.items():
+            name = relative[len(self.folder) :]
+            if relative.startswith(self.folder) and not name.endswith(".ipynb") and "/" not in name:
+                (folder / name).write_bytes(data)
+        return folder
 
 
-def judge_checks_module(template: dict[str, bytes]) -> str:
-    """The checks module the course's nbgrader_config.py names for the judge ("" for none)."""
-    from traitlets.config.loader import PyFileConfigLoader
+@dataclass(frozen=True)
+class CompileCache:
+    """The executables one kind of machine compiled (host: compile_cache.host_signature there)."""
 
-    with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "nbgrader_config.py").write_bytes(template.get("nbgrader_config.py", b""))
-        try:
-            config = PyFileConfigLoader("nbgrader_config.py", path=folder).load_config()
-        except Exception:  # an unreadable config names none
-            return ""
-    return str(config.SandboxedExecute.get("judge_checks_module", "") or "")
+    host: str
+    entries: Files
 
+    @classmethod
+    def merged(cls, filled: list[tuple[str, Files]]) -> CompileCache | None:
+        """One cache from (host, entries) pairs: those of the first host that filled any, the
+        others (another kind of machine) left out; None when none filled any."""
+        usable = [(host, entries) for host, entries in filled if entries]
+        if not usable:
+            return None
+        first = usable[0][0]
+        entries = {name: data for host, found in usable if host == first for name, data in found.items()}
+        return cls(first, entries)
 
-def time_budgets(template: dict[str, bytes]) -> dict[str, float]:
-    """{notebook: seconds} the reference run set; {} when it set none."""
-    try:
-        budgets = json.loads(template.get(BUDGETS, b"{}"))
-        return {str(name): float(seconds) for name, seconds in budgets.items()}
-    except (ValueError, TypeError, AttributeError):
-        return {}
-
-
-def with_budgets(template: dict[str, bytes], budgets: dict[str, float]) -> dict[str, bytes]:
-    """The template with each notebook's time budget in it."""
-    return {**template, BUDGETS: json.dumps(budgets, sort_keys=True).encode()}
+    @property
+    def size(self) -> int:
+        return sum(len(data) for data in self.entries.values())
 
 
-def with_helpers(template: dict[str, bytes], helpers: dict[str, list[str]]) -> dict[str, bytes]:
-    """The template with the judge's helpers each notebook's checks asked in the reference run."""
-    return {**template, HELPERS: json.dumps(helpers, sort_keys=True).encode()}
+@dataclass(frozen=True)
+class TaskTemplate:
+    """What every grading task of a run carries (see the module's docstring)."""
 
+    source: CourseSource
+    gradebook: bytes  # gradebook.db with the assignment and no student
+    budgets: dict[str, float] = field(default_factory=dict)  # notebook -> seconds
+    helpers: dict[str, list[str]] = field(default_factory=dict)  # notebook -> judge helpers its checks asked
+    cache: CompileCache | None = None
 
-def helpers_asked(template: dict[str, bytes]) -> dict[str, list[str]]:
-    """{notebook: helper names} the reference run noted; {} when it noted none."""
-    try:
-        asked = json.loads(template.get(HELPERS, b"{}"))
-        return {str(name): [str(helper) for helper in helpers] for name, helpers in asked.items()}
-    except (ValueError, TypeError, AttributeError):
-        return {}
+    @property
+    def assignment(self) -> Assignment:
+        return self.source.assignment
+
+    def replace(self, **changes) -> TaskTemplate:
+        return dataclasses.replace(self, **changes)
+
+    def write_course(self, course: Path) -> None:
+        """The scratch course a task grades in: config, source, the gradebook."""
+        self.source.write_course(course)
+        (Path(course) / "gradebook.db").write_bytes(self.gradebook)

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from autograder.course.assignment import assignment_of, nbgrader_setting, new_course
+from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.gradebook.class_gradebook import GradebookError, db_url, open_api
 from autograder.gradebook.class_report import JUDGED, REPORT_DATA, REPORT_PAGE
 
@@ -88,17 +89,6 @@ def _put_back_previous_source(course: Path) -> None:
     shutil.rmtree(previous, ignore_errors=True)
 
 
-def source_files(course: Path) -> dict[str, bytes]:
-    """The course's nbgrader_config.py and source folder by relative path: what the reference run
-    runs, judged as the config says (its checks module), and what the compile cache is filled from."""
-    files = {
-        str(p.relative_to(course)): p.read_bytes()
-        for p in sorted((course / "source").rglob("*"))
-        if p.is_file() and ".ipynb_checkpoints" not in p.parts
-    }
-    return {"nbgrader_config.py": (course / "nbgrader_config.py").read_bytes(), **files}
-
-
 def assignment_structure(course: Path) -> dict[str, dict[str, dict]]:
     """{notebook: {kind: {cell name: what must not change}}} as stored in the course's gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -157,8 +147,8 @@ def _refresh_cell_text(course: Path, scratch: Path) -> None:
         gb.db.commit()
 
 
-def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[str, bytes], int | None]:
-    """Generate the assignment (source: the course's source_files) and make the class gradebook
+def prepare_class_course(course: Path, source: CourseSource) -> tuple[TaskTemplate, int | None]:
+    """Generate the assignment (source: the course's, as read) and make the class gradebook
     hold it; return the task template (config, source, a gradebook with the assignment and no
     student) and the per-cell timeout (nbgrader's default where the config is silent; None: no limit).
 
@@ -170,10 +160,7 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
     name = assignment_of(course).id
     scratch = Path(tempfile.mkdtemp(prefix=f"{name}-assignment-"))
     try:
-        shutil.copy2(course / "nbgrader_config.py", scratch / "nbgrader_config.py")
-        for relative, data in source.items():
-            (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
-            (scratch / relative).write_bytes(data)
+        source.write_course(scratch)
         api, config = open_api(scratch)
         outcome = api.generate_assignment(name, force=True, create=True)
         if not outcome["success"]:
@@ -200,12 +187,9 @@ def prepare_class_course(course: Path, source: dict[str, bytes]) -> tuple[dict[s
         shutil.rmtree(course / "release", ignore_errors=True)
         shutil.copytree(scratch / "release", course / "release")
         shutil.rmtree(course.parent / _PREVIOUS, ignore_errors=True)
-        template = {
-            "nbgrader_config.py": (scratch / "nbgrader_config.py").read_bytes(),
-            "gradebook.db": (scratch / "gradebook.db").read_bytes(),
-            **source,
-        }
-        return template, nbgrader_setting(config, "Execute", "timeout")
+        return TaskTemplate(source, (scratch / "gradebook.db").read_bytes()), nbgrader_setting(
+            config, "Execute", "timeout"
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

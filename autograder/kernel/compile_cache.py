@@ -27,10 +27,8 @@ import os
 import platform
 from pathlib import Path
 
-#: Where the cache travels inside a grading task's template (relative paths).
-TEMPLATE_FOLDER = "compile-cache"
-ENTRIES = f"{TEMPLATE_FOLDER}/entries"
-HOST = f"{TEMPLATE_FOLDER}/host"
+#: A cache written into a folder: its executables in ENTRIES, what kind of machine compiled them in HOST.
+ENTRIES, HOST = "entries", "host"
 #: A minimum compile time no compile reaches: the kernel reads the cache and never writes it.
 NEVER = "1e9"
 
@@ -80,29 +78,20 @@ def reading_env(folder: str | Path) -> dict[str, str]:
     return {**_common(folder), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": NEVER}
 
 
-def add_entries(
-    template: dict[str, bytes], filled: list[tuple[str, dict[str, bytes]]]
-) -> tuple[dict[str, bytes], int, int]:
-    """The template with the cache added, from (host, entries) pairs of one kind of host only:
-    (template, entries, bytes)."""
-    usable = [(host, entries) for host, entries in filled if entries]
-    if not usable:
-        return template, 0, 0
-    first = usable[0][0]
-    merged = dict(template)
-    for host, entries in usable:
-        if host != first:
-            continue  # filled on a different kind of machine: not mixed in
-        for name, data in entries.items():
-            merged[f"{ENTRIES}/{name}"] = data
-    merged[HOST] = first.encode()
-    cached = [v for k, v in merged.items() if k.startswith(ENTRIES + "/")]
-    return merged, len(cached), sum(len(v) for v in cached)
+def write_cache(entries: dict[str, bytes], host: str, folder: Path) -> Path | None:
+    """A cache's entries (sealed) and host written into folder; the entries folder when a kernel
+    here may use it (`usable_cache`)."""
+    (folder / ENTRIES).mkdir(parents=True)
+    for name, data in entries.items():
+        (folder / ENTRIES / name).write_bytes(data)
+    (folder / HOST).write_text(host)
+    seal(folder / ENTRIES)
+    return usable_cache(folder)
 
 
-def usable_cache(course: Path) -> Path | None:
-    """The cache folder a task unpacked into course, when it was filled on a machine like this one."""
-    host, entries = course / HOST, course / ENTRIES
+def usable_cache(folder: Path) -> Path | None:
+    """The entries of the cache written in folder, when it was filled on a machine like this one."""
+    host, entries = folder / HOST, folder / ENTRIES
     if not host.is_file() or not entries.is_dir():
         return None
     return entries if host.read_text().strip() == host_signature() else None

@@ -1,8 +1,8 @@
 """Kernels for grading: each one in a student's sandbox, over Unix sockets, watched for its limits.
 
 `SandboxedKernelManager` is the kernel manager nbgrader's Execute uses while grading (see
-execute.SandboxedExecute). It asks the student's `SandboxSession`, named in its config by
-`session_name`, for a kernel instead of starting a process itself:
+execute.SandboxedExecute). It asks the student's `SandboxSession`, handed to it as its
+`sandbox_session`, for a kernel instead of starting a process itself:
 
 - the kernel runs in the session's sandbox (autograder/kernel/sandbox.py), in a fresh workspace, with
   its limits set (autograder/kernel/kernel_host.py);
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import secrets
 import shutil
 import signal
 import sys
@@ -32,7 +31,7 @@ import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Unicode, default
+from traitlets import default
 
 from autograder.kernel.kernel_host import PROGRAM, KernelHost, KernelProcess, alive
 from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
@@ -73,16 +72,6 @@ def connection_folder(folder: Path) -> Path:
     return short
 
 
-#: The sessions open in this process, by name: configuration carries the name, never the object
-#: (traitlets copies what it carries, and a session is a handle on live processes).
-_OPEN_SESSIONS: dict[str, SandboxSession] = {}
-
-
-def session_named(name: str) -> SandboxSession | None:
-    """The open session of this name; None for "" or one that was removed."""
-    return _OPEN_SESSIONS.get(name) if name else None
-
-
 class SandboxSession:
     """One student's sandbox: every notebook's kernel of that student runs here, one at a time.
 
@@ -119,13 +108,8 @@ class SandboxSession:
         self.scratch = str(self.folder / "scratch") if sandbox.unsafe else SCRATCH
         self.host: KernelHost | None = None
         self.infrastructure: set[int] = set()
-        # The notebook being graded now (an execute.NotebookRecord: execute.py imports this module, not
-        # the other way round), set by whoever grades it.
-        self.record: object | None = None
         self._judge_helpers = None
         self._host_for: list[str] | None = None  # the interpreter a host started ahead of its kernel runs
-        self.name = f"session-{secrets.token_hex(8)}"
-        _OPEN_SESSIONS[self.name] = self
 
     # Paths as the kernel sees them.
     def _inside(self, path: str) -> str:
@@ -232,7 +216,6 @@ class SandboxSession:
         return self._judge_helpers
 
     def remove(self) -> None:
-        _OPEN_SESSIONS.pop(self.name, None)
         self.close()
         if self._judge_helpers is not None:
             self._judge_helpers.close()
@@ -374,10 +357,9 @@ def kernel_interpreter(kernel_name: str) -> list[str]:
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels come from a SandboxSession (see the module docstring)."""
 
-    session_name = Unicode("", help="The name of the open SandboxSession kernels run in (SandboxSession.name).").tag(
-        config=True
-    )
-
+    #: The student's open session its kernels run in: handed over by whoever makes this manager
+    #: (SandboxedExecute.create_kernel_manager), never through config (it is a handle on live processes).
+    sandbox_session: SandboxSession | None = None
     _watcher: Watcher | None = None
 
     @property
@@ -385,10 +367,6 @@ class SandboxedKernelManager(AsyncKernelManager):
         """The limit the watcher stopped this kernel at (None while none was), read from the watcher
         itself: a cell whose last output the stop cut off asks before anything checked the kernel."""
         return self._watcher.hit if self._watcher is not None else None
-
-    @property
-    def sandbox_session(self) -> SandboxSession | None:  # (`session` is jupyter_client's message session)
-        return session_named(self.session_name)
 
     @default("client_factory")
     def _prompt_client(self):
@@ -401,7 +379,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     async def _async_pre_start_kernel(self, **kw):
         session = self.sandbox_session
         if session is None:
-            raise RuntimeError("SandboxedKernelManager needs an open SandboxSession (config: session_name)")
+            raise RuntimeError("SandboxedKernelManager needs an open SandboxSession (its sandbox_session)")
         self.transport = "ipc"
         self.ip = session.socket_prefix_outside
         if not self.connection_file:

@@ -3,9 +3,10 @@
 `SandboxedExecute` takes the place of nbgrader's Execute in `Autograde.autograde_preprocessors`
 (autograder/notebook/plugin.py puts it there):
 
-- the kernel comes from the student's `SandboxSession` (autograder/kernel/kernels.py), named in the
-  config by `SandboxedKernelManager.session_name`; under a plain `nbgrader autograde` nobody
-  names one, and each notebook gets a session of its own, made from the course folder;
+- the kernel comes from the student's `SandboxSession` (autograder/kernel/kernels.py), handed
+  over by the grader in a `NotebookContext` (with the notebook's record and time budget) as an
+  argument; under a plain `nbgrader autograde` nobody hands one, and each notebook gets a
+  session of its own, made from the course folder;
 - a kernel that dies, is stopped at a limit, or runs past the notebook's time budget ends the
   notebook there: the cells before keep their outputs and points, that cell says why it
   stopped, later cells say they did not run;
@@ -26,7 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import cast
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
@@ -37,7 +37,7 @@ from traitlets import Bool, Dict, Float, Integer, Unicode
 
 from autograder.judge.core import answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
-from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession, session_named
+from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession
 from autograder.kernel.output_caps import OutputCaps
 from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_HELP, Limits
 
@@ -97,6 +97,17 @@ class NotebookRecord:
     ledger: Ledger | None = None  # the judge's points of its test cells, and what was found against them
 
 
+@dataclasses.dataclass
+class NotebookContext:
+    """What the grader hands the preprocessors for one notebook of a student's, as an argument
+    (run/worker.py, run/reference.py): the sandbox its kernel runs in, the record it fills, and
+    its time budget in seconds (0: none)."""
+
+    session: SandboxSession
+    record: NotebookRecord = dataclasses.field(default_factory=NotebookRecord)
+    budget: float = 0.0
+
+
 def past_budget(trouble: list[str]) -> bool:
     """Whether a notebook's troubles say it ran past its time budget (`SandboxedExecute._stop`'s words)."""
     return any("time budget" in line for line in trouble)
@@ -131,31 +142,44 @@ class SandboxedExecute(Execute):
     judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
     budget = Float(
         0.0,
-        help="Seconds this notebook may take in all, its checks included (0: no budget); past it the kernel is "
-        "stopped, the checks that finished keep their points. The grader sets it from the reference run.",
+        help="Under `nbgrader autograde`: seconds each notebook may take in all, its checks included (0: no "
+        "budget); past it the kernel is stopped, the checks that finished keep their points. (`autograder grade` "
+        "gives each notebook the budget its reference run set.)",
     ).tag(config=True)
     # A cell's output may still be arriving when its reply comes: wait for it a while. Past that
     # the kernel's output channel is broken (a message over the size cap): the notebook stops there.
     iopub_timeout = 10
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, context: NotebookContext | None = None, **kwargs):
         # Execute passes its own kernel manager class as a keyword, which beats config.
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
         self._stopped: str | None = None
-        self._own_record = NotebookRecord()
+        self.context = context
+        self._own: NotebookContext | None = None  # under `nbgrader autograde`, while a notebook runs
+        self._last = NotebookRecord()  # the record of the last notebook run in a session of its own
 
-    # -- the session and its record ------------------------------------------------------------
+    # -- the session, the record, the budget ---------------------------------------------------
+    @property
+    def _current(self) -> NotebookContext | None:
+        return self.context or self._own
+
     @property
     def session(self) -> SandboxSession | None:
-        return session_named(self.config.SandboxedKernelManager.get("session_name", ""))
+        return self._current.session if self._current is not None else None
 
     @property
     def record(self) -> NotebookRecord:
-        session = self.session
-        if session is None or session.record is None:  # run on its own: the record is kept here
-            return self._own_record
-        return cast(NotebookRecord, session.record)  # the grader sets a NotebookRecord there (run/worker.py)
+        return self._current.record if self._current is not None else self._last
+
+    @property
+    def notebook_budget(self) -> float:
+        return self.context.budget if self.context is not None else self.budget
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        km.sandbox_session = self.session  # the kernel starts in it
+        return km
 
     def preprocess(self, nb, resources=None, km=None):
         from autograder.kernel.sandbox import Limits
@@ -164,19 +188,20 @@ class SandboxedExecute(Execute):
         self._stopped = None
         self._caps = OutputCaps(limits.output, limits.notebook_output)
         self._configured_timeout = self.timeout
-        self._deadline = time.monotonic() + self.budget if self.budget else float("inf")
-        if self.session is not None:
-            return self._preprocess_in(self.session, nb, resources, km)
+        budget = self.notebook_budget
+        self._deadline = time.monotonic() + budget if budget else float("inf")
+        if self.context is not None:
+            return self._preprocess_in(self.context.session, nb, resources, km)
         # Under `nbgrader autograde`: a sandbox of its own for this notebook, in a scratch folder
         # that goes with it (the shipped files' copy too).
         scratch = Path(tempfile.mkdtemp(prefix="autograder-notebook-"))
         try:
-            own = self._session_of_our_own(resources or {}, scratch)
+            self._own = NotebookContext(self._session_of_our_own(resources or {}, scratch), budget=budget)
             try:
-                return self._preprocess_in(own, nb, resources, km)
+                return self._preprocess_in(self._own.session, nb, resources, km)
             finally:
-                own.remove()
-                self.config.SandboxedKernelManager.session_name = ""
+                self._own.session.remove()
+                self._last, self._own = self._own.record, None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -195,7 +220,7 @@ class SandboxedExecute(Execute):
         if resources is not None:
             resources[TIMING] = {
                 "seconds": time.perf_counter() - started,
-                "budget": self.budget or None,
+                "budget": self.notebook_budget or None,
                 "past_budget": past_budget(self.record.trouble[troubles_before:]),
                 "trouble": list(self.record.trouble[troubles_before:]),
             }
@@ -222,7 +247,6 @@ class SandboxedExecute(Execute):
             if path.is_file() and path.suffix != ".ipynb":
                 shutil.copy2(path, shipped / path.name)
         session = SandboxSession(sandbox, scratch / "session", shipped, fork=False, env=dict(GRADING_ENV))
-        self.config.SandboxedKernelManager.session_name = session.name
         if not self.judge_source and self.judge_checks_module and (source / f"{self.judge_checks_module}.py").is_file():
             self.judge_source = str(source)
         return session
@@ -273,7 +297,9 @@ class SandboxedExecute(Execute):
     async def _execute_code_cell(self, cell, cell_index, *args, **kwargs):
         left = self._deadline - time.monotonic()
         if self._stopped is None and left <= 0:
-            self._stop(f"the notebook ran past its time budget of {self.budget:.0f} s, before cell {cell_index + 1}")
+            self._stop(
+                f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, before cell {cell_index + 1}"
+            )
             self._stop_the_session()
         if self._stopped is not None:
             cell.outputs = [_error("NotRun", f"this cell did not run: {self._stopped}")]
@@ -304,7 +330,9 @@ class SandboxedExecute(Execute):
             self.record.cells.append({"index": cell_index, "seconds": time.perf_counter() - start, "test": test})
         if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
             if self._deadline - time.monotonic() <= 1:  # it was the notebook's budget that ran out
-                self._stop(f"the notebook ran past its time budget of {self.budget:.0f} s, in cell {cell_index + 1}")
+                self._stop(
+                    f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, in cell {cell_index + 1}"
+                )
             else:
                 self.record.trouble.append(
                     f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
@@ -391,12 +419,14 @@ class RequireSandbox(NbGraderPreprocessor):
 
     Probed once per process, before nbgrader writes anything of the first notebook: where it
     cannot start, the command stops with exit status 3 and the fix. (The grader's own runs probe
-    before any student and hand every notebook its sandbox; this one then does nothing.)"""
+    before any student and hand every notebook its sandbox in a `context`; this one then does nothing.)"""
+
+    context: NotebookContext | None = None
 
     def preprocess(self, nb, resources):
         from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
 
-        if session_named(self.config.SandboxedKernelManager.get("session_name", "")) is not None:
+        if self.context is not None:
             return nb, resources
         execute = self.config.SandboxedExecute
         try:

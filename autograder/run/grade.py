@@ -49,7 +49,8 @@ from autograder.course.assignment import (
 from autograder.course.intake import printable, take_in
 from autograder.course.paths import ROOT
 from autograder.course.submissions import UsageError, find_submissions
-from autograder.gradebook.class_course import clear_outputs, prepare_class_course, source_files, update_class_course
+from autograder.course.task_template import CourseSource
+from autograder.gradebook.class_course import clear_outputs, prepare_class_course, update_class_course
 from autograder.gradebook.class_gradebook import GradebookError, class_students, graded_by_hand
 from autograder.gradebook.class_report import write_judged, write_run_report
 from autograder.gradebook.merge import merge_into_gradebook
@@ -66,6 +67,7 @@ from autograder.run.feedback import regenerate_feedback
 from autograder.run.options import GradingOptions, limits_from
 from autograder.run.progress import Progress
 from autograder.run.reference import (
+    KeptReference,
     ReferenceProblem,
     claimed_reference,
     into_template,
@@ -197,9 +199,11 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     runner = HereRunner(options) if options.jobs == 1 and options.scheduler is None else DaskRunner(options)
     with runner, contextlib.ExitStack() as claim:
         update_class_course(course, fresh=options.fresh_gradebook, origin=origin)
-        source = source_files(course)
+        source = CourseSource.read(course)
         key, kept, kept_key = (
-            kept_for(options.reference_cache, source, options) if options.reference_cache else ("", None, "")
+            kept_for(options.reference_cache, source, options)
+            if options.reference_cache
+            else KeptReference("", None, "")
         )
         if key and kept is None:
             waiting = functools.partial(log.info, "waiting for another run's reference run (key %s)", key[:12])

@@ -30,14 +30,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
-from autograder.course.assignment import assignment_in
 from autograder.course.paths import KERNEL_NAME
-from autograder.course.task_template import judge_checks_module, shipped_files, unpack, with_budgets, with_helpers
+from autograder.course.task_template import CompileCache, CourseSource, TaskTemplate
 from autograder.judge.core import is_test_cell
-from autograder.kernel.compile_cache import add_entries, host_signature, writing_env
+from autograder.kernel.compile_cache import host_signature, writing_env
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession
 from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
 from autograder.run.options import GradingOptions
@@ -92,20 +92,18 @@ def solution_shortfalls(notebook) -> list[str]:
     return found
 
 
-def run_reference(notebook: str, template: dict[str, bytes], options: GradingOptions) -> ReferenceRun:
-    """Run one source notebook of the template in a sandboxed kernel, each test cell judged, with
+def run_reference(notebook: str, source: CourseSource, options: GradingOptions) -> ReferenceRun:
+    """Run one source notebook of the course in a sandboxed kernel, each test cell judged, with
     the reference run's cell timeout, every program it compiles kept for the compile cache (the
     learners' kernels get it unless options.compile_cache is off: `into_template`)."""
-    from traitlets.config import Config
-
-    from autograder.notebook.execute import SandboxedExecute
+    from autograder.notebook.execute import NotebookContext, SandboxedExecute
 
     started = time.perf_counter()
     sandbox = sandbox_for_grading(options.limits, options.unsafe)
     scratch = Path(tempfile.mkdtemp(prefix="autograder-reference-"))
     try:
-        source = scratch / "source"
-        unpack(template, source, f"source/{assignment_in(template).id}/")
+        folder = scratch / "source"
+        source.write_assignment(folder)
         cache = scratch / "cache"
         cache.mkdir()
         inside = str(cache) if sandbox.unsafe else CACHE
@@ -113,22 +111,20 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
         session = SandboxSession(
             sandbox,
             scratch / "session",
-            shipped_files(template, scratch / "assignment"),
+            source.shipped_files(scratch / "assignment"),
             cache=cache,
             cache_writable=True,
             fork=False,
             env=env,
         )
-        executed = nbformat.read(source / notebook, as_version=4)
-        checks = judge_checks_module(template)
-        config = Config()
-        config.SandboxedKernelManager.session_name = session.name
+        executed = nbformat.read(folder / notebook, as_version=4)
+        checks = source.checks_module
         executor = SandboxedExecute(
-            config=config,
+            context=NotebookContext(session),
             timeout=options.reference_cell_timeout,
             kernel_name=KERNEL_NAME,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
-            judge_source=str(source) if checks and (source / f"{checks}.py").is_file() else "",
+            judge_source=str(folder) if checks and (folder / f"{checks}.py").is_file() else "",
             judge_checks_module=checks,
             judge_seed=options.judge_seed,
             limits=options.limits.as_dict(),
@@ -152,12 +148,12 @@ def run_reference(notebook: str, template: dict[str, bytes], options: GradingOpt
 
 
 def into_template(
-    template: dict[str, bytes],
+    template: TaskTemplate,
     runs: list[ReferenceRun],
     say=lambda line: None,
     limits: Limits | None = None,
     compile_cache: bool = True,
-) -> dict[str, bytes]:
+) -> TaskTemplate:
     """The template with the time budgets and (unless `compile_cache` is off) the compile cache;
     ReferenceProblem when a run was not clean."""
     failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
@@ -166,18 +162,22 @@ def into_template(
             "the reference run of the instructor's notebooks was not clean; no one is "
             "graded against it:\n  " + "\n  ".join(failed)
         )
-    missing = sorted(set(assignment_in(template).notebooks) - {run.notebook for run in runs})
+    missing = sorted(set(template.assignment.notebooks) - {run.notebook for run in runs})
     if missing:
         raise ReferenceProblem(f"no reference run for {missing}")
-    merged, count, size = add_entries(template, [(run.host, run.entries) for run in runs if compile_cache])
+    cache = CompileCache.merged([(run.host, run.entries) for run in runs]) if compile_cache else None
     limits = limits or Limits()
     budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
-    merged = with_budgets(merged, budgets)
-    merged = with_helpers(merged, {run.notebook: run.helpers for run in runs if run.helpers is not None})
-    cache = f"{count} executables ({size / 1e6:.1f} MB)" if compile_cache else "off"
+    merged = template.replace(
+        budgets=budgets,
+        helpers={run.notebook: run.helpers for run in runs if run.helpers is not None},
+        cache=cache,
+    )
+    count, size = (len(cache.entries), cache.size) if cache is not None else (0, 0)
+    cache_said = f"{count} executables ({size / 1e6:.1f} MB)" if compile_cache else "off"
     say(
         f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
-        f"work; compile cache: {cache}; time budgets "
+        f"work; compile cache: {cache_said}; time budgets "
         + ", ".join(f"{Path(name).stem[:2]} {seconds:.0f} s" for name, seconds in sorted(budgets.items()))
     )
     return merged
@@ -186,14 +186,14 @@ def into_template(
 # ---------------------------------------------------------------------------------------
 # A clean reference run, kept for the next run with the same key.
 # ---------------------------------------------------------------------------------------
-def reference_key(source: dict[str, bytes], options: GradingOptions) -> str:
+def reference_key(source: CourseSource, options: GradingOptions) -> str:
     """What a reference run depends on, hashed: the course's source files, the grader's code,
     this host (its CPU and JAX), and the options that change the run."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
     grader = sorted(package.rglob("*.py"))
     for name, data in [
-        *sorted(source.items()),
+        *source.hashed_items(),
         *((f"autograder/{p.relative_to(package)}", p.read_bytes()) for p in grader),
     ]:
         digest.update(f"{name}\0{len(data)}\0".encode())
@@ -225,23 +225,28 @@ def kept_reference(folder: Path, key: str) -> list[ReferenceRun] | None:
         return None
 
 
-def kept_for(
-    folder: Path, source: dict[str, bytes], options: GradingOptions
-) -> tuple[str, list[ReferenceRun] | None, str]:
-    """The key this run keeps its reference run under, a kept run it may take instead of running
-    one, and the key that run was kept under ("" when there is none): its own key's or, for a run
-    without the sandbox, a sandboxed run's. A sandboxed run never takes one made without the
-    sandbox: a solution that only works outside it would have passed there."""
+class KeptReference(NamedTuple):
+    """What a run finds kept for it (`kept_for`)."""
+
+    key: str  # the key this run keeps its own reference run under
+    runs: list[ReferenceRun] | None  # a kept run it may take instead of running one; None: none
+    kept_key: str  # the key those runs were kept under ("" when there are none)
+
+
+def kept_for(folder: Path, source: CourseSource, options: GradingOptions) -> KeptReference:
+    """The reference run kept for this run: under its own key or, for a run without the sandbox, a
+    sandboxed run's. A sandboxed run never takes one made without the sandbox: a solution that
+    only works outside it would have passed there."""
     key = reference_key(source, options)
     kept = kept_reference(folder, key)
     if kept is not None:
-        return key, kept, key
+        return KeptReference(key, kept, key)
     if options.unsafe:
         sandboxed = reference_key(source, options.replace(unsafe=False))
         kept = kept_reference(folder, sandboxed)
         if kept is not None:
-            return key, kept, sandboxed
-    return key, None, ""
+            return KeptReference(key, kept, sandboxed)
+    return KeptReference(key, None, "")
 
 
 @contextlib.contextmanager

@@ -17,12 +17,12 @@ import dataclasses
 import uuid
 from typing import TYPE_CHECKING
 
-from autograder.course.assignment import assignment_in
 from autograder.course.submissions import UsageError
+from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.run.options import GradingOptions
 from autograder.run.reference import ReferenceRun, run_reference
 from autograder.run.tls import PRELOAD, RARE_HOUSEKEEPING_MS
-from autograder.run.worker import StudentResult, grade_student, release_sandboxes, warm_up
+from autograder.run.worker import StudentResult, StudentTask, grade_student, release_sandboxes, warm_up
 
 if TYPE_CHECKING:
     from dask.distributed import Client, LocalCluster
@@ -61,13 +61,13 @@ class HereRunner:
         release_sandboxes()
         return False
 
-    def start_reference(self, source: dict[str, bytes]) -> None:
+    def start_reference(self, source: CourseSource) -> None:
         self._source = source
 
     def reference_runs(self) -> list[ReferenceRun]:
-        return [run_reference(name, self._source, self.options) for name in assignment_in(self._source).notebooks]
+        return [run_reference(name, self._source, self.options) for name in self._source.assignment.notebooks]
 
-    def run(self, tasks, template, progress) -> list[StudentResult]:
+    def run(self, tasks: list[StudentTask], template: TaskTemplate, progress) -> list[StudentResult]:
         results = []
         for task in in_grading_order(tasks, 1, largest_first=False):
             for attempt in (1, 2):
@@ -180,10 +180,9 @@ class DaskRunner:
     def _key(self, *parts) -> str:
         return "-".join(["autograder", self.run_id, *map(str, parts)])
 
-    def start_reference(self, source: dict[str, bytes]) -> None:
+    def start_reference(self, source: CourseSource) -> None:
         # Largest notebook first (the most to compile), so the workers finish at about the same time.
-        assignment = assignment_in(source)
-        order = sorted(assignment.notebooks, key=lambda name: -len(source.get(f"source/{assignment.id}/{name}", b"")))
+        order = sorted(source.assignment.notebooks, key=lambda name: -len(source.notebook(name)))
         self._references = [
             self._client().submit(
                 run_reference,
@@ -199,7 +198,7 @@ class DaskRunner:
     def reference_runs(self) -> list[ReferenceRun]:
         return self._client().gather(self._references)
 
-    def run(self, tasks, template, progress) -> list[StudentResult]:
+    def run(self, tasks: list[StudentTask], template: TaskTemplate, progress) -> list[StudentResult]:
         from dask.distributed import as_completed
 
         client = self._client()

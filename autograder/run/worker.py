@@ -20,20 +20,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.course.assignment import (
-    assignment_in,
-    assignment_of,
-    nbgrader_setting,
-    notebook_kernel,
-    put_venv_on_path,
-)
-from autograder.course.task_template import helpers_asked, shipped_files, time_budgets
+from autograder.course.assignment import assignment_of, nbgrader_setting, notebook_kernel, put_venv_on_path
+from autograder.course.task_template import TaskTemplate
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
-from autograder.kernel.compile_cache import ENTRIES, HOST, reading_env, seal, unseal, usable_cache
+from autograder.kernel.compile_cache import reading_env, unseal, usable_cache, write_cache
 from autograder.kernel.helpers import HELPER_NAMES
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession, kernel_interpreter
-from autograder.kernel.sandbox import CACHE, sandbox_for_grading
-from autograder.notebook.execute import Failure, NotebookRecord, failure_of, past_budget
+from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
+from autograder.notebook.execute import Failure, NotebookContext, NotebookRecord, failure_of, past_budget
 from autograder.notebook.plugin import configure
 from autograder.run.options import GradingOptions
 
@@ -70,8 +64,9 @@ class StudentResult:
     worker: str = ""
 
 
-def autograde_api(course: Path, options: GradingOptions, session: SandboxSession):
-    """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides."""
+def autograde_api(course: Path, options: GradingOptions, limits: Limits):
+    """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides
+    (the settings of this run: the same for every notebook of every student)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -90,8 +85,7 @@ def autograde_api(course: Path, options: GradingOptions, session: SandboxSession
     config.Execute.shutdown_kernel = "immediate"
     # The kernel's own log is noise here.
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
-    config.SandboxedKernelManager.session_name = session.name
-    config.SandboxedExecute.limits = session.sandbox.limits.as_dict()
+    config.SandboxedExecute.limits = limits.as_dict()
     source = course / "source" / assignment_of(course).id
     checks = config.SandboxedExecute.get("judge_checks_module", "")
     # The judge checks the test cells where the assignment's checks speak its protocol.
@@ -106,17 +100,16 @@ def autograde_api(course: Path, options: GradingOptions, session: SandboxSession
     return NbGraderAPI(coursedir=coursedir, config=config)
 
 
-def _sandbox_settings(task: StudentTask, template: dict[str, bytes]) -> str:
+def _sandbox_settings(task: StudentTask, template: TaskTemplate) -> str:
     """What a student's sandbox is made of, as a key: two tasks with the same key can take the same
     kind of sandbox (one made ahead for the next task is taken only by a task of the same key)."""
     digest = hashlib.sha256()
-    for name in sorted(
-        name for name in template if name.startswith((f"source/{assignment_in(template).id}/", ENTRIES))
-    ):
-        digest.update(f"{name}\0{len(template[name])}\0".encode())
-        digest.update(template[name])
+    cache = template.cache
+    for name, data in [*template.source.hashed_items(), *sorted(cache.entries.items() if cache else [])]:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
     options = task.options
-    settings = [options.limits.as_dict(), options.unsafe, options.fork_kernels, template.get(HOST, b"").decode()]
+    settings = [options.limits.as_dict(), options.unsafe, options.fork_kernels, cache.host if cache else ""]
     digest.update(json.dumps(settings, sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -134,26 +127,23 @@ def _folder() -> Path:
     return _FOLDER
 
 
-def _compile_cache(template: dict[str, bytes]) -> Path | None:
-    """The template's compile cache, unpacked once in this process's folder; None when it has none
+def _compile_cache(template: TaskTemplate) -> Path | None:
+    """The template's compile cache, written once in this process's folder; None when it has none
     (or it was filled on another kind of machine)."""
-    entries = {name: data for name, data in template.items() if name.startswith(ENTRIES + "/") or name == HOST}
-    if not entries:
+    cache = template.cache
+    if cache is None:
         return None
-    digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d for n, d in sorted(entries.items()))).hexdigest()[:16]
+    items = [(cache.host, b""), *sorted(cache.entries.items())]
+    digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d for n, d in items)).hexdigest()[:16]
     folder = _folder() / f"cache-{digest}"
     if not folder.is_dir():
         staged = Path(tempfile.mkdtemp(dir=_folder()))
-        for name, data in entries.items():
-            (staged / name).parent.mkdir(parents=True, exist_ok=True)
-            (staged / name).write_bytes(data)
-        if (staged / ENTRIES).is_dir():
-            seal(staged / ENTRIES)
+        write_cache(cache.entries, cache.host, staged)
         os.rename(staged, folder)
     return usable_cache(folder)
 
 
-def student_session(task: StudentTask, template: dict[str, bytes]) -> SandboxSession:
+def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession:
     """The student's sandbox: the shipped files, the compile cache read-only, the grading mode; the
     one made ahead for this kind of task when there is one (its host already starting)."""
     global _AHEAD
@@ -171,7 +161,7 @@ def student_session(task: StudentTask, template: dict[str, bytes]) -> SandboxSes
     return SandboxSession(
         sandbox,
         folder,
-        shipped_files(template, folder / "assignment"),
+        template.source.shipped_files(folder / "assignment"),
         cache=cache,
         fork=task.options.fork_kernels,
         env=env,
@@ -187,17 +177,16 @@ def start_session(session: SandboxSession, kernel_name: str, helpers=()) -> None
         session.judge_helpers().launch(helpers)
 
 
-def helpers_ahead(template: dict[str, bytes], notebooks: list[str], judged: bool) -> set[str]:
+def helpers_ahead(template: TaskTemplate, notebooks: list[str], judged: bool) -> set[str]:
     """The judge's helpers to start as a student's grading begins: those the reference run's checks
     asked in these notebooks (all of them for a notebook it noted nothing for). Any other one
     starts on its first request: a student who handed in one notebook starts no JAX for another."""
     if not judged:
         return set()
-    asked = helpers_asked(template)
-    return {helper for name in notebooks for helper in asked.get(name, HELPER_NAMES)}
+    return {helper for name in notebooks for helper in template.helpers.get(name, HELPER_NAMES)}
 
 
-def make_next_session(task: StudentTask, template: dict[str, bytes], kernel_name: str) -> None:
+def make_next_session(task: StudentTask, template: TaskTemplate, kernel_name: str) -> None:
     """A sandbox for this process's next student, started now, while this one's later notebooks
     and feedback are graded: a fresh one (its own uid, nothing of this student's in it), taken by
     the next task with the same settings, or removed. Not made after a process's last student."""
@@ -208,7 +197,7 @@ def make_next_session(task: StudentTask, template: dict[str, bytes], kernel_name
         _AHEAD = (_sandbox_settings(task, template), session)
 
 
-def _make_next_session_or_log(task: StudentTask, template: dict[str, bytes], kernel_name: str) -> None:
+def _make_next_session_or_log(task: StudentTask, template: TaskTemplate, kernel_name: str) -> None:
     try:
         make_next_session(task, template, kernel_name)
     except Exception as error:  # only time is lost: the next student makes their own
@@ -227,12 +216,19 @@ def release_sandboxes() -> None:
         _FOLDER = None
 
 
-def _recording(converter):
+def _recording(converter, context: NotebookContext | None = None):
     """nbgrader's converter `converter`, keeping what a notebook's failure raised as data
-    (`failure`) instead of only in its log."""
+    (`failure`) instead of only in its log, and handing the notebook's context to each of its
+    preprocessors that takes one (execute.SandboxedExecute, execute.RequireSandbox)."""
 
     class Recording(converter):
         failure: Failure | None = None
+
+        def _init_preprocessors(self) -> None:
+            super()._init_preprocessors()
+            for preprocessor in self.exporter._preprocessors:  # nbgrader's converters set this list themselves
+                if hasattr(preprocessor, "context"):
+                    preprocessor.context = context
 
         def convert_single_notebook(self, notebook_filename: str) -> None:
             try:
@@ -245,13 +241,16 @@ def _recording(converter):
     return Recording
 
 
-def _convert(api, converter, student_id: str, notebook: str = "*") -> Failure | None:
-    """Run one of nbgrader's converters for one student; None when it succeeded, else its failure."""
+def _convert(
+    api, converter, student_id: str, notebook: str = "*", context: NotebookContext | None = None
+) -> Failure | None:
+    """Run one of nbgrader's converters for one student (for one notebook: its context); None when
+    it succeeded, else its failure."""
     from nbgrader.utils import capture_log, temp_attrs
 
     assignment = assignment_of(Path(api.coursedir.root)).id
     with temp_attrs(api.coursedir, assignment_id=assignment, student_id=student_id, notebook_id=notebook):
-        app = _recording(converter)(coursedir=api.coursedir, parent=api)
+        app = _recording(converter, context)(coursedir=api.coursedir, parent=api)
         app.force = True
         if hasattr(app, "create_student"):
             app.create_student = True
@@ -314,12 +313,9 @@ def notebook_budget(own: float, student_deadline: float, now: float) -> float | 
     return max(1.0, min(own, left))
 
 
-def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResult:
-    """Autograde one student's notebooks and generate their feedback, in a scratch course.
-
-    template: the course files by relative path (config, source, the class gradebook before
-    any student was added), the same for every task.
-    """
+def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
+    """Autograde one student's notebooks and generate their feedback, in a scratch course
+    written from the template (the same for every task of the run)."""
     started = time.perf_counter()
     from nbgrader.converters import Autograde, GenerateFeedback
 
@@ -330,19 +326,17 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
     session = None
     try:
         course = scratch / "course"
-        for relative, data in template.items():
-            (course / relative).parent.mkdir(parents=True, exist_ok=True)
-            (course / relative).write_bytes(data)
-        assignment = assignment_in(template)
+        template.write_course(course)
+        assignment = template.assignment
         submitted = course / "submitted" / task.student_id / assignment.id
         submitted.mkdir(parents=True)
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
         session = student_session(task, template)
-        api = autograde_api(course, task.options, session)
+        api = autograde_api(course, task.options, session.sandbox.limits)
         # No Execute.kernel_name: nbgrader runs the kernel the notebooks name.
         kernel_name = nbgrader_setting(api.config, "Execute", "kernel_name") or notebook_kernel(
-            template[f"source/{assignment.id}/{assignment.notebooks[0]}"]
+            template.source.notebook(assignment.notebooks[0])
         )
         judged = bool(api.config.SandboxedExecute.judge_source)
         submitted_notebooks = [name for name in assignment.notebooks if name in task.notebooks]
@@ -352,8 +346,7 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
 
         # Time is the course's to give, not the submission's to take: each notebook has the budget the
         # reference run set for it, and the student the sum of them, whatever the notebooks hold.
-        budgets = time_budgets(template)
-        own = {name: budgets.get(name, task.options.budget_without_reference) for name in submitted_notebooks}
+        own = {name: template.budgets.get(name, task.options.budget_without_reference) for name in submitted_notebooks}
         student_deadline = time.monotonic() + sum(own.values())
         for position, name in enumerate(submitted_notebooks):
             budget = notebook_budget(own[name], student_deadline, time.monotonic())
@@ -368,13 +361,13 @@ def grade_student(task: StudentTask, template: dict[str, bytes]) -> StudentResul
                 # After this student's first notebook: the next sandbox's imports then fill the
                 # waits of this student's later ones, instead of delaying the next first notebook.
                 _make_next_session_or_log(task, template, kernel_name)
-            api.config.SandboxedExecute.budget = budget  # read when the preprocessors are made
-            record = session.record = NotebookRecord()
+            context = NotebookContext(session, NotebookRecord(), budget)
+            record = context.record
             fired: list = []
             timer = _watchdog(budget + task.options.watchdog_grace, fired, session)
             t0 = time.perf_counter()
             try:
-                failure = _convert(api, Autograde, task.student_id, Path(name).stem)
+                failure = _convert(api, Autograde, task.student_id, Path(name).stem, context)
             finally:
                 timer.cancel()
             seconds = time.perf_counter() - t0

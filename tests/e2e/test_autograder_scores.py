@@ -308,7 +308,8 @@ def compare(graded: Graded, expected: list[dict], students) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # The tests.
 # ---------------------------------------------------------------------------------------
-def test_expected_table_covers_every_graded_cell_of_every_submitted_notebook(expected):
+def test_expected_table_covers_every_graded_cell(expected):
+    """The expected table covers every graded cell of every submitted notebook."""
     graded_cells = {}
     for name in NOTEBOOKS:
         notebook = nbformat.read(SOLUTIONS / name, as_version=4)
@@ -394,7 +395,8 @@ def _autograded_cell_text(graded: Graded, student: str, notebook: str, grade_id:
 
 
 @pytest.mark.parametrize("student", sorted(ACTIONABLE))
-def test_a_lost_point_says_what_was_expected_and_where_to_look(graded, student):
+def test_lost_point_says_expected_and_where(graded, student):
+    """A lost point says what was expected and where to look."""
     notebook, grade_id = ACTIONABLE[student]
     text = _autograded_cell_text(graded, student, notebook, grade_id)
     assert "[FAIL]" in text, f"{student}: no failing check reported in {grade_id}:\n{text}"
@@ -402,7 +404,8 @@ def test_a_lost_point_says_what_was_expected_and_where_to_look(graded, student):
 
 
 @pytest.mark.parametrize("student", sorted(NAMED_MISTAKES))
-def test_a_lost_point_says_which_mistake_it_is_once(graded, student):
+def test_lost_point_names_mistake_once(graded, student):
+    """A lost point says which mistake it is once."""
     notebook, grade_id, says = NAMED_MISTAKES[student]
     text = _autograded_cell_text(graded, student, notebook, grade_id)
     assert says in text, f"{student}: the report does not name the mistake ({says!r}):\n{text}"
@@ -411,12 +414,14 @@ def test_a_lost_point_says_which_mistake_it_is_once(graded, student):
     assert "rtol=0 " not in text
 
 
-def test_a_dead_kernel_keeps_the_checks_it_finished_and_says_where_it_died(graded):
+def test_dead_kernel_keeps_finished_checks(graded):
+    """A dead kernel keeps the checks it finished and says where it died."""
     text = (graded.out / "feedback" / "hostile-kernel-sigkill" / "02-build.html").read_text()
     assert "the kernel died" in text and "keep their points" in text
 
 
-def test_the_tampering_scan_names_every_tampering_fixture(graded):
+def test_tampering_scan_names_every_fixture(graded):
+    """The tampering scan names every tampering fixture."""
     assert [name for name in MUST_BE_FLAGGED if name not in graded.flagged] == [], sorted(graded.flagged)
     honest = [name for name in graded.flagged if name.startswith(("mistake-", "right-")) or name == "solutions"]
     assert honest == [], f"honest submissions flagged: {honest}"
@@ -439,7 +444,8 @@ AIMED_AT_VERDICTS = {
 
 
 @pytest.mark.parametrize("student", sorted(AIMED_AT_VERDICTS))
-def test_no_message_reaches_a_verdict_and_each_attempt_is_flagged(graded, student):
+def test_verdict_messages_refused_and_flagged(graded, student):
+    """No message reaches a verdict and each attempt is flagged."""
     assert student not in graded.broken, graded.broken.get(student)  # nbgrader never read "inf" or no text
     refused = [f for f in graded.flagged[student] if "aimed at the grader's report and score was refused" in f]
     assert {finding.split(".ipynb: ")[0] for finding in refused} == AIMED_AT_VERDICTS[student], graded.flagged
@@ -450,7 +456,8 @@ def test_no_message_reaches_a_verdict_and_each_attempt_is_flagged(graded, studen
                 assert [out["data"]["text/plain"] for out in cell.outputs if "data" in out] == ["0.0"], path.name
 
 
-def test_a_learners_words_never_pass_for_the_judges_lines(graded):
+def test_learner_words_never_pass_as_judges(graded):
+    """A learner's words never pass for the judge's lines."""
     student = "hostile-forged-report-lines"
     checked = 0
     for path in sorted((graded.out / "course" / "autograded" / student / "performance-05").glob("*.ipynb")):
@@ -511,7 +518,7 @@ def test_no_canary_was_read_and_no_file_escaped(graded, canaries):
     )
 
 
-def test_a_kernel_that_prints_its_input_history_shows_no_hidden_test(graded):
+def test_input_history_shows_no_hidden_test(graded):
     """hostile-prints-input-history ends 02, 03 and 04 with a cell printing IPython's input history:
     its kernel never ran a line of a hidden test, so neither its notebooks nor its feedback show one."""
     import html as html_module
@@ -532,14 +539,15 @@ def test_the_grader_itself_failed_no_student(graded):
     assert graded.failed == {}
 
 
-def test_a_stalling_notebook_stops_at_its_time_budget_and_keeps_its_finished_check(graded):
+def test_stalling_notebook_stops_at_budget(graded):
+    """A stalling notebook stops at its time budget and keeps its finished check."""
     (reason,) = [r for r in graded.broken["hostile-slow-cells"] if "time budget" in r]
     assert "01-understand.ipynb" in reason and "keep their points" in reason
     page = (graded.out / "feedback" / "hostile-slow-cells" / "01-understand.html").read_text()
     assert "time budget" in page  # the feedback says where it stopped
 
 
-def test_every_page_and_autograded_notebook_stays_small(graded):
+def test_pages_and_notebooks_stay_small(graded):
     """Whatever a submission displays (hostile-display-fan-out: 200 outputs updated to 3 MiB each,
     hostile-huge-output), no autograded notebook or feedback page is over 10 MB."""
     largest = {
@@ -553,7 +561,8 @@ def test_every_page_and_autograded_notebook_stays_small(graded):
     assert fan_out.stat().st_size < 3 << 20 and "past the output limit of grading" in fan_out.read_text()
 
 
-def test_review_lines_carry_no_terminal_control_character(graded):
+def test_review_lines_have_no_control_chars(graded):
+    """Review lines carry no terminal control character."""
     findings = graded.flagged["hostile-console-escape"] + graded.flagged["hostile-deep-expression"]
     assert any("\\x1b" in f for f in findings) and any("not scanned" in f for f in findings)
     for line in [f for found in graded.flagged.values() for f in found]:
@@ -562,8 +571,10 @@ def test_review_lines_carry_no_terminal_control_character(graded):
     assert "\x1b" not in text
 
 
-def test_a_marker_in_an_output_changes_nothing_even_after_a_manual_grade(graded, tmp_path):
-    """hostile-marker-in-output prints the hidden-test markers: its pages are made when graded, and
+def test_output_marker_changes_nothing(graded, tmp_path):
+    """A marker in an output changes nothing even after a manual grade.
+
+    hostile-marker-in-output prints the hidden-test markers: its pages are made when graded, and
     again from the gradebook after a manual grade (make feedback), for the whole class."""
     from nbgrader.api import Gradebook
 
@@ -597,7 +608,7 @@ HELPER_ENDED = {
 
 
 @pytest.mark.parametrize("student", sorted(HELPER_ENDED))
-def test_a_helper_that_stalls_or_passes_a_limit_is_ended_and_the_report_says_why(graded, student):
+def test_stalled_helper_ended_and_reported(graded, student):
     """The helper was ended at its deadline or by the watcher, and that cell's later items failed at
     once with the same reason (one deadline, not one per item); the notebook finished in its budget."""
     text = _autograded_cell_text(graded, student, "04-exercise", "test-central-difference")

@@ -89,7 +89,7 @@ def hidden_lines_in(sent: list[str]) -> list[str]:
 def serial(klass, tmp_path_factory):
     """The class graded in this process, every message sent to a learner's kernel recorded
     (`sent`); the reference run is the session's kept one (its own messages are searched in
-    test_no_message_of_a_reference_run_to_its_kernel_holds_a_line_of_a_hidden_test)."""
+    test_reference_messages_hold_no_hidden_test)."""
     out = tmp_path_factory.mktemp("serial")
     with recorded_kernel_messages() as sent:
         result = grade(klass, out, options(), io.StringIO())
@@ -106,7 +106,8 @@ def _stored_grades(out: Path, student: str) -> dict[str, list]:
         }
 
 
-def test_perfect_submission_gets_full_marks_in_the_gradebook(serial):
+def test_perfect_submission_gets_full_marks(serial):
+    """A perfect submission gets full marks in the gradebook."""
     stored = _stored_grades(serial.out, "perfect")
     assert set(stored) == {Path(n).stem for n in NOTEBOOKS}
     auto = [g for grades in stored.values() for g in grades if not g[3]]
@@ -127,7 +128,8 @@ def test_blank_submission_gets_zeros(serial):
     assert "blank" not in serial.broken
 
 
-def test_malformed_notebook_is_reported_and_the_class_still_graded(serial):
+def test_malformed_notebook_reported_rest_graded(serial):
+    """A malformed notebook is reported and the class still graded."""
     assert any(
         "01-understand.ipynb" in reason and "not a readable notebook" in reason for reason in serial.broken["broken"]
     )
@@ -158,7 +160,8 @@ def test_output_files(serial):
         )
 
 
-def test_feedback_shows_check_messages_but_never_hidden_tests(serial):
+def test_feedback_shows_checks_not_hidden_tests(serial):
+    """Feedback shows check messages but never hidden tests."""
     hidden: dict[str, list[str]] = {}
     for name in NOTEBOOKS:
         # Lines of this notebook's hidden tests that appear nowhere in what learners were given
@@ -196,8 +199,10 @@ def test_feedback_shows_check_messages_but_never_hidden_tests(serial):
     assert "where to look" in blank and "[FAIL]" in blank
 
 
-def test_no_message_to_a_kernel_holds_a_line_of_a_hidden_test(serial):
-    """Every message this process sent to a learner's kernel while grading (cells, the judge's
+def test_kernel_messages_hold_no_hidden_test(serial):
+    """No message to a kernel holds a line of a hidden test.
+
+    Every message this process sent to a learner's kernel while grading (cells, the judge's
     requests, everything) is searched for each hidden-test line."""
     assert len(hidden_test_lines()) > 40 and len(serial.sent) > 100
     leaked = hidden_lines_in(serial.sent)
@@ -205,16 +210,19 @@ def test_no_message_to_a_kernel_holds_a_line_of_a_hidden_test(serial):
     assert any("autograder_agent" in message for message in serial.sent)  # the judge did ask
 
 
-def test_no_message_of_a_reference_run_to_its_kernel_holds_a_line_of_a_hidden_test(tmp_path):
-    """The reference run runs the instructor's own notebooks, hidden tests in their test cells:
+def test_reference_messages_hold_no_hidden_test(tmp_path):
+    """No message of a reference run to its kernel holds a line of a hidden test.
+
+    The reference run runs the instructor's own notebooks, hidden tests in their test cells:
     every message it sends its kernel is searched for each hidden-test line. 02-build holds the
     most of them (128 of the lesson's lines), in checks of every kind the judge runs."""
-    from autograder.gradebook.class_course import source_files, update_class_course
+    from autograder.course.task_template import CourseSource
+    from autograder.gradebook.class_course import update_class_course
     from autograder.run.reference import run_reference
 
     course = update_class_course(tmp_path / "course", fresh=True)
     with recorded_kernel_messages() as sent:
-        run = run_reference("02-build.ipynb", source_files(course), options())
+        run = run_reference("02-build.ipynb", CourseSource.read(course), options())
     leaked = hidden_lines_in(sent)
     assert leaked == [], f"{len(leaked)} hidden-test line(s) reached the reference run's kernel, e.g. {leaked[:3]}"
     assert run.problems == [] and run.entries and len(sent) > 50
@@ -307,7 +315,7 @@ def readme_cluster_commands() -> list[str]:
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
-def test_grading_on_a_cluster_as_the_readme_says_matches_serial(klass, serial, tmp_path):
+def test_readme_cluster_grading_matches_serial(klass, serial, tmp_path):
     """autograder/README.md's cluster lines, word for word but for the host, the port and the
     folder: `autograder tls`, a `dask scheduler`, two `dask worker`s (a worker line run twice) over
     TLS on this machine, then `autograder grade --scheduler`: the same files as a local run. The
@@ -436,7 +444,8 @@ def test_a_local_grading_cluster_serves_no_http():
         assert _housekeeping_of(runner.client) == [QUIET] * 2
 
 
-def test_an_unencrypted_or_unauthenticated_scheduler_is_refused(klass, tmp_path):
+def test_insecure_scheduler_is_refused(klass, tmp_path):
+    """An unencrypted or unauthenticated scheduler is refused."""
     from autograder.course.submissions import UsageError
 
     with pytest.raises(UsageError, match="TLS"):
@@ -453,8 +462,10 @@ def _with_answer(source_notebook: Path, grade_id: str, code: str) -> nbformat.No
     return notebook
 
 
-def test_timeouts_and_hidden_errors_score_zero_and_are_named(tmp_path):
-    """A cell that hangs is stopped; code that hides its errors gets 0 and a flag."""
+def test_timeouts_and_hidden_errors_score_zero(tmp_path):
+    """Timeouts and hidden errors score zero and are named.
+
+    A cell that hangs is stopped; code that hides its errors gets 0 and a flag."""
     subs = tmp_path / "subs"
     (subs / "sleepy").mkdir(parents=True)
     (subs / "sneaky").mkdir()
@@ -492,7 +503,8 @@ def _cli(*args, cwd=ROOT, env=ENV):
     return subprocess.run([PY, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp_path):
+def test_ungradable_folders_named_rest_graded(tmp_path):
+    """Student folders that cannot be graded are named and the rest graded."""
     subs = tmp_path / "subs"
     for name in ("zoë", "ann smith", ".hidden", "ok-1", "empty"):
         (subs / name).mkdir(parents=True)
@@ -518,7 +530,7 @@ def test_student_folders_that_cannot_be_graded_are_named_and_the_rest_graded(tmp
     assert (tmp_path / "out" / "feedback" / "zoë" / "01-understand.html").is_file()
 
 
-def test_stock_nbgrader_grades_the_assignment_in_a_plain_course_folder(tmp_path):
+def test_stock_nbgrader_grades_plain_course(tmp_path):
     """Without the grader's lines in any config nbgrader reads, nbgrader's own pipeline runs and
     the checks decide in the kernel: the solutions get every auto-graded point, and the hidden
     tests are in the autograded notebooks, as stock nbgrader leaves them."""
@@ -568,7 +580,7 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path, layout):
     assert not (tmp_path / "out").exists()
 
 
-def test_the_usage_texts_show_every_option_of_the_command():
+def test_usage_texts_show_every_option():
     """The usage in autograder/run/grade.py's docstring and in autograder/README.md's first lines lists
     each option `autograder grade` takes (one had drifted without four of them)."""
     import autograder.run.grade
@@ -582,7 +594,7 @@ def test_the_usage_texts_show_every_option_of_the_command():
         assert shown == options, f"missing: {sorted(options - shown)}, unknown: {sorted(shown - options)}"
 
 
-def test_the_help_of_each_off_switch_says_what_it_turns_off(capsys):
+def test_off_switch_help_says_what_it_disables(capsys):
     """--no-fork and --no-compile-cache turn a speed-up off: their help must not read as if they
     turned it on."""
     from autograder.run.grade import main
@@ -595,7 +607,8 @@ def test_the_help_of_each_off_switch_says_what_it_turns_off(capsys):
     assert f"--no-compile-cache {off} kernels share the reference run's compiled programs" in shown
 
 
-def test_validate_fails_a_failing_notebook_and_passes_a_passing_one(tmp_path):
+def test_validate_fails_failing_passes_passing(tmp_path):
+    """`validate` fails a failing notebook and passes a passing one."""
     validate = functools.partial(_cli, "bundle.validate", env={**ENV, **lesson_run_env()})
     blank = validate(str(RELEASE / "01-understand.ipynb"))
     assert blank.returncode == 1, blank.stdout + blank.stderr
@@ -609,7 +622,8 @@ def test_validate_fails_a_failing_notebook_and_passes_a_passing_one(tmp_path):
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
-def test_workers_with_more_than_one_thread_are_refused(klass, tmp_path):
+def test_multithreaded_workers_are_refused(klass, tmp_path):
+    """Workers with more than one thread are refused."""
     from dask.distributed import LocalCluster
     from distributed.security import Security
 

@@ -76,7 +76,8 @@ def _refused_places(course: Path, subs: Path) -> dict[str, Path]:
         "the course itself",
     ],
 )
-def test_an_out_a_kernel_or_learner_could_read_is_refused_and_nothing_written(tmp_path, capsys, where):
+def test_readable_out_refused_nothing_written(tmp_path, capsys, where):
+    """An --out a kernel or learner could read is refused and nothing written."""
     course, subs = _class(tmp_path)
     out = _refused_places(course, subs)[where]
     existed = out.exists()
@@ -88,7 +89,8 @@ def test_an_out_a_kernel_or_learner_could_read_is_refused_and_nothing_written(tm
         assert not out.parent.exists() or out.name not in os.listdir(out.parent)
 
 
-def test_an_out_beside_the_course_or_in_tmp_is_accepted(tmp_path):
+def test_out_beside_course_or_in_tmp_accepted(tmp_path):
+    """An --out beside the course or in /tmp is accepted."""
     course, subs = _class(tmp_path)
     from autograder.course.assignment import CourseOrigin
 
@@ -100,7 +102,7 @@ def test_an_out_beside_the_course_or_in_tmp_is_accepted(tmp_path):
     assert refused_out(tmp_path / "link" / "out", subs, origin) is not None
 
 
-def test_an_out_in_the_bundles_release_or_holding_it_is_refused(tmp_path):
+def test_out_in_or_above_release_refused(tmp_path):
     """`make lab` serves notebooks/ to learners: a class course there, or in a folder that holds
     it (the checkout itself), is refused as the solutions are."""
     from autograder.course.assignment import BundleOrigin
@@ -113,7 +115,8 @@ def test_an_out_in_the_bundles_release_or_holding_it_is_refused(tmp_path):
     assert refused_out(ROOT / "runs" / "autograde", subs, origin) is None  # make autograde's default
 
 
-def test_the_command_names_its_assignment_and_derives_out_from_the_course(tmp_path, capsys):
+def test_command_derives_out_from_course(tmp_path, capsys):
+    """The command names its assignment and derives --out from the course."""
     course, subs = _class(tmp_path)
     assert grade_main([str(subs), "--out", str(tmp_path / "out")]) == 2
     assert "--course COURSE --assignment ID, or --bundle CHECKOUT" in capsys.readouterr().err
@@ -126,7 +129,7 @@ def test_the_command_names_its_assignment_and_derives_out_from_the_course(tmp_pa
     assert default_out(CourseOrigin(course, ASSIGNMENT)) == course / "autograder" / ASSIGNMENT
 
 
-def test_no_message_of_the_installed_command_names_a_make_target():
+def test_installed_messages_name_no_make_target():
     """The installed command's messages name its own subcommands: an instructor without this
     checkout has no Makefile."""
     import ast
@@ -153,7 +156,8 @@ def test_no_message_of_the_installed_command_names_a_make_target():
     assert found == []
 
 
-def test_install_assignment_installs_exactly_the_assignments_files(tmp_path):
+def test_install_assignment_installs_exact_files(tmp_path):
+    """install-assignment installs exactly the assignment's files."""
     course = tmp_path / "course"
     course.mkdir()
     run = subprocess.run(
@@ -187,8 +191,10 @@ def test_install_assignment_installs_exactly_the_assignments_files(tmp_path):
     assert not (course / "source" / ASSIGNMENT / "remat_sweep_reference.py").exists()
 
 
-def test_every_module_the_notebooks_import_is_installed_and_no_answer_is():
-    """What the five notebooks import from the lesson's own modules is shipped; the sweep's
+def test_notebook_imports_installed_answers_not():
+    """Every module the notebooks import is installed and no answer is.
+
+    What the five notebooks import from the lesson's own modules is shipped; the sweep's
     reference module (the sqrt(L) answer) is imported by none of them."""
 
     imported = set()
@@ -201,7 +207,7 @@ def test_every_module_the_notebooks_import_is_installed_and_no_answer_is():
     assert "remat_sweep_reference.py" not in SHIPPED_MODULES
 
 
-def test_a_run_that_grades_nobody_exits_4_and_writes_no_grades(tmp_path, monkeypatch, capsys):
+def test_run_grading_nobody_exits_4(tmp_path, monkeypatch, capsys):
     """Every student's grading fails for a reason of the grader's own: the run says so (exit 4,
     a FAILED line each) and writes no grades.csv, cells.csv or feedback with zeros for them."""
     import autograder.run.runners
@@ -226,7 +232,7 @@ def test_a_run_that_grades_nobody_exits_4_and_writes_no_grades(tmp_path, monkeyp
         assert not (out / name).exists(), f"{name} written for a student nobody graded"
 
 
-def test_settings_the_config_leaves_out_are_nbgraders_defaults():
+def test_unset_config_is_nbgrader_default():
     """A course's config read as nbgrader reads it: a setting it does not name is nbgrader's
     default (Execute.timeout 30 s, no kernel name: the notebook's), never traitlets' placeholder."""
     from traitlets.config import Config
@@ -245,13 +251,14 @@ def test_settings_the_config_leaves_out_are_nbgraders_defaults():
     assert notebook_kernel(b'{"metadata": {}}') == "python3"
 
 
-def test_a_quickstart_courses_relative_header_is_found_as_nbgrader_finds_it(tmp_path):
+def test_quickstart_relative_header_found(tmp_path):
     """`nbgrader quickstart` names its header relative to the course folder; the grader's copy of
     the course generates the assignment with it, from wherever the grader runs."""
     import nbformat
 
     from autograder.course.assignment import CourseOrigin
-    from autograder.gradebook.class_course import prepare_class_course, source_files, update_class_course
+    from autograder.course.task_template import CourseSource
+    from autograder.gradebook.class_course import prepare_class_course, update_class_course
 
     course = tmp_path / "course"
     (course / "source" / "ps1").mkdir(parents=True)
@@ -265,7 +272,7 @@ def test_a_quickstart_courses_relative_header_is_found_as_nbgrader_finds_it(tmp_
     )
     out_course = tmp_path / "out" / "course"
     update_class_course(out_course, origin=CourseOrigin(course, "ps1"))
-    template, timeout = prepare_class_course(out_course, source_files(out_course))
+    template, timeout = prepare_class_course(out_course, CourseSource.read(out_course))
     assert timeout == 30  # nbgrader's default: the config names none
     released = (out_course / "release" / "ps1" / "problem1.ipynb").read_text()
     assert "HEADER OF THE COURSE" in released
@@ -277,7 +284,7 @@ def test_a_quickstart_courses_relative_header_is_found_as_nbgrader_finds_it(tmp_
         update_class_course(tmp_path / "out2" / "course", origin=CourseOrigin(missing, "ps1"))
 
 
-def test_a_kernel_searching_the_file_system_finds_no_class_whatever_the_out(tmp_path, capsys):
+def test_kernel_search_finds_no_class(tmp_path, capsys):
     """hostile-searches-host walks every folder its kernel can list for an answered 02-build
     notebook and for files named like a canary. Graded into the out derived from the course and
     into one inside this checkout (beside the venv), it finds neither the class course nor the
@@ -323,7 +330,7 @@ def test_a_kernel_searching_the_file_system_finds_no_class_whatever_the_out(tmp_
         shutil.rmtree(beside_venv, ignore_errors=True)
 
 
-def test_the_console_table_counts_a_manual_grade_kept_for_a_recheck_as_grades_csv_does():
+def test_console_table_counts_recheck_like_csv():
     """A manual grade kept while its changed answer awaits a re-check: cells.csv leaves the cell
     empty (pending), nbgrader's export and grades.csv count the kept score, and so does the table."""
     from autograder.course.assignment import Assignment

@@ -133,7 +133,8 @@ def test_the_samples_score_what_their_readme_says(graded):
         assert total == notebooks["total"], student
 
 
-def test_flags_csv_has_its_header_and_no_finding_for_honest_samples(graded):
+def test_flags_csv_clean_for_honest_samples(graded):
+    """flags.csv has its header and no finding for honest samples."""
     with open(graded / "flags.csv", newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows == [["student_id", "finding"]]
@@ -223,7 +224,8 @@ def test_regrade_keeps_manual_grades_and_comments(regraded):
     assert source != OLD_TEXT and "checks.score()" in source
 
 
-def test_changed_answer_keeps_the_grade_but_flags_it_for_a_recheck(regraded):
+def test_changed_answer_keeps_grade_for_recheck(regraded):
+    """A changed answer keeps the grade but flags it for a recheck."""
     out, result, printed, before, pages_before = regraded
     manual_score, _, needs_manual_grade, comment = _stored(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp")
     assert (manual_score, comment) == (1.0, MISTAKES_COMMENT), "the manual grade or comment was lost"
@@ -254,7 +256,8 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_changed_assignment_is_refused_until_a_fresh_gradebook(out, tmp_path):
+def test_changed_assignment_needs_new_gradebook(out, tmp_path):
+    """A changed assignment is refused until a fresh gradebook."""
     # The gradebook as an earlier version of the lesson left it: another point value for a test.
     with Gradebook(_db(out)) as gb:
         gb.find_grade_cell("test-hvp", "04-exercise", ASSIGNMENT).max_score = 4.0
@@ -428,7 +431,8 @@ def _without_times(html: str) -> str:
     return re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?(\+00:00| UTC)?", "<time>", html)
 
 
-def test_feedback_regenerated_with_the_manual_grade_and_no_hidden_tests(out):
+def test_regenerated_feedback_has_manual_grade(out):
+    """Feedback is regenerated with the manual grade and no hidden tests."""
     student = "sample-complete"
     comment = "Good: the HVP differentiates the recomputation too. Add why a nonuniform v matters."
     pages = out / "feedback" / student

@@ -26,7 +26,8 @@ SUITES = (
 )
 
 
-def test_nbgraders_suites_pass_with_the_plugin_but_the_deliberate_differences(tmp_path):
+def test_nbgrader_suites_pass_with_plugin(tmp_path):
+    """nbgrader's suites pass with the plugin but the deliberate differences."""
     config = tmp_path / "jupyter-config"
     config.mkdir()
     mark = tmp_path / "plugin-loaded"

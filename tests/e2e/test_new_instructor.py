@@ -113,7 +113,8 @@ def _totals(rows: dict) -> dict[str, float]:
     return totals
 
 
-def test_a_new_instructor_grades_a_class_from_the_readme(instructor):
+def test_new_instructor_grades_from_readme(instructor):
+    """A new instructor grades a class from the README."""
     home, env, bin_dir = instructor["home"], instructor["env"], instructor["bin"]
     python = bin_dir / "python"
     # The installed grader knows nothing of the checkout.

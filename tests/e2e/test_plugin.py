@@ -82,7 +82,8 @@ def instructor_home(tmp_path_factory) -> tuple[Path, str]:
     return home, secret
 
 
-def test_nbgrader_autograde_with_the_plugin_scores_the_lesson_as_make_autograde(tmp_path, instructor_home):
+def test_plugin_autograde_scores_as_make(tmp_path, instructor_home):
+    """nbgrader autograde with the plugin scores the lesson as `make autograde`."""
     home, secret = instructor_home
     course = new_course(tmp_path / "course")
     assert "autograder.notebook.plugin import configure" in (course / "nbgrader_config.py").read_text()
@@ -132,9 +133,8 @@ def _second_course(folder: Path, plugin: bool, env: dict, students=None) -> dict
     return {(student, nb): score for (student, nb, grade_id), score in scores.items() if grade_id.startswith("test-")}
 
 
-def test_a_second_assignment_is_graded_as_stock_nbgrader_grades_it_and_its_hostile_student_contained(
-    tmp_path, instructor_home
-):
+def test_second_assignment_graded_as_stock(tmp_path, instructor_home):
+    """A second assignment is graded as stock nbgrader grades it and its hostile student contained."""
     home, secret = instructor_home
     env = _env(home, tmp=tmp_path / "tmp")
     honest = ("right", "partly-wrong")
@@ -153,7 +153,7 @@ def test_a_second_assignment_is_graded_as_stock_nbgrader_grades_it_and_its_hosti
     assert leftover == [], "a process of the hostile student's outlived its notebook"
 
 
-def test_a_second_assignment_with_its_own_checks_module_is_judged_in_the_grader(tmp_path, instructor_home):
+def test_second_assignment_checks_judged(tmp_path, instructor_home):
     """ps1 with a checks module of its own (the judge's protocol, nothing of this lesson): every
     test cell is checked by the judge in the grader, and every student gets the stock scores."""
     home, secret = instructor_home
@@ -176,7 +176,8 @@ def test_a_second_assignment_with_its_own_checks_module_is_judged_in_the_grader(
     assert _left_by_the_grader(tmp_path / "tmp") == []
 
 
-def test_without_a_sandbox_nbgrader_autograde_grades_nobody_and_exits_3(tmp_path, instructor_home):
+def test_autograde_without_sandbox_exits_3(tmp_path, instructor_home):
+    """Without a sandbox, nbgrader autograde grades nobody and exits 3."""
     home, _ = instructor_home
     env = {**_env(home), "AUTOGRADER_BWRAP": "/bin/false"}  # a bubblewrap that cannot work here
     course = second_assignment.make_course(tmp_path / "course", plugin=True)
@@ -198,7 +199,7 @@ def test_configure_writes_the_lines_once(tmp_path):
     assert main([str(tmp_path / "missing")]) == 2
 
 
-def test_the_wheel_builds_and_holds_the_grader_alone(tmp_path):
+def test_wheel_holds_the_grader_alone(tmp_path):
     """`python -m build` makes a wheel of the autograder package and its command: no lesson, no
     fixtures, no sample submissions."""
     import zipfile

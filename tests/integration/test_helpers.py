@@ -86,7 +86,8 @@ def gone(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("size", [1 << 20, 16 << 20])
-def test_a_helper_that_stops_reading_fails_the_request_at_its_deadline_and_is_ended(tmp_path, size):
+def test_helper_not_reading_fails_at_deadline(tmp_path, size):
+    """A helper that stops reading fails the request at its deadline and is ended."""
     helper = FakeHelper(tmp_path, "stops-reading")
     assert finished(lambda: helper.request({"op": "first"}, 30))[0] == {"ok": True}
     pid = helper.process.pid
@@ -96,7 +97,8 @@ def test_a_helper_that_stops_reading_fails_the_request_at_its_deadline_and_is_en
     assert helper.process is None and gone(pid)
 
 
-def test_a_helper_that_never_answers_fails_the_request_at_its_deadline_and_the_next_starts_anew(tmp_path):
+def test_silent_helper_fails_then_restarts(tmp_path):
+    """A helper that never answers fails the request at its deadline and the next starts anew."""
     helper = FakeHelper(tmp_path, "never-answers")
     _, raised = finished(lambda: helper.request({"op": "first"}, 1.0))
     assert isinstance(raised, HelperError) and "ran past its time limit" in str(raised)
@@ -113,7 +115,8 @@ def test_a_helper_that_never_answers_fails_the_request_at_its_deadline_and_the_n
         ("allocates", Limits(memory_total=256 << 20), "the memory limit"),
     ],
 )
-def test_a_helper_past_the_kernels_limits_is_ended_by_the_watcher_and_says_which(tmp_path, behaviour, limits, named):
+def test_helper_past_limits_ended_by_watcher(tmp_path, behaviour, limits, named):
+    """A helper past the kernel's limits is ended by the watcher and says which."""
     helper = FakeHelper(tmp_path, behaviour, Sandbox(None, limits))
     watcher = HelperWatcher([helper], limits)
     watcher.start()
@@ -125,7 +128,8 @@ def test_a_helper_past_the_kernels_limits_is_ended_by_the_watcher_and_says_which
     assert helper.process is None
 
 
-def test_a_limit_hit_between_requests_is_said_by_the_next_one(tmp_path):
+def test_limit_between_requests_told_next(tmp_path):
+    """A limit hit between requests is said by the next one."""
     helper = FakeHelper(tmp_path, "answers")
     assert finished(lambda: helper.request({"op": "first"}, 30))[0] == {"ok": True}
     helper.kill("it started more than 32 processes at once (the process limit)")
@@ -135,8 +139,10 @@ def test_a_limit_hit_between_requests_is_said_by_the_next_one(tmp_path):
     helper.stop()
 
 
-def test_halting_a_students_session_ends_a_stalled_helper_request_at_once(tmp_path):
-    """What the watchdog does past a notebook's budget: the kernel's sandbox and the helpers end."""
+def test_halting_session_ends_stalled_helper(tmp_path):
+    """Halting a student's session ends a stalled helper request at once.
+
+    What the watchdog does past a notebook's budget: the kernel's sandbox and the helpers end."""
     session = SandboxSession(UNSAFE, tmp_path / "session", tmp_path)
     helpers = session.judge_helpers()
     stalled = helpers.numpy_only = helpers.watcher.helpers[1] = FakeHelper(tmp_path, "stops-reading")
@@ -149,8 +155,10 @@ def test_halting_a_students_session_ends_a_stalled_helper_request_at_once(tmp_pa
         session.remove()
 
 
-def test_the_numpy_only_stall_of_issue_38_ends_at_the_deadline(tmp_path):
-    """The answer cell answers the judge's "load" itself through the helper's own writer and parks
+def test_numpy_only_stall_ends_at_deadline(tmp_path):
+    """The NumPy-only stall of issue 38 ends at the deadline.
+
+    The answer cell answers the judge's "load" itself through the helper's own writer and parks
     the only reading thread; the next request is larger than a pipe holds."""
     helper = NumpyOnlyRunner(UNSAFE, tmp_path / "numpy-only", assignment=tmp_path)
     loaded, _ = finished(lambda: helper.request({"op": "load", "cell": 1, "source": NUMPY_HELPER_STALL}, 60))
@@ -175,7 +183,8 @@ class CountingHelpers:
         raise HelperError("it stopped taking the judge's requests and was stopped")
 
 
-def test_an_answer_cell_whose_process_was_ended_costs_one_deadline_not_one_per_item():
+def test_ended_process_costs_one_deadline():
+    """An answer cell whose process was ended costs one deadline, not one per item."""
     helpers = CountingHelpers()
     judge = Judge(None, helpers, None, 1, ["def f(x):\n    return x\n", "def g(x):\n    return x\n"], timeout=5)
     for _ in range(3):
@@ -187,7 +196,8 @@ def test_an_answer_cell_whose_process_was_ended_costs_one_deadline_not_one_per_i
     assert helpers.requests == ["load", "load"]
 
 
-def test_no_helper_request_starts_past_the_notebooks_deadline():
+def test_no_helper_request_past_deadline():
+    """No helper request starts past the notebook's deadline."""
     helpers = CountingHelpers()
     judge = Judge(None, helpers, None, 1, ["def f(x):\n    return x\n"], timeout=5, deadline=0.0)
     with pytest.raises(LearnerRaised, match="time budget ran out"):

@@ -142,15 +142,18 @@ def _hidden_lines(source: str) -> list[str]:
 
 
 @pytest.mark.parametrize("cell", sorted(TEST_CELLS))
-def test_the_kernel_runs_only_a_test_cells_imports(cell):
+def test_kernel_runs_only_test_cell_imports(cell):
+    """The kernel runs only a test cell's imports."""
     part = kernel_part(TEST_CELLS[cell])
     assert all(isinstance(node, ast.Import | ast.ImportFrom) for node in ast.parse(part).body)
     assert not any(line in part for line in _hidden_lines(TEST_CELLS[cell]))
 
 
 @pytest.mark.parametrize("cell", sorted(TEST_CELLS))
-def test_a_test_cell_calls_the_learners_code_only_inside_its_items(cell):
-    """So that the kernel's part (imports only) and the judge's run (everything) see the same cell."""
+def test_test_cell_calls_learner_code_in_items(cell):
+    """A test cell calls the learner's code only inside its items.
+
+    So that the kernel's part (imports only) and the judge's run (everything) see the same cell."""
     tree = ast.parse(TEST_CELLS[cell])
     learner = set(learner_names(TEST_CELLS[cell]))
     for node in tree.body:
@@ -160,7 +163,8 @@ def test_a_test_cell_calls_the_learners_code_only_inside_its_items(cell):
         assert not used, f"line {node.lineno} uses {sorted(used)} outside an item"
 
 
-def test_the_learners_names_are_those_the_answer_cells_define():
+def test_learner_names_are_answer_cell_defs():
+    """The learner's names are those the answer cells define."""
     expected = {
         "01-understand.ipynb:test-layer-backward": ["layer_backward"],
         "02-build.ipynb:test-residual-kinds": ["residual_kinds"],
@@ -256,7 +260,7 @@ MINIMAL_PROTOCOL = (
 )
 
 
-def test_a_checks_module_that_does_not_speak_the_protocol_is_refused_by_name(tmp_path):
+def test_checks_module_without_protocol_refused(tmp_path):
     """A course's checks module without the protocol's names is refused, naming what it lacks."""
     (tmp_path / "half.py").write_text(
         MINIMAL_PROTOCOL.replace("class PendingResult: pass\n", "").replace("'__judge_remote__'", "'x'")
@@ -268,7 +272,8 @@ def test_a_checks_module_that_does_not_speak_the_protocol_is_refused_by_name(tmp
     assert TrustedModules(tmp_path, "whole").checks_name == "whole"
 
 
-def test_trusted_modules_never_run_a_notebooks_paired_script(tmp_path):
+def test_trusted_modules_skip_paired_script(tmp_path):
+    """Trusted modules never run a notebook's paired script."""
     canary = tmp_path / "ran"
     (tmp_path / "checks_only.py").write_text("import helper_module\n" + MINIMAL_PROTOCOL)
     (tmp_path / "helper_module.py").write_text("VALUE = 1\n")
@@ -316,7 +321,8 @@ def _source(notebook_name, grade_id):
 
 
 @pytest.mark.parametrize(("notebook", "grade_id"), FAST_CELLS)
-def test_the_solutions_earn_every_point_and_no_hidden_line_reaches_the_kernel(notebook, grade_id, monkeypatch, trusted):
+def test_solutions_earn_every_point(notebook, grade_id, monkeypatch, trusted):
+    """The solutions earn every point and no hidden line reaches the kernel."""
     judge, kernel = _judge(notebook, monkeypatch, trusted)
     earned, report = judge.run_cell(_source(notebook, grade_id), 3)
     assert earned == 3 and report.endswith("3 of 3 points"), report
@@ -324,7 +330,9 @@ def test_the_solutions_earn_every_point_and_no_hidden_line_reaches_the_kernel(no
     assert not [line for line in _hidden_lines(_source(notebook, grade_id)) if line in sent]
 
 
-def test_a_kernel_that_answers_anything_but_data_earns_nothing(monkeypatch, trusted):
+def test_non_data_kernel_answer_earns_nothing(monkeypatch, trusted):
+    """A kernel that answers anything but data earns nothing."""
+
     def forge(message, response):
         if message["op"] == "call":
             return {"result": {"$shipped": ["os", "system"], "args": ["true"]}}
@@ -342,7 +350,7 @@ def test_made_up_timing_samples_earn_nothing(monkeypatch, trusted):
     assert earned == 0, report
 
 
-def test_a_right_timing_answer_keeps_its_points_when_every_round_trip_is_slow(monkeypatch, trusted):
+def test_slow_round_trips_keep_timing_points(monkeypatch, trusted):
     """On a loaded grading machine each call's round trip to the judge takes tens of
     milliseconds; an honest sample then holds that too, and must still earn every point."""
     judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
@@ -359,8 +367,10 @@ def test_a_right_timing_answer_keeps_its_points_when_every_round_trip_is_slow(mo
     assert earned == 3, report
 
 
-def test_an_unsynchronized_timing_loses_the_waiting_item_however_slow_the_round_trips(monkeypatch, trusted):
-    """Where each round trip to the judge lasts longer than any result the judge delays, a sample
+def test_unsynchronized_timing_loses_wait_item(monkeypatch, trusted):
+    """An unsynchronized timing loses the waiting item, however slow the round trips.
+
+    Where each round trip to the judge lasts longer than any result the judge delays, a sample
     that never waits is as long as one that does: the item reads the order of the calls and
     waits, and still takes exactly its point."""
     judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
@@ -387,8 +397,10 @@ def test_an_unsynchronized_timing_loses_the_waiting_item_however_slow_the_round_
     assert earned == 2 and "not waited for before the next call" in report, report
 
 
-def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, trusted):
-    """A kernel whose agent says the function raised ValueError, whatever was asked: only the
+def test_forged_kernel_answers_are_checked(monkeypatch, trusted):
+    """The forged answers of a kernel are checked like any.
+
+    A kernel whose agent says the function raised ValueError, whatever was asked: only the
     checks that expect an exception could pass, and none here does."""
 
     def always_raises(message, response):
@@ -405,7 +417,7 @@ def test_the_forged_answers_of_a_kernel_are_checked_like_any(monkeypatch, truste
     )  # NumPy-only item: elsewhere
 
 
-def test_sqrt_segments_keep_their_points_at_a_float32_distance_from_plain_scan(monkeypatch, trusted):
+def test_sqrt_segments_pass_at_float32_distance(monkeypatch, trusted):
     """Two right float32 programs, through up to 20 layers, have differed by 3.5e-5 of the x
     gradient's largest entry (a reference run refused for it): an answer 5e-5 off keeps every
     point; one a percent off loses both comparisons with plain scan, and only them."""
@@ -430,14 +442,16 @@ def test_an_unanswered_stub_reads_as_not_answered(monkeypatch, trusted):
     assert earned == 0 and "not answered yet" in report
 
 
-def test_a_missing_name_fails_its_items_and_says_so(monkeypatch, trusted):
+def test_missing_name_fails_its_items(monkeypatch, trusted):
+    """A missing name fails its items and says so."""
     judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
     del kernel.namespace["HVP_DIRECTION"]
     earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-hvp"), 3)
     assert earned == 2 and "HVP_DIRECTION" in report
 
 
-def test_numpy_only_runs_the_cell_alone_and_a_jax_answer_fails(monkeypatch, trusted):
+def test_numpy_only_cell_alone_jax_fails(monkeypatch, trusted):
+    """NumPy-only runs the cell alone and a JAX answer fails."""
     judge, _ = _judge("01-understand.ipynb", monkeypatch, trusted)
     judge.answers = [
         "import jax.numpy as jnp\n\n\ndef layer_backward(weights, h, h_bar):\n"
@@ -465,7 +479,8 @@ def _without_jax(answer):
     return wrapped
 
 
-def test_a_learner_exception_keeps_its_class_names():
+def test_learner_exception_keeps_class_names():
+    """A learner exception keeps its class names."""
     raised = LearnerRaised(["ValueError", "Exception"], "m")
     assert raised.learner_mro[0] == "ValueError" and str(raised) == "[learner's text: m]"
 
@@ -513,9 +528,8 @@ NAMES_ITEM = '[FAIL] 0/1  the name selects what is saved: kept while called "pre
         ("save_any_names_but_these", True),  # every name saved: "preactivation" selects nothing
     ],
 )
-def test_a_named_policy_that_does_not_select_by_the_name_loses_exactly_the_names_item(
-    policy, named, monkeypatch, trusted
-):
+def test_named_policy_ignoring_name_loses_item(policy, named, monkeypatch, trusted):
+    """A named policy that does not select by the name loses exactly the name's item."""
     chosen = f"jax.checkpoint_policies.{policy}" + ("()" if policy == "save_any_names_but_these" else "")
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
     _with_answer(judge, "named_policy_objective", _layered_answer(chosen, named=named))
@@ -526,7 +540,8 @@ def test_a_named_policy_that_does_not_select_by_the_name_loses_exactly_the_names
     assert renamed and renamed[0]["wrap"]["$shipped"] == ["remat_lesson", "renaming"]
 
 
-def test_the_name_is_renamed_inside_a_jitted_layer_too(monkeypatch, trusted):
+def test_name_renamed_inside_jitted_layer(monkeypatch, trusted):
+    """The name is renamed inside a jitted layer too."""
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
     policy = 'jax.checkpoint_policies.save_only_these_names("preactivation")'
     _with_answer(judge, "named_policy_objective", _layered_answer(policy, jit=True))
@@ -534,7 +549,8 @@ def test_the_name_is_renamed_inside_a_jitted_layer_too(monkeypatch, trusted):
     assert earned == 3, report
 
 
-def test_a_policy_that_keeps_nothing_by_the_name_says_so(monkeypatch, trusted):
+def test_policy_keeping_nothing_by_name(monkeypatch, trusted):
+    """A policy that keeps nothing by the name says so."""
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
     policy = 'jax.checkpoint_policies.save_only_these_names("pre_activation")'
     _with_answer(judge, "named_policy_objective", _layered_answer(policy))
@@ -567,7 +583,8 @@ def _segments_answer(checkpoint: str) -> str:
 
 
 @pytest.mark.parametrize(("checkpoint", "kept"), [("none", "found 49"), ("whole loss", "found 1")])
-def test_segments_that_keep_the_wrong_activations_fail_a_visible_item(checkpoint, kept, monkeypatch, trusted):
+def test_wrong_segment_activations_fail(checkpoint, kept, monkeypatch, trusted):
+    """Segments that keep the wrong activations fail a visible item."""
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
     answer = _segments_answer(checkpoint)
     judge.answers = [answer if "def sqrt_segments_loss(" in source else source for source in judge.answers]
@@ -585,21 +602,24 @@ def test_segments_that_keep_the_wrong_activations_fail_a_visible_item(checkpoint
         ("(float(fn(x + eps * direction)) - float(fn(x - eps * direction))) / eps", "twice the slope"),
     ],
 )
-def test_a_wrong_central_difference_is_told_which_mistake_it_is(answer, says, monkeypatch, trusted):
+def test_wrong_central_difference_named(answer, says, monkeypatch, trusted):
+    """A wrong central difference is told which mistake it is."""
     judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
     judge.answers = [f"def central_difference(fn, x, direction, eps):\n    return {answer}\n\n\nEPSILON = 1e-3\n"]
     earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-central-difference"), 3)
     assert earned == 0 and report.count(says) == 3, report
 
 
-def test_too_small_an_epsilon_is_told_apart_from_a_wrong_formula(monkeypatch, trusted):
+def test_tiny_epsilon_told_from_wrong_formula(monkeypatch, trusted):
+    """Too small an epsilon is told apart from a wrong formula."""
     judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
     kernel.namespace["EPSILON"] = 1e-8
     earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-central-difference"), 3)
     assert earned == 2 and "ε = 1e-08 is too small for float32" in report and "one-sided" not in report, report
 
 
-def test_an_inexact_hvp_is_shown_by_its_worst_entry_against_the_tolerance(monkeypatch, trusted):
+def test_inexact_hvp_shows_worst_entry(monkeypatch, trusted):
+    """An inexact HVP is shown by its worst entry against the tolerance."""
     import jax
 
     judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
@@ -659,7 +679,8 @@ def _forged_error(brk: str) -> Exception:
 
 
 @pytest.mark.parametrize("brk", LINE_BREAKS, ids=[ascii(b)[:12] for b in LINE_BREAKS])
-def test_an_exception_that_writes_the_judges_lines_stays_the_learners_one_line(brk, monkeypatch, trusted):
+def test_forged_exception_stays_one_line(brk, monkeypatch, trusted):
+    """An exception that writes the judge's lines stays the learner's one line."""
     judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
 
     def forged(*args):
@@ -672,7 +693,8 @@ def test_an_exception_that_writes_the_judges_lines_stays_the_learners_one_line(b
     assert report.count("your code raised [learner's text: Forged") == report.count("[FAIL]") > 0
 
 
-def test_an_exception_of_the_numpy_only_process_stays_the_learners_one_line(monkeypatch, trusted):
+def test_numpy_only_exception_stays_one_line(monkeypatch, trusted):
+    """An exception of the NumPy-only process stays the learner's one line."""
     judge, _ = _judge("01-understand.ipynb", monkeypatch, trusted)
     judge.answers = [
         "def layer_backward(weights, h, h_bar):\n"
@@ -704,10 +726,10 @@ def _plain_answers(answers):
 
 
 @pytest.mark.parametrize(("grade_id", "points", "control"), [("test-named-policy", 3, 0), ("test-sqrt-segments", 4, 2)])
-def test_a_kernel_holding_other_programs_than_its_answer_cells_earns_what_the_cells_do(
-    grade_id, points, control, monkeypatch, trusted
-):
-    """The route: a kernel whose functions build the right programs (a hook, a later cell, a
+def test_kernel_programs_earn_what_cells_do(grade_id, points, control, monkeypatch, trusted):
+    """A kernel holding other programs than its answer cells earns what the cells do.
+
+    The route: a kernel whose functions build the right programs (a hook, a later cell, a
     patched export could all give it them), while the answer cells are plain. The programs
     judged are made again from the answer cells: the kernel's earn nothing more than the control."""
     judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
@@ -717,7 +739,8 @@ def test_a_kernel_holding_other_programs_than_its_answer_cells_earns_what_the_ce
     assert {json.loads(line)["op"] for line in kernel.sent} <= {"describe", "call"}  # no program asked of it
 
 
-def test_the_builder_rebuilds_what_the_judge_came_by_and_never_asks_the_kernel_for_a_program(monkeypatch, trusted):
+def test_builder_never_asks_kernel_for_program(monkeypatch, trusted):
+    """The builder rebuilds what the judge came by and never asks the kernel for a program."""
     judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
     earned, report = judge.run_cell(_source("02-build.ipynb", "test-policy-gradients"), 3)
     assert earned == 3, report
@@ -746,7 +769,7 @@ def test_the_builder_rebuilds_what_the_judge_came_by_and_never_asks_the_kernel_f
     ],
     ids=["a result", "an artifact", "no text", "not text", "not JSON", "no program in it", "refused", "nothing"],
 )
-def test_a_program_request_answered_with_anything_but_a_program_earns_nothing(answer, monkeypatch, trusted):
+def test_non_program_answer_earns_nothing(answer, monkeypatch, trusted):
     """Whatever the builder's process says (learner code runs there), only a program that the
     artifact runner makes again counts: a result, above all, is never taken as one."""
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=lambda message, response: answer)
@@ -755,7 +778,7 @@ def test_a_program_request_answered_with_anything_but_a_program_earns_nothing(an
     assert all(isinstance(m["program"], str) for m in judge.helpers.artifacts.sent)
 
 
-def test_a_result_that_would_match_the_residual_check_is_not_taken_for_a_program(monkeypatch, trusted):
+def test_matching_result_not_taken_as_program(monkeypatch, trusted):
     """The exact values the residual check matches (the weights, each pre-activation, the last
     output), sent as a result for the lesson network: the item fails all the same."""
     import remat_lesson
@@ -790,7 +813,7 @@ def _kept_values_program(message):
     return {"program": dumps(program_as_data(jax.make_jaxpr(kept_values)(*avals)))}
 
 
-def test_a_program_that_computes_the_matched_values_is_judged_for_what_it_saves(monkeypatch, trusted):
+def test_program_judged_for_what_it_saves(monkeypatch, trusted):
     """The builder's fork runs the answer cell, so it may hand over any program. Written as data,
     the program is transformed by the judge: one whose outputs are the values the residual check
     matches saves none of them itself, and the plain answer earns no more than its due."""
@@ -802,7 +825,8 @@ def test_a_program_that_computes_the_matched_values_is_judged_for_what_it_saves(
     assert residuals and all("program" in m and "exported" not in m for m in residuals)
 
 
-def test_an_object_the_judge_cannot_make_again_earns_nothing(monkeypatch, trusted):
+def test_unrebuildable_object_earns_nothing(monkeypatch, trusted):
+    """An object the judge cannot make again earns nothing."""
     from autograder.judge.core import LearnerFunction
 
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
@@ -843,7 +867,7 @@ _REAL_EXPORT = _jax.export.export
     ],
     ids=["jax.export.export", "jax.vjp", "an inner function", "control"],
 )
-def test_an_answer_cell_that_rebinds_jax_changes_nothing_of_the_export(patch, earned, monkeypatch, trusted):
+def test_rebinding_jax_leaves_export_alone(patch, earned, monkeypatch, trusted):
     """The builder exports with JAX's functions as they were before any cell ran, and a cell that
     rebinds any function of JAX's modules is refused outright: its programs earn nothing."""
     import jax
@@ -862,7 +886,7 @@ def test_an_answer_cell_that_rebinds_jax_changes_nothing_of_the_export(patch, ea
     assert points == earned, report
 
 
-def test_an_answer_cell_finds_the_names_the_notebook_imported_before_it(monkeypatch, trusted):
+def test_answer_cell_finds_earlier_imports(monkeypatch, trusted):
     """Rebuilt alone, an answer cell still finds what the lesson's notebooks import first (the
     lesson's W and DEPTH here): a policy_objectives that ignores its arguments for them keeps the
     lesson's points and loses only the fresh network's (mistake-policy-lesson-globals)."""

@@ -40,13 +40,15 @@ def layout(tmp_path) -> dict:
     }
 
 
-def test_the_program_sent_is_the_modules_text_after_confines():
+def test_program_sent_is_module_after_confines():
+    """The program sent is the module's text after confines."""
     compile(PROGRAM, "<kernel host>", "exec")
     assert PROGRAM.index("def drop_privileges") < PROGRAM.index("class Host") < PROGRAM.index("main(_json.loads")
     assert "from __future__" not in PROGRAM  # dropped: only a first line may have one
 
 
-def test_a_fresh_workspace_holds_the_shipped_files_and_nothing_a_notebook_left(layout):
+def test_fresh_workspace_holds_only_shipped(layout):
+    """A fresh workspace holds the shipped files and nothing a notebook left."""
     scratch = Path(layout["scratch"])
     host = program.Host(layout)
     host.fresh_workspace()
@@ -61,7 +63,8 @@ def test_a_fresh_workspace_holds_the_shipped_files_and_nothing_a_notebook_left(l
     assert list((scratch / "ipython").iterdir()) == [] and list(Path(layout["connection"]).iterdir()) == []
 
 
-def test_emptying_keeps_the_mounts_it_is_told_to_keep(tmp_path):
+def test_emptying_keeps_the_given_mounts(tmp_path):
+    """Emptying keeps the mounts it is told to keep."""
     venv = tmp_path / "tmp" / "venv" / "lib"
     venv.mkdir(parents=True)
     (venv / "numpy.py").write_text("")
@@ -72,14 +75,17 @@ def test_emptying_keeps_the_mounts_it_is_told_to_keep(tmp_path):
     assert sorted(p.name for p in (tmp_path / "tmp").rglob("*")) == ["lib", "numpy.py", "venv"]
 
 
-def test_outside_a_sandbox_a_host_empties_only_a_folder_the_grader_marked(layout):
+def test_unsandboxed_host_empties_marked_only(layout):
+    """Outside a sandbox, a host empties only a folder the grader marked."""
     os.unlink(Path(layout["scratch"]) / program.SCRATCH_MARK)
     with pytest.raises(SystemExit, match="not a grading scratch folder"):
         program.Host(layout)
 
 
-def test_descendants_are_every_process_below_and_no_other():
-    """A child that starts a thread, and from the thread a grandchild: both are found (the
+def test_descendants_are_exactly_those_below():
+    """Descendants are every process below and no other.
+
+    A child that starts a thread, and from the thread a grandchild: both are found (the
     grandchild is the thread's child, listed under the thread's task), as psutil finds them."""
     from autograder.kernel import process_limits
 
@@ -108,7 +114,8 @@ def test_descendants_are_every_process_below_and_no_other():
     assert process_limits.descendants(child.pid) == []  # gone
 
 
-def test_outside_a_sandbox_a_host_ends_the_kernels_it_started_and_no_other_process(layout):
+def test_unsandboxed_host_ends_own_kernels(layout):
+    """Outside a sandbox, a host ends the kernels it started and no other process."""
     host = program.Host(layout)
     mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
@@ -165,7 +172,8 @@ def _seen_by(kernel, report: Path) -> dict:
     return json.loads((report / f"kernel-{kernel.pid}.json").read_text())
 
 
-def test_a_warm_host_forks_a_kernel_per_request_and_ends_the_one_before(layout, tmp_path):
+def test_warm_host_forks_kernel_per_request(layout, tmp_path):
+    """A warm host forks a kernel per request and ends the one before."""
     report = tmp_path / "report"
     report.mkdir()
     host = _host(layout, report)
@@ -200,7 +208,8 @@ def test_a_warm_host_forks_a_kernel_per_request_and_ends_the_one_before(layout, 
     assert not alive(second.pid)
 
 
-def test_a_host_that_does_not_start_is_an_error_that_says_what_it_said(layout):
+def test_failed_host_start_reports_output(layout):
+    """A host that does not start is an error that says what it said."""
     broken = KernelHost(lambda config: [sys.executable, "-c", "print('no')"], layout, dict(os.environ))
     from autograder.kernel.kernel_host import KernelHostError
 
@@ -208,7 +217,8 @@ def test_a_host_that_does_not_start_is_an_error_that_says_what_it_said(layout):
         broken.start()
 
 
-def test_a_long_print_leaves_the_kernel_in_pieces_the_grader_takes(monkeypatch):
+def test_long_print_arrives_in_pieces(monkeypatch):
+    """A long print leaves the kernel in pieces the grader takes."""
     from ipykernel import iostream
 
     from autograder.kernel.kernels import MAX_KERNEL_MESSAGE

@@ -70,7 +70,8 @@ def _temp_bytes(fn, *args):
 
 
 @pytest.mark.parametrize("fn", [named_policy, segments, plain, loops_and_policies], ids=lambda f: f.__name__)
-def test_made_again_it_saves_and_plans_what_the_original_does(fn):
+def test_rebuilt_program_saves_like_original(fn):
+    """Made again, it saves and plans what the original does."""
     again = _made_again(fn, WEIGHTS, X)
     kept, kept_again = _residuals(fn, WEIGHTS, X), _residuals(again, WEIGHTS, X)
     assert [np.shape(r) for r in kept_again] == [np.shape(r) for r in kept]
@@ -79,7 +80,8 @@ def test_made_again_it_saves_and_plans_what_the_original_does(fn):
     np.testing.assert_allclose(jax.grad(again)(WEIGHTS, X), jax.grad(fn)(WEIGHTS, X), rtol=1e-6)
 
 
-def test_a_policy_of_the_learners_own_does_not_travel():
+def test_learner_own_policy_does_not_travel():
+    """A policy of the learner's own does not travel."""
     mine = jax.checkpoint(lambda v: jnp.sin(v), policy=lambda prim, *_, **__: prim.name == "sin")
     with pytest.raises(WireError, match="function of your own.*jax.checkpoint_policies"):
         program_as_data(jax.make_jaxpr(mine)(X))
@@ -94,7 +96,8 @@ def test_a_side_effect_does_not_travel():
         program_as_data(jax.make_jaxpr(effect)(X))
 
 
-def test_a_custom_derivative_travels_as_its_plain_body():
+def test_custom_derivative_travels_as_body():
+    """A custom derivative travels as its plain body."""
     data = program_as_data(jax.make_jaxpr(lambda v: jnp.sum(jax.nn.relu(v)))(X))
     assert "custom_jvp_call" not in dumps(data) and '"closed_call"' in dumps(data)
     again = program_from_data(data)
@@ -156,7 +159,8 @@ def test_what_is_not_jaxs_own_is_refused(change):
         program_from_data(_hostile(change))
 
 
-def test_the_control_of_the_hostile_data_reads_back():
+def test_hostile_data_control_reads_back():
+    """The control of the hostile data reads back."""
     assert program_from_data(_data()) is not None
 
 
@@ -176,7 +180,7 @@ def test_nesting_and_size_are_bounded():
         program_from_data(many)
 
 
-def test_a_constant_shared_by_jitted_layers_stays_one_value():
+def test_shared_constant_stays_one_value():
     """One jitted layer called four times closes over one weight array: made again, its VJP keeps
     the weights once, as the original does (four copies would be four residuals)."""
 

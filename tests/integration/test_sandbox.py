@@ -39,8 +39,10 @@ from bundle.execute import execute_notebook
 DOUBLE = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda a: (a * 2.5).sum())(jnp.arange(7.0))))"
 
 
-def test_a_kernel_inherits_what_changes_numerics_and_none_of_the_graders_compile_cache():
-    """An instructor's own JAX cache settings would point a kernel at a folder it cannot see (or,
+def test_kernel_env_keeps_numerics_not_cache():
+    """A kernel inherits what changes numerics and none of the grader's compile cache.
+
+    An instructor's own JAX cache settings would point a kernel at a folder it cannot see (or,
     unsandboxed, one that outlives the run): the grader alone decides the cache."""
     from autograder.kernel.sandbox import kernel_env
 
@@ -105,7 +107,7 @@ def run(session: SandboxSession, *sources: str, timeout: int = 60) -> nbformat.N
         extra_arguments=QUIET,
     )
     client.km = client.create_kernel_manager()
-    client.km.session_name = session.name
+    client.km.sandbox_session = session
     client.execute()
     return notebook
 
@@ -171,7 +173,8 @@ def test_a_kernel_sees_only_the_allow_list(session_factory, tmp_path):
     assert leaked_env == "[]"
 
 
-def test_a_kernel_cannot_write_outside_its_scratch_space(session_factory):
+def test_kernel_writes_only_to_scratch(session_factory):
+    """A kernel cannot write outside its scratch space."""
     targets = ["/usr/x", "/etc/x", f"{sys.prefix}/x", "/assignment/x", "/x"]
     notebook = run(
         session_factory(),
@@ -191,7 +194,8 @@ def test_a_kernel_cannot_write_outside_its_scratch_space(session_factory):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the kernel runs as the grader's own user when the grader is not root")
-def test_a_kernel_of_a_root_grader_runs_unprivileged(session_factory):
+def test_root_graders_kernel_is_unprivileged(session_factory):
+    """A kernel of a root grader runs unprivileged."""
     notebook = run(
         session_factory(),
         (
@@ -266,7 +270,7 @@ print('child done', time.monotonic() - start < 5)
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
-def test_a_kernel_listens_on_no_port_and_a_forked_child_cannot_hang_it(session_factory, fork):
+def test_kernel_opens_no_port_fork_cannot_hang(session_factory, fork):
     """ipykernel's loopback port for forked children's output is not opened: a port scan inside
     the sandbox finds nothing, and a child that prints does not block."""
     notebook = run(session_factory(fork=fork), LISTENING)
@@ -313,7 +317,7 @@ def test_each_notebook_starts_afresh(session_factory, fork):
         assert stdout(first, 0).split()[0] != kernel, "each notebook is a fork of its own"
 
 
-def test_a_session_in_a_folder_too_deep_for_a_unix_socket_keeps_its_sockets_in_a_short_folder(tmp_path, assignment):
+def test_deep_tmpdir_keeps_sockets_short(tmp_path, assignment):
     """An instructor's TMPDIR may be deep (a cluster's job folder, macOS's /var/folders/...): a
     socket's path holds 107 bytes, so the sockets go to a private folder of /tmp's, removed with
     the session."""
@@ -334,8 +338,10 @@ def test_a_session_in_a_folder_too_deep_for_a_unix_socket_keeps_its_sockets_in_a
     short.parent.rmdir()
 
 
-def test_the_scratch_space_is_mounted_before_the_folders_it_would_hide(monkeypatch):
-    """A venv under the host's /tmp (a checkout in /tmp) is bound on top of the kernel's /tmp."""
+def test_scratch_mounted_before_what_it_hides(monkeypatch):
+    """The scratch space is mounted before the folders it would hide.
+
+    A venv under the host's /tmp (a checkout in /tmp) is bound on top of the kernel's /tmp."""
     from autograder.kernel import sandbox as sandbox_module
 
     venv = "/tmp/a-checkout/.venv"
@@ -373,9 +379,8 @@ print(open({marker!r}).read(), sorted(os.listdir(os.path.dirname({folder!r}))))
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
-def test_a_venv_under_tmp_is_seen_read_only_and_kept_while_what_was_planted_beside_it_goes(
-    session_factory, monkeypatch, fork
-):
+def test_venv_under_tmp_read_only_plants_gone(session_factory, monkeypatch, fork):
+    """A venv under /tmp is seen read-only and kept while what was planted beside it goes."""
     from autograder.kernel import sandbox as sandbox_module
 
     checkout = Path("/tmp") / f"performance05-checkout-{uuid.uuid4().hex[:8]}"
@@ -424,8 +429,10 @@ print(sorted(tried.items()))
 """
 
 
-def test_a_kernel_makes_no_namespace_and_still_runs_threads_and_processes(session_factory):
-    """No user, mount or other namespace, no setns, no System V memory: in a user namespace of its
+def test_kernel_no_namespace_still_runs_threads(session_factory):
+    """A kernel makes no namespace and still runs threads and processes.
+
+    No user, mount or other namespace, no setns, no System V memory: in a user namespace of its
     own a kernel could mount an unsized tmpfs past every limit, or list the sealed compile cache."""
     notebook = run(session_factory(), NAMESPACES)
     assert stdout(notebook, 0).strip() == str(
@@ -443,7 +450,8 @@ def test_a_kernel_makes_no_namespace_and_still_runs_threads_and_processes(sessio
     )
 
 
-def test_a_kernel_that_kills_its_host_only_costs_a_restart(session_factory):
+def test_host_killed_by_kernel_costs_restart(session_factory):
+    """A kernel that kills its host only costs a restart."""
     session = session_factory()
     run(session, "print(1)")
     first = session.host.process.pid
@@ -471,7 +479,8 @@ def test_memory_past_the_limit_is_a_memory_error(session_factory):
     assert stdout(notebook, 1).strip() == "still here"
 
 
-def test_a_fork_bomb_stops_its_own_kernel_and_says_so(session_factory):
+def test_fork_bomb_stops_own_kernel(session_factory):
+    """A fork bomb stops its own kernel and says so."""
     session = session_factory(limits={"processes": 16})
     with pytest.raises(DeadKernelError):
         run(session, "import os\nwhile True:\n    os.fork()", timeout=60)
@@ -480,7 +489,8 @@ def test_a_fork_bomb_stops_its_own_kernel_and_says_so(session_factory):
     assert stdout(run(session, "print('after')"), 0).strip() == "after"
 
 
-def test_files_and_scratch_space_past_their_limits_fail_with_os_errors(session_factory):
+def test_file_and_scratch_limits_raise_os_errors(session_factory):
+    """Files and scratch space past their limits fail with OS errors."""
     notebook = run(
         session_factory(limits={"file_size": "8M", "scratch": "32M"}),
         (
@@ -497,18 +507,20 @@ def test_files_and_scratch_space_past_their_limits_fail_with_os_errors(session_f
     assert results[0] == "EFBIG" and "ENOSPC" in results[1:], results
 
 
-def test_printed_output_past_the_limit_is_cut_by_the_grader(session_factory):
-    """The one output cap is the grader's (a kernel's code could undo one set inside it)."""
-    from traitlets.config import Config
+def test_grader_cuts_output_past_limit(session_factory):
+    """Printed output past the limit is cut by the grader.
 
-    from autograder.notebook.execute import SandboxedExecute
+    The one output cap is the grader's (a kernel's code could undo one set inside it)."""
+    from autograder.notebook.execute import NotebookContext, SandboxedExecute
 
     session = session_factory(limits={"output": "1M"})
     notebook = _notebook("for _ in range(8):\n    print('x' * 2**20)", "print('after')")
-    config = Config()
-    config.SandboxedKernelManager.session_name = session.name
     executor = SandboxedExecute(
-        config=config, timeout=60, kernel_name="python3", limits={"output": "1M"}, extra_arguments=QUIET
+        context=NotebookContext(session),
+        timeout=60,
+        kernel_name="python3",
+        limits={"output": "1M"},
+        extra_arguments=QUIET,
     )
     executor.preprocess(notebook, {})
     text = stdout(notebook, 0)
@@ -526,7 +538,8 @@ monitoring.register_event_listener(lambda event, **kw: HITS.append(event) if eve
 """
 
 
-def test_a_kernel_loads_from_the_cache_and_cannot_write_to_it(session_factory, tmp_path):
+def test_kernel_reads_cache_read_only(session_factory, tmp_path):
+    """A kernel loads from the cache and cannot write to it."""
     cache, work = tmp_path / "cache", tmp_path / "instructor"
     work.mkdir()
     nbformat.write(_notebook(DOUBLE), work / "fill.ipynb")
@@ -553,24 +566,22 @@ def test_a_kernel_loads_from_the_cache_and_cannot_write_to_it(session_factory, t
     assert sorted(p.name for p in cache.iterdir()) == before
 
 
-def test_a_cache_filled_on_another_kind_of_machine_is_not_used(tmp_path):
-    template, count, _ = compile_cache.add_entries(
-        {"nbgrader_config.py": b""}, [("another-cpu", {"jit_f-abc-cache": b"native code"})]
+def test_foreign_machine_cache_not_used(tmp_path):
+    """A cache filled on another kind of machine is not used."""
+    assert compile_cache.write_cache({"jit_f-abc-cache": b"native code"}, "another-cpu", tmp_path / "a") is None
+    here = compile_cache.write_cache(
+        {"jit_f-abc-cache": b"native code"}, compile_cache.host_signature(), tmp_path / "b"
     )
-    assert count == 1
-    course = tmp_path / "course"
-    for relative, data in template.items():
-        (course / relative).parent.mkdir(parents=True, exist_ok=True)
-        (course / relative).write_bytes(data)
-    assert compile_cache.usable_cache(course) is None
-    (course / compile_cache.HOST).write_text(compile_cache.host_signature())
-    assert compile_cache.usable_cache(course) == course / compile_cache.ENTRIES
+    assert here == tmp_path / "b" / compile_cache.ENTRIES
+    assert (here / "jit_f-abc-cache").read_bytes() == b"native code"
+    os.chmod(here, 0o700)  # sealed: listable again for the removal of tmp_path
 
 
 # ---------------------------------------------------------------------------------------
 # Where no sandbox works: stop before grading anyone, and say how to fix it.
 # ---------------------------------------------------------------------------------------
-def test_a_host_that_forbids_the_sandbox_stops_grading_with_the_fix(tmp_path, monkeypatch):
+def test_forbidden_sandbox_stops_with_fix(tmp_path, monkeypatch):
+    """A host that forbids the sandbox stops grading with the fix."""
     broken = tmp_path / "bwrap"
     broken.write_text(
         "#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
@@ -590,7 +601,8 @@ def test_a_host_that_forbids_the_sandbox_stops_grading_with_the_fix(tmp_path, mo
     assert not (tmp_path / "out" / "course").exists(), "nothing is graded before the sandbox is proven"
 
 
-def test_the_command_line_exits_3_when_no_sandbox_works(tmp_path):
+def test_cli_exits_3_without_sandbox(tmp_path):
+    """The command line exits 3 when no sandbox works."""
     subs = tmp_path / "subs" / "ann"
     subs.mkdir(parents=True)
     (subs / "01-understand.ipynb").write_bytes((RELEASE / "01-understand.ipynb").read_bytes())
@@ -652,7 +664,7 @@ def routes(site_folders, extension):
 """
 
 
-def test_the_numpy_only_process_offers_numpy_and_the_standard_library_and_nothing_else(tmp_path, assignment):
+def test_numpy_only_offers_numpy_and_stdlib(tmp_path, assignment):
     """By every route an answer cell has: an import, importlib, __import__, the process's own
     import hook taken out, the host's package folders put on sys.path, an extension module loaded
     by its file, another Python: nothing but NumPy and the standard library loads."""
@@ -680,7 +692,7 @@ def test_the_numpy_only_process_offers_numpy_and_the_standard_library_and_nothin
     ), tried
 
 
-def test_without_a_sandbox_the_numpy_only_import_hook_refuses_what_is_not_allowed(tmp_path):
+def test_unsandboxed_numpy_only_hook_refuses(tmp_path):
     """--unsafe-no-sandbox: only the hook stands, and it is an allow-list (SciPy, SymPy, JAX, and
     a module planted on the path, refused; the standard library and NumPy load)."""
     import subprocess
@@ -746,7 +758,7 @@ def lingering(x):
 """
 
 
-def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its_line(tmp_path, assignment):
+def test_builder_fork_cannot_reach_its_line(tmp_path, assignment):
     """A cell that rebinds JAX and writes a forged answer on every descriptor it has: that request
     is refused, nothing forged reaches the judge's line, and the next program, from a clean cell,
     is built by a fork that never saw the tampering: it is the program of its own cell. A cell that
@@ -773,7 +785,7 @@ def test_the_program_builder_builds_each_program_in_a_fork_that_cannot_reach_its
         assert np.allclose(decode(artifact_runner.answer(request)["result"]), [2.0, 4.0, 6.0])
 
 
-def test_a_program_reached_through_a_linked_folder_is_named_by_its_real_folder(tmp_path):
+def test_linked_folder_named_by_real_path(tmp_path):
     """A checkout whose .venv links to another's: the sandbox binds the real folders, so the
     program is named through them; its own name, a link itself in a venv, is kept."""
     from autograder.kernel.sandbox import _unlinked_program

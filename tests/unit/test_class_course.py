@@ -47,14 +47,14 @@ def _ps1(gb, points: float = 2, locked: bool = True) -> None:
     gb.add_notebook("02", "ps1")
 
 
-def test_structure_changes_none_for_equal_structures():
+def test_structure_changes_none_when_equal():
     """Two equal structures have no changes."""
     structure = lambda: {"01": _kinds(grade_cell={"check": "code, 2 points"}, solution_cell={"answer": "answer"})}
     assert structure_changes(structure(), structure()) == []
     assert structure_changes({}, {}) == []
 
 
-def test_structure_changes_notebook_added_and_removed():
+def test_structure_changes_notebook_add_remove():
     """A notebook only in the new structure is new; one only in the old is no longer in the assignment; sorted by name."""
     old = {"01": _kinds(), "02": _kinds()}
     new = {"01": _kinds(), "03": _kinds(grade_cell={"check": "code, 1 points"})}
@@ -64,7 +64,7 @@ def test_structure_changes_notebook_added_and_removed():
     ]
 
 
-def test_structure_changes_cell_removed_new_and_changed():
+def test_structure_changes_cell_edits():
     """Each kind of cell reports removed, new and changed cells, one line each, in name order."""
     old = {"01": _kinds(grade_cell={"a": "code, 1 points", "b": "code, 2 points", "c": "code, 3 points"})}
     new = {"01": _kinds(grade_cell={"b": "code, 2 points", "c": "markdown, 3 points", "d": "code, 4 points"})}
@@ -75,7 +75,7 @@ def test_structure_changes_cell_removed_new_and_changed():
     ]
 
 
-def test_structure_changes_same_cell_name_in_two_kinds():
+def test_structure_changes_name_in_two_kinds():
     """A cell name of one kind is not matched against another kind's cells."""
     old = {"01": _kinds(grade_cell={"x": "code, 1 points"}, source_cell={"x": "code, locked"})}
     new = {"01": _kinds(grade_cell={"x": "code, 1 points"}, source_cell={"x": "code"})}
@@ -89,7 +89,7 @@ def test_structure_changes_kind_missing_in_old():
     assert structure_changes(old, new) == ["01: task cell 't' is new (markdown, 3 points)"]
 
 
-def test_assignment_structure_reads_each_kind_of_cell(tmp_path):
+def test_assignment_structure_reads_cell_kinds(tmp_path):
     """The structure names each notebook's grade, solution, task and source cells with their type, points and lock."""
     course = _course(tmp_path, _ps1)
     assert assignment_structure(course) == {
@@ -103,13 +103,13 @@ def test_assignment_structure_reads_each_kind_of_cell(tmp_path):
     }
 
 
-def test_assignment_structure_empty_without_assignment(tmp_path):
+def test_structure_empty_without_assignment(tmp_path):
     """A gradebook that does not hold the course's assignment has an empty structure."""
     course = _course(tmp_path, lambda gb: gb.add_assignment("other"))
     assert assignment_structure(course) == {}
 
 
-def test_assignment_structure_changes_found_between_gradebooks(tmp_path):
+def test_structure_changes_between_gradebooks(tmp_path):
     """Two gradebooks differing in a cell's points and lock compare as exactly those changes."""
     before = assignment_structure(_course(tmp_path / "a", _ps1))
     after = assignment_structure(_course(tmp_path / "b", lambda gb: _ps1(gb, points=3, locked=False)))
@@ -120,7 +120,7 @@ def test_assignment_structure_changes_found_between_gradebooks(tmp_path):
     ]
 
 
-def test_backup_gradebook_copies_without_overwriting(tmp_path, monkeypatch):
+def test_backup_gradebook_never_overwrites(tmp_path, monkeypatch):
     """Backups made in the same second get distinct names, each a copy of the gradebook; none without a gradebook."""
     course = tmp_path / "out" / "course"
     course.mkdir(parents=True)
@@ -135,7 +135,7 @@ def test_backup_gradebook_copies_without_overwriting(tmp_path, monkeypatch):
     assert (one.read_bytes(), two.read_bytes(), three.read_bytes()) == (b"first", b"second", b"second")
 
 
-def test_clear_outputs_removes_stale_class_files_only_without_gradebook(tmp_path):
+def test_clear_outputs_only_without_gradebook(tmp_path):
     """A new class starts without the earlier class files; with a gradebook to reuse nothing is removed."""
     out = tmp_path / "out"
     (out / "feedback" / "ada").mkdir(parents=True)

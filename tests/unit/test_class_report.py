@@ -170,7 +170,8 @@ def _no_markup_escapes(text: str) -> None:
     assert not re.search(r"""(href|src)\s*=\s*["']?\s*javascript:""", text, re.I)
 
 
-def test_three_of_five_twice_the_slope_off_are_counted_under_the_judges_reason(tmp_path):
+def test_failures_counted_under_judge_reason(tmp_path):
+    """Three of five, twice the slope off, are counted under the judge's reason."""
     judged = _class_of_five()
     text, tables = _write(tmp_path, judged, _rows(sorted(judged)))
     items = _csv(tmp_path, "items")
@@ -187,7 +188,8 @@ def test_three_of_five_twice_the_slope_off_are_counted_under_the_judges_reason(t
     _page_and_files_agree(tmp_path, tables)
 
 
-def test_every_figure_has_alt_text_and_a_table_of_its_numbers_and_nothing_runs(tmp_path):
+def test_figures_have_alt_text_and_tables(tmp_path):
+    """Every figure has alt text and a table of its numbers and nothing runs."""
     judged = _class_of_five()
     text, tables = _write(tmp_path, judged, _rows(sorted(judged), pending=("bob",)))
     assert len(tables.images) == 3  # scores, items, time
@@ -250,7 +252,8 @@ def test_a_class_where_nobody_passed_an_item(tmp_path):
     _page_and_files_agree(tmp_path, tables)
 
 
-def test_broken_submissions_are_named_and_counted_as_missing_their_items(tmp_path):
+def test_broken_submissions_counted_as_missing(tmp_path):
+    """Broken submissions are named and counted as missing their items."""
     judged = _class_of_five()
     judged["dan"]["notebooks"]["04-exercise"] = _notebook(
         {"test-central-difference": _cell([], error="this cell's checks did not run: the kernel died, in cell 7")},
@@ -277,7 +280,8 @@ def test_broken_submissions_are_named_and_counted_as_missing_their_items(tmp_pat
     _page_and_files_agree(tmp_path, tables)
 
 
-def test_a_class_with_nobody_graded_yet_still_gives_a_page(tmp_path):
+def test_ungraded_class_still_gives_page(tmp_path):
+    """A class with nobody graded yet still gives a page."""
     text, tables = _write(tmp_path, {}, [])
     assert "Nobody is graded" in text and not tables.images
     _page_and_files_agree(tmp_path, tables)
@@ -321,11 +325,13 @@ def test_a_class_with_nobody_graded_yet_still_gives_a_page(tmp_path):
         ),
     ],
 )
-def test_the_reason_key_is_the_judges_wording_without_the_learners_values(failure, hint, reason):
+def test_reason_key_drops_learner_values(failure, hint, reason):
+    """The reason key is the judge's wording without the learner's values."""
     assert reason_of(failure, hint) == reason
 
 
-def test_the_judge_keeps_each_items_hint_only_when_the_failure_is_that_judgments():
+def test_item_hint_kept_only_for_own_failure():
+    """The judge keeps each item's hint only when the failure is that judgment's."""
     judgment = {"kind": "close", "what": "slope", "hint": HINT}
     items = [
         {"points": 1, "what": "passes", "judgments": [judgment], "failure": None},
@@ -340,7 +346,8 @@ def test_the_judge_keeps_each_items_hint_only_when_the_failure_is_that_judgments
     ]
 
 
-def test_a_regrade_shows_what_changed_and_for_whom(tmp_path):
+def test_regrade_shows_changes_and_for_whom(tmp_path):
+    """A regrade shows what changed and for whom."""
     judged = _class_of_five()
     first = {f"{nb}.ipynb": data for nb, data in judged["cat"]["notebooks"].items()}
     write_judged(tmp_path, "cat", first, [], [])
@@ -360,7 +367,8 @@ def test_a_regrade_shows_what_changed_and_for_whom(tmp_path):
     _page_and_files_agree(tmp_path, tables)
 
 
-def test_nbgrader_autograde_keeps_one_notebook_at_a_time(tmp_path):
+def test_autograde_keeps_one_notebook_at_a_time(tmp_path):
+    """nbgrader autograde keeps one notebook at a time."""
     record = _notebook({"test-a": _cell([_item("a value", False, "expected the value: 3, found 4")])})
     record_notebook(tmp_path, "ann", "01-understand", record, ["a trouble"], ["a finding"])
     record_notebook(tmp_path, "ann", "04-exercise", record, [], [])
@@ -372,7 +380,8 @@ def test_nbgrader_autograde_keeps_one_notebook_at_a_time(tmp_path):
     assert kept["broken"] == [] and kept["flags"] == ["01-understand.ipynb: another finding"]
 
 
-def test_the_report_reads_the_class_gradebook_and_links_feedback_that_exists(tmp_path):
+def test_report_links_existing_feedback(tmp_path):
+    """The report reads the class gradebook and links feedback that exists."""
     from nbgrader.api import Gradebook
 
     from autograder.gradebook.class_gradebook import fast_schema_stamp, quiet_gradebook_warnings

@@ -65,12 +65,14 @@ def pyproject() -> dict:
 
 
 @pytest.mark.parametrize("lock", sorted(LOCKS))
-def test_the_lock_files_are_up_to_date_with_pyproject(pyproject, lock):
+def test_lock_files_match_pyproject(pyproject, lock):
+    """The lock files are up to date with pyproject."""
     problems = stale(pyproject, (ROOT / lock).read_text(), LOCKS[lock])
     assert problems == [], f"{lock} is stale, run `make lock`:\n  " + "\n  ".join(problems)
 
 
-def test_a_dependency_added_without_relocking_is_caught(pyproject):
+def test_unlocked_dependency_is_caught(pyproject):
+    """A dependency added without relocking is caught."""
     text = (ROOT / "requirements-cpu.txt").read_text()
     changed = {**pyproject, "project": {**pyproject["project"]}}
     changed["project"]["dependencies"] = [*pyproject["project"]["dependencies"], "tqdm==4.67.1"]
@@ -86,7 +88,8 @@ def test_a_dependency_added_without_relocking_is_caught(pyproject):
     assert stale(grouped, text, LOCKS["requirements-cpu.txt"]) == ["tqdm (test) is not in the lock"]
 
 
-def test_the_bundles_environment_is_pinned_exactly(pyproject):
+def test_bundle_environment_pinned_exactly(pyproject):
+    """The bundle's environment is pinned exactly."""
     loose = [
         r
         for group in pyproject["dependency-groups"].values()

@@ -13,12 +13,13 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
 
 from autograder.judge.judged_cells import JudgedCells, JudgeSettings
-from autograder.kernel.kernels import SandboxSession, session_named
+from autograder.kernel.kernels import SandboxSession
 from autograder.kernel.output_caps import MAX_OUTPUTS, SLACK, OutputCaps, size_of
 from autograder.kernel.sandbox import Limits, Sandbox
 from autograder.notebook.execute import (
     FAILURE_CAUSES,
     Failure,
+    NotebookContext,
     NotebookRecord,
     SandboxedExecute,
     _note_limits,
@@ -39,7 +40,8 @@ def _stream(text: str, msg_id: str = "m") -> dict:
 # ---------------------------------------------------------------------------------------
 # Output caps.
 # ---------------------------------------------------------------------------------------
-def test_a_cell_keeps_output_up_to_its_limit_and_gets_one_note():
+def test_cell_output_cut_at_limit_with_note():
+    """A cell keeps output up to its limit and gets one note."""
     caps = OutputCaps(cell_bytes=1000, notebook_bytes=10**9)
     content = {"name": "stdout", "text": "x" * 400}
     size = size_of(content)
@@ -68,7 +70,8 @@ def test_a_cell_keeps_at_most_max_outputs_outputs():
     assert "outputs, the limit of a cell" in reasons[MAX_OUTPUTS]
 
 
-def test_a_display_update_counts_once_per_output_it_replaces():
+def test_display_update_counts_once_per_output():
+    """A display update counts once per output it replaces."""
     caps = OutputCaps(cell_bytes=10**9, notebook_bytes=10_000)
     small = {"data": {"text/plain": "z" * 100}, "metadata": {}}
     caps.admit_update(small, targets=3)
@@ -78,7 +81,9 @@ def test_a_display_update_counts_once_per_output_it_replaces():
     assert "past the output limit of grading" in big["data"]["text/plain"]
 
 
-def test_an_unmeasurable_output_counts_as_past_every_limit():
+def test_unmeasurable_output_exceeds_limits():
+    """An unmeasurable output counts as past every limit."""
+
     class Odd:
         def __repr__(self):
             raise RecursionError
@@ -86,7 +91,8 @@ def test_an_unmeasurable_output_counts_as_past_every_limit():
     assert size_of({"data": Odd()}) == 1 << 30
 
 
-def test_the_executor_cuts_a_cells_output_and_keeps_the_next_cells():
+def test_executor_cuts_one_cell_keeps_next():
+    """The executor cuts a cell's output and keeps the next cell's."""
     executor = SandboxedExecute(limits={"output": "1k"})
     executor.reset_execution_trackers()
     executor.clear_before_next_output = False  # as nbclient sets it when a cell starts
@@ -132,7 +138,9 @@ def _run_cell(executor, cell, index: int):
     return _run(executor.async_execute_cell(cell, index))
 
 
-def test_a_kernel_stopped_at_a_limit_ends_the_notebook_there(executor, monkeypatch):
+def test_kernel_stopped_at_limit_ends_notebook(executor, monkeypatch):
+    """A kernel stopped at a limit ends the notebook there."""
+
     async def dies(self, cell, index, *args, **kwargs):
         raise DeadKernelError("gone")
 
@@ -149,7 +157,9 @@ def test_a_kernel_stopped_at_a_limit_ends_the_notebook_there(executor, monkeypat
     ]
 
 
-def test_a_broken_output_channel_stops_the_kernel_and_says_so(executor, monkeypatch):
+def test_broken_output_channel_stops_kernel(executor, monkeypatch):
+    """A broken output channel stops the kernel and says so."""
+
     async def never_outputs(self, cell, index, *args, **kwargs):
         raise CellTimeoutError("no output")
 
@@ -159,7 +169,7 @@ def test_a_broken_output_channel_stops_the_kernel_and_says_so(executor, monkeypa
     assert executor._stopped.endswith("in cell 1")
 
 
-def test_an_output_channel_cut_by_a_limits_stop_names_the_limit(executor, monkeypatch):
+def test_channel_cut_by_limit_names_limit(executor, monkeypatch):
     """The watcher stops the sandbox between a cell's reply and its last output (hostile-memory-hog
     on a loaded machine): the output never comes, and the cause is the limit, not the channel."""
 
@@ -175,7 +185,7 @@ def test_an_output_channel_cut_by_a_limits_stop_names_the_limit(executor, monkey
     assert executor._stopped.endswith("in cell 40")
 
 
-def test_the_kernel_managers_limit_is_the_watchers_word_before_anything_checked_the_kernel():
+def test_manager_limit_is_watchers_word_first():
     """The cell above asks the manager at once: nothing has yet found the kernel dead (which is
     where nbclient would ask is_alive), so the manager reads the limit from its watcher."""
     from autograder.kernel.kernels import SandboxedKernelManager
@@ -187,7 +197,8 @@ def test_the_kernel_managers_limit_is_the_watchers_word_before_anything_checked_
     assert manager.limit_hit == hit
 
 
-def test_a_notebook_past_its_budget_runs_no_further_cell(executor, monkeypatch):
+def test_notebook_past_budget_runs_no_cell(executor, monkeypatch):
+    """A notebook past its budget runs no further cell."""
     ran = []
 
     async def runs(self, cell, index, *args, **kwargs):
@@ -201,7 +212,8 @@ def test_a_notebook_past_its_budget_runs_no_further_cell(executor, monkeypatch):
     assert "time budget of 5 s, before cell 5" in executor.record.trouble[0]
 
 
-def test_a_cell_gets_what_is_left_of_the_budget_as_its_timeout(executor, monkeypatch):
+def test_cell_timeout_is_budget_left(executor, monkeypatch):
+    """A cell gets what is left of the budget as its timeout."""
     import time
 
     seen = []
@@ -218,12 +230,12 @@ def test_a_cell_gets_what_is_left_of_the_budget_as_its_timeout(executor, monkeyp
     assert seen[0] in (6, 7) and seen[1] == 30
 
 
-def test_what_ended_a_notebook_is_kept_as_data_with_its_cell(tmp_path, monkeypatch):
+def test_notebook_end_kept_as_data(tmp_path, monkeypatch):
+    """What ended a notebook is kept as data with its cell."""
     session = SandboxSession(Sandbox(bwrap=None), tmp_path / "session", tmp_path)
-    session.record = NotebookRecord()
+    context = NotebookContext(session, NotebookRecord())
     try:
-        executor = SandboxedExecute(limits={})
-        executor.config.SandboxedKernelManager.session_name = session.name
+        executor = SandboxedExecute(limits={}, context=context)
 
         def fails(self, nb, resources=None, km=None):
             self.record.current_cell = 6
@@ -232,13 +244,14 @@ def test_what_ended_a_notebook_is_kept_as_data_with_its_cell(tmp_path, monkeypat
         monkeypatch.setattr(Execute, "preprocess", fails)
         with pytest.raises(DeadKernelError):
             executor.preprocess(nbformat.v4.new_notebook(), {})
-        assert session.record.failure == Failure(6, "DeadKernelError", FAILURE_CAUSES["DeadKernelError"])
+        assert context.record.failure == Failure(6, "DeadKernelError", FAILURE_CAUSES["DeadKernelError"])
+        assert executor.record is context.record
     finally:
         session.remove()
-    assert session_named(session.name) is None  # a removed session is no longer found by its name
 
 
-def test_a_failure_without_a_known_cause_names_what_was_raised():
+def test_unknown_failure_names_exception():
+    """A failure without a known cause names what was raised."""
     failure = failure_of(KeyError("grade_id"), None)
     assert failure == Failure(None, "KeyError", "nbgrader could not grade it: KeyError: 'grade_id'")
 
@@ -252,7 +265,8 @@ def test_a_failure_without_a_known_cause_names_what_was_raised():
         ("PermissionError", "[Errno 30] Read-only file system", "read-only"),
     ],
 )
-def test_a_learners_error_from_a_limit_names_the_limit_once(ename, evalue, note):
+def test_learner_limit_error_names_limit_once(ename, evalue, note):
+    """A learner's error from a limit names the limit once."""
     cell = _cell()
     cell.outputs = [nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[])]
     _note_limits(cell)
@@ -260,7 +274,8 @@ def test_a_learners_error_from_a_limit_names_the_limit_once(ename, evalue, note)
     assert cell.outputs[0]["evalue"].count(note) == 1
 
 
-def test_an_unsandboxed_kernels_scratch_path_reads_as_tmp():
+def test_unsandboxed_scratch_reads_as_tmp():
+    """An unsandboxed kernel's scratch path reads as /tmp."""
     notebook = nbformat.v4.new_notebook(cells=[_cell()])
     notebook.cells[0].outputs = [
         nbformat.v4.new_output("stream", name="stdout", text="/scratch/9/x.npy\n"),
@@ -276,7 +291,8 @@ def test_an_unsandboxed_kernels_scratch_path_reads_as_tmp():
 # ---------------------------------------------------------------------------------------
 # The glue to the judge.
 # ---------------------------------------------------------------------------------------
-def test_only_test_cells_are_judged_and_only_with_a_judge_source():
+def test_only_test_cells_judged_with_source():
+    """Only test cells are judged and only with a judge source."""
     judged = JudgedCells(JudgeSettings("/course/source/ps1", "remat_checks", 1), [], 30, float("inf"))
     test = _cell("from remat_checks import Checks\nassert f(2) == 4", grade=True, solution=False, points=2)
     answer = _cell("def f(x):\n    return x * x", grade=True, solution=True, points=1)
@@ -286,7 +302,8 @@ def test_only_test_cells_are_judged_and_only_with_a_judge_source():
     assert not unjudged.judges(test)
 
 
-def test_a_test_cell_after_the_kernel_stopped_scores_zero_and_says_why():
+def test_cell_after_kernel_stop_scores_zero():
+    """A test cell after the kernel stopped scores zero and says why."""
     judged = JudgedCells(JudgeSettings("/x", "remat_checks", 1), [], 30, float("inf"))
     cell = _cell("assert True", grade=True, solution=False, points=3)
     seconds, dead = _run(judged.verdict(cell, 4, None, None, "the kernel died, in cell 2"))

@@ -92,7 +92,8 @@ def _every_step(notebook) -> None:
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=notebooks)
-def test_a_generated_notebook_is_taken_in_or_named_and_never_raises(data, tmp_path_factory):
+def test_intake_never_raises(data, tmp_path_factory):
+    """A generated notebook is taken in or named and never raises."""
     folder = tmp_path_factory.mktemp("student")
     path = folder / "02-build.ipynb"
     path.write_text(json.dumps(data, allow_nan=True))
@@ -121,7 +122,8 @@ def test_bytes_that_are_not_a_notebook_are_named(data):
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(junk_text | st.text(max_size=200))
-def test_any_code_is_scanned_or_said_to_be_unscanned(source):
+def test_any_code_scanned_or_said_unscanned(source):
+    """Any code is scanned or said to be unscanned."""
     for line, meaning, code in scan_source(source):
         assert isinstance(line, int) and meaning and isinstance(code, str)
 
@@ -135,7 +137,8 @@ def test_any_code_is_scanned_or_said_to_be_unscanned(source):
     ],
     ids=["nbgrader-null", "source-null", "deep-expression"],
 )
-def test_the_three_odd_notebooks_of_the_issue_are_taken_in(odd, tmp_path):
+def test_odd_issue_notebooks_are_taken_in(odd, tmp_path):
+    """The three odd notebooks of the issue are taken in."""
     path = tmp_path / "02-build.ipynb"
     path.write_text(json.dumps({**odd, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     taken = take_in({"02-build.ipynb": path})

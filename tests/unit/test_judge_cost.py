@@ -56,7 +56,7 @@ def _tuple_key_dict(pairs) -> dict:
     return {"$dict": [[{"$tuple": list(pair)}, index] for index, pair in enumerate(pairs)]}
 
 
-def test_keys_that_share_a_hash_are_refused_past_a_few():
+def test_same_hash_keys_refused_past_few():
     """49,000 tuple keys with one hash took minutes of the grader's CPU in one call; any number
     of keys of one hash past MAX_SAME_HASH is refused, whatever their type."""
     with pytest.raises(WireError, match="keys of one hash"):
@@ -130,7 +130,7 @@ def _timing_cell(checks, samples):
 BYTES = 4 << 20  # a timing "sample" array of 4 MiB of bytes, 7 rows
 
 
-def test_samples_sent_as_bytes_cost_a_small_factor_of_what_came(checks):
+def test_byte_samples_cost_small_factor(checks):
     """Timing samples sent as a byte array became one Python float per byte (about 70 bytes of
     the grader's memory per byte received); judged now in their own dtype, the most allocated at
     once is a small multiple of the array (the comparisons' boolean masks)."""
@@ -148,7 +148,7 @@ def test_samples_sent_as_bytes_cost_a_small_factor_of_what_came(checks):
     assert np.shares_memory(found["values"], samples), "the received array was copied"
 
 
-def test_a_decided_judgment_keeps_a_bounded_copy_not_the_array(checks):
+def test_decided_judgment_keeps_bounded_copy(checks):
     """Every judgment stays with its cell until the next cell: once decided it keeps at most
     KEPT_VALUES numbers of each side, and nothing of the array the learner's code returned."""
     import weakref
@@ -179,7 +179,7 @@ def test_plain_records_a_large_array_by_digest(checks):
     assert checks.plain(small) == [0, 1, 2, 3, 4]
 
 
-def test_verdicts_are_unchanged_on_ordinary_values(checks):
+def test_verdicts_unchanged_on_ordinary_values(checks):
     """The same verdicts as before on what the lesson's checks compare: numbers of every kind."""
     judge = lambda kind, found, expected, **kw: checks.judge(  # noqa: E731
         {"kind": kind, "what": "v", "found": checks.numbers(found), "expected": expected, **kw}

@@ -187,7 +187,7 @@ def test_request_returns_kernels_answer(clock, loop):
     assert channel.installed and channel.dead is None
 
 
-def test_request_after_install_sends_only_the_question(clock, loop):
+def test_request_after_install_sends_question(clock, loop):
     """Once the agent is installed, a request sends only the call to it."""
     channel, kernel, _ = _channel(clock, loop, answering({"result": 1}))
     channel.request({"n": 1}, deadline=START + 5)
@@ -223,7 +223,7 @@ def test_request_waits_for_reply_and_idle(clock, loop):
     assert life.interrupts == []
 
 
-def test_request_takes_first_answer_of_its_own_request(clock, loop):
+def test_request_takes_its_first_answer(clock, loop):
     """Messages of another request are ignored, and of two answers only the first counts."""
 
     def script(code, msg_id):
@@ -239,7 +239,7 @@ def test_request_takes_first_answer_of_its_own_request(clock, loop):
     assert channel.request({}, deadline=START + 5) == {"result": "first"}
 
 
-def test_request_without_answer_is_refused_and_reinstalls_next_time(clock, loop):
+def test_request_without_answer_reinstalls(clock, loop):
     """A kernel that publishes no answer gives a refusal, and the next request sends the agent again."""
     channel, kernel, _ = _channel(clock, loop, lambda code, msg_id: reply(msg_id))
     assert channel.request({}, deadline=START + 5) == {"refused": "the kernel gave no answer"}
@@ -264,7 +264,7 @@ def test_request_malformed_answer_is_refused(clock, loop, monkeypatch, data, ref
     assert channel.request({}, deadline=START + 5) == {"refused": refused}
 
 
-def test_request_past_deadline_interrupts_and_times_out(clock, loop):
+def test_request_past_deadline_times_out(clock, loop):
     """A request still running at its deadline interrupts the kernel once and raises TimeoutError."""
     channel, kernel, life = _channel(clock, loop, answering({"result": 1}, delay=60))
     with pytest.raises(TimeoutError, match="interrupted"):
@@ -274,7 +274,7 @@ def test_request_past_deadline_interrupts_and_times_out(clock, loop):
     assert channel.dead is None
 
 
-def test_request_with_deadline_already_passed_interrupts_at_once(clock, loop):
+def test_request_expired_deadline_interrupts(clock, loop):
     """A request whose deadline has already passed interrupts the kernel before reading any answer."""
     channel, _, life = _channel(clock, loop, answering({"result": 1}))
     with pytest.raises(TimeoutError):
@@ -282,7 +282,7 @@ def test_request_with_deadline_already_passed_interrupts_at_once(clock, loop):
     assert life.interrupts == [START]
 
 
-def test_request_kernel_ignoring_interrupt_is_unavailable(clock, loop):
+def test_request_ignored_interrupt_unavailable(clock, loop):
     """A kernel still silent 10 s after its interrupt makes the judge unavailable, then and for every later request."""
     channel, kernel, life = _channel(clock, loop, lambda code, msg_id: [], obeys=False)
     with pytest.raises(JudgeUnavailable, match="stopped answering"):
@@ -311,7 +311,7 @@ def test_request_on_dead_channel_sends_nothing(clock, loop):
     assert kernel.codes == []
 
 
-def test_request_answers_timed_questions_and_notes_them(clock, loop):
+def test_request_answers_timed_questions(clock, loop):
     """A timed executable's call and wait are answered on stdin after their delay and noted, and its end noted."""
 
     def script(code, msg_id):
@@ -342,7 +342,7 @@ def test_request_answers_timed_questions_and_notes_them(clock, loop):
         dumps({"timed": 7, "event": "call"}),
     ],
 )
-def test_request_answers_unknown_stdin_question_at_once(clock, loop, prompt):
+def test_request_answers_unknown_stdin(clock, loop, prompt):
     """A question on stdin the judge did not ask for is answered at once and noted nowhere."""
 
     def script(code, msg_id):
@@ -359,7 +359,7 @@ def test_request_answers_unknown_stdin_question_at_once(clock, loop, prompt):
 
 
 @pytest.mark.parametrize("field", ["timed", "call"])
-def test_request_answers_infinite_stdin_question_at_once(clock, loop, field):
+def test_request_answers_infinite_stdin(clock, loop, field):
     """A question on stdin with an infinite number is answered at once like any other question the judge did not ask for."""
 
     def script(code, msg_id):

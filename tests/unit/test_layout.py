@@ -40,7 +40,8 @@ def import_graph() -> dict[str, set[str]]:
     return {_module_name(p): _imports(p, modules) - {_module_name(p)} for p in paths}
 
 
-def test_the_grader_imports_nothing_of_the_authoring_side():
+def test_grader_imports_no_authoring_code():
+    """The grader imports nothing of the authoring side."""
     wrong = {m: sorted(d for d in deps if d.startswith("bundle.")) for m, deps in import_graph().items()}
     assert {m: d for m, d in wrong.items() if m.startswith("autograder.") and d} == {}
 
@@ -94,14 +95,16 @@ def _rank(module: str) -> int:
     return ORDER.index(name) if name else len(ORDER)
 
 
-def test_every_module_of_the_grader_is_in_a_subpackage_of_the_flow():
+def test_every_grader_module_in_a_subpackage():
+    """Every module of the grader is in a subpackage of the flow."""
     folder = ROOT / "autograder"
     loose = sorted(p.stem for p in folder.glob("*.py"))
     packages = sorted(p.name for p in folder.iterdir() if (p / "__init__.py").exists())
     assert (loose, packages) == (sorted(TOP_LEVEL), sorted(ORDER))
 
 
-def test_imports_go_to_the_same_subpackage_or_an_earlier_one():
+def test_imports_go_to_same_or_earlier():
+    """Imports go to the same subpackage or an earlier one."""
     wrong = [
         f"{module} imports {dep}"
         for module, deps in import_graph().items()
@@ -112,14 +115,16 @@ def test_imports_go_to_the_same_subpackage_or_an_earlier_one():
     assert wrong == []
 
 
-def test_what_runs_in_a_sandbox_imports_only_what_is_sent_with_it():
+def test_sandboxed_code_imports_only_sent():
+    """What runs in a sandbox imports only what is sent with it."""
     graph = import_graph()
     sandboxed = {m for m in graph if subpackage(m) == "sandboxed"}
     wrong = {m: sorted(d for d in graph[m] if d.startswith("autograder.") and d not in sandboxed) for m in sandboxed}
     assert {m: deps for m, deps in wrong.items() if deps} == {}
 
 
-def test_the_readme_lists_every_module_once_under_its_subpackage():
+def test_readme_lists_each_module_once():
+    """The README lists every module once under its subpackage."""
     text = (ROOT / "autograder" / "README.md").read_text().split("## The code, by job")[1].split("\n## ")[0]
     rows = re.findall(r"^\| (`[a-z]+/`|top level) \| (`[^|]*`) \| [^|]+ \|$", text, re.M)
     folders = [(folder.strip("`") if folder != "top level" else "", names) for folder, names in rows]
@@ -129,7 +134,8 @@ def test_the_readme_lists_every_module_once_under_its_subpackage():
     assert listed == modules
 
 
-def test_the_fixture_families_the_builder_names_are_the_fixtures_there_are():
+def test_builder_fixture_families_exist():
+    """The fixture families the builder names are the fixtures there are."""
     from tests.fixtures import build
 
     families = build.__doc__.split("families:")[1]

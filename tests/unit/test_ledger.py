@@ -56,7 +56,8 @@ TAMPERED = {
 
 
 @pytest.mark.parametrize("how", sorted(TAMPERED))
-def test_a_tampered_score_gives_way_to_the_judges_and_is_noted(how):
+def test_tampered_score_yields_to_judge(how):
+    """A tampered score gives way to the judge's and is noted."""
     data, metadata, nbgrader_reads = TAMPERED[how]
     cell, ledger = _judged(0.0)
     cell.outputs[1]["data"], cell.outputs[1]["metadata"] = data, metadata
@@ -72,13 +73,15 @@ def test_a_tampered_score_gives_way_to_the_judges_and_is_noted(how):
 
 
 @pytest.mark.parametrize("earned", [0.0, 1.5, 3.0])
-def test_an_untouched_verdict_agrees_with_the_ledger_and_nothing_is_noted(earned):
+def test_untouched_verdict_agrees_silently(earned):
+    """An untouched verdict agrees with the ledger and nothing is noted."""
     cell, ledger = _judged(earned)
     assert _reading(cell) == earned
     assert ledger.settle(cell, _reading(cell)) == earned and ledger.findings == []
 
 
-def test_a_judged_notebooks_test_cell_without_a_verdict_scores_zero_and_is_noted():
+def test_cell_without_verdict_scores_zero():
+    """A judged notebook's test cell without a verdict scores zero and is noted."""
     cell, ledger = _judged(3.0, grade_id="test-x")
     stray = _test_cell("test-y")  # nbgrader alone: no output at all reads as full marks
     assert _reading(stray) == 3
@@ -96,7 +99,8 @@ def test_findings_are_bounded():
     assert len(ledger.findings) == MAX_FINDINGS + 1 and ledger.findings[-1].startswith("more findings")
 
 
-def test_the_gradebook_stores_the_ledgers_points_and_flags_the_notebook(tmp_path):
+def test_gradebook_stores_ledger_points(tmp_path):
+    """The gradebook stores the ledger's points and flags the notebook."""
     quiet_gradebook_warnings()
     fast_schema_stamp()  # no `alembic` command needed
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
@@ -162,7 +166,8 @@ def executor():
 
 @pytest.mark.parametrize("msg_type", ["update_display_data", "display_data", "execute_result"])
 @pytest.mark.parametrize("data", [{"text/plain": "-1"}, {"text/plain": ["3", "3"]}, {"text/plain": "nan"}])
-def test_no_display_message_reaches_a_verdict_and_the_attempt_is_noted(executor, msg_type, data):
+def test_display_message_never_reaches_verdict(executor, msg_type, data):
+    """No display message reaches a verdict and the attempt is noted."""
     before = [dict(output) for output in executor.nb.cells[0].outputs]
     later = executor.nb.cells[2]
     executor.process_message(_update("score", data, msg_type), later, 2)
@@ -177,7 +182,8 @@ def test_no_display_message_reaches_a_verdict_and_the_attempt_is_noted(executor,
     assert _reading(executor.nb.cells[0]) == 0.0
 
 
-def test_a_display_update_before_the_verdict_is_written_is_the_learners_own_business(executor):
+def test_display_update_before_verdict_allowed(executor):
+    """A display update before the verdict is written is the learner's own business."""
     executor._judged.ledger = Ledger()  # no verdict yet: cell 0 is still running in the kernel
     executor.process_message(_update("score", {"text/plain": "x"}), executor.nb.cells[2], 2)
     assert executor.nb.cells[0].outputs[1]["data"] == {"text/plain": "x"}
@@ -199,7 +205,8 @@ def _lines(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("brk", BREAKS, ids=[ascii(b) for b in BREAKS])
-def test_learner_text_is_one_marked_ascii_line_with_the_judges_marks_defused(brk):
+def test_learner_text_is_one_defused_line(brk):
+    """Learner text is one marked ASCII line with the judge's marks defused."""
     said = (
         brk + brk.join(FORGED) + brk + "\uff3bPASS\uff3d 3/3" + brk + "[ pass ] 1/1" + brk + "2.5 of 3 points checked"
     )
@@ -214,7 +221,8 @@ def test_learner_text_is_one_marked_ascii_line_with_the_judges_marks_defused(brk
 
 
 @pytest.mark.parametrize("brk", BREAKS, ids=[ascii(b) for b in BREAKS])
-def test_a_report_line_keeps_the_judges_words_and_escapes_what_breaks_them(brk):
+def test_report_line_escapes_what_breaks_it(brk):
+    """A report line keeps the judge's words and escapes what breaks them."""
     line = report_line(f"expected the kinds: 'a', found {'x' + brk + FORGED[0]!s}")
     assert len(_lines(line)) == 1 and line.isprintable()
     assert all(line[match.start() - 1] == "\\" for match in JUDGE_MARKS.finditer(line))

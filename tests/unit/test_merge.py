@@ -120,7 +120,7 @@ def test_merge_stores_new_students_scores(course):
     assert stored["timestamp"].isoformat().startswith("2024-05-01T10:00:00")
 
 
-def test_merge_replaces_automatic_scores_of_earlier_run(course):
+def test_merge_replaces_earlier_auto_scores(course):
     """A second run's automatic scores and comments replace the first run's."""
     merge_into_gradebook(course, [_result("ada", check=2.0)], {})
     merge_into_gradebook(course, [_result("ada", check=0.5, comments={"answer": None, "code": "Try again"})], {})
@@ -136,7 +136,7 @@ def test_merge_clears_flag_no_longer_raised(course):
     assert _stored(course, "ada")["flagged"] is False
 
 
-def test_merge_keeps_manual_grade_when_answer_unchanged(course):
+def test_merge_keeps_manual_grade_if_unchanged(course):
     """A manual score and comment on an unchanged answer stay as the instructor left them, with no RECHECK."""
     merge_into_gradebook(course, [_result("ada")], {})
     _grade_by_hand(course, "ada", "answer", score=0.5, comment="Say why.")
@@ -172,7 +172,7 @@ def test_merge_recheck_names_kept_manual_comment(course):
     assert _stored(course, "ada")["manual_comments"]["answer"] == "Well put."
 
 
-def test_merge_recheck_of_test_cell_when_any_answer_changed(course):
+def test_merge_rechecks_test_cell_on_change(course):
     """Extra credit on a test cell is kept and rechecked when any answer of the notebook changed, and the unchanged written answer is not."""
     merge_into_gradebook(course, [_result("ada")], {})
     _grade_by_hand(course, "ada", "check", extra=1.0)
@@ -189,7 +189,7 @@ def test_merge_recheck_of_test_cell_when_any_answer_changed(course):
     assert stored["answer"] == (None, 1.0, None, False)
 
 
-def test_merge_rechecks_manual_grade_without_earlier_notebook(course):
+def test_merge_rechecks_without_earlier(course):
     """A manual grade whose earlier autograded notebook is gone cannot be compared, so it is rechecked."""
     merge_into_gradebook(course, [_result("ada")], {})
     _grade_by_hand(course, "ada", "answer", score=0.0)
@@ -210,7 +210,7 @@ def test_merge_zeroes_notebook_not_graded(course):
     assert stored["late_penalty"] is None
 
 
-def test_merge_rolls_back_failed_student_and_merges_others(course):
+def test_merge_rolls_back_failed_student(course):
     """A student whose results cannot be stored keeps the earlier scores and files, is named, and the others are merged."""
     merge_into_gradebook(course, [_result("ada", check=2.0)], {})
     for student in ("ada", "cy"):
@@ -226,7 +226,7 @@ def test_merge_rolls_back_failed_student_and_merges_others(course):
     assert not (course / "autograded" / "cy").joinpath(ASSIGNMENT).exists()
 
 
-def test_merge_failed_new_student_leaves_no_submission(course):
+def test_merge_failed_new_student_left_out(course):
     """A student new to the gradebook whose results cannot be stored is left out of it, with no submission scored 0."""
     malformed = _result("zed")
     del malformed.notebooks["01"]["comments"]
@@ -236,7 +236,7 @@ def test_merge_failed_new_student_leaves_no_submission(course):
     assert left == ([], [])
 
 
-def test_merge_failed_student_keeps_earlier_timestamp(course):
+def test_merge_failed_keeps_earlier_timestamp(course):
     """A student whose results cannot be stored keeps the earlier run's submission time."""
     merge_into_gradebook(course, [_result("ada")], {})
     malformed = _result("ada")

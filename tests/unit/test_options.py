@@ -19,7 +19,7 @@ def _parse(*argv: str) -> GradingOptions:
     return GradingOptions.from_flags(args, limits=Limits())
 
 
-def test_flags_every_flagged_field_is_offered_with_its_help():
+def test_flags_offer_each_field_with_help():
     """Each field that declares a flag is an option of `autograder grade`, with the field's help."""
     text = " ".join(command_line().format_help().split())
     flagged = [f for f in dataclasses.fields(GradingOptions) if f.metadata.get("flag")]
@@ -32,7 +32,7 @@ def test_flags_every_flagged_field_is_offered_with_its_help():
     assert missing == []
 
 
-def test_flags_not_given_keep_the_declared_defaults():
+def test_flags_default_to_declared_values():
     """With no flag given, the options are GradingOptions' own defaults."""
     assert _parse() == GradingOptions(limits=Limits())
 
@@ -67,13 +67,13 @@ def test_flags_given_set_their_fields():
     )
 
 
-def test_flags_a_wrong_number_is_refused_by_the_parser():
+def test_flags_refuse_a_wrong_number():
     """A flag's type comes from its declaration: a word where a number goes is a usage error."""
     with pytest.raises(SystemExit):
         _parse("--jobs", "many")
 
 
-def test_unsafe_and_limits_share_one_help_between_the_two_routes():
+def test_unsafe_and_limits_share_help():
     """`autograder grade` and nbgrader's SandboxedExecute say the same of unsafe and limits."""
     traits = SandboxedExecute.class_traits()
     assert UNSAFE_HELP in traits["unsafe"].help and GradingOptions.help("unsafe") == UNSAFE_HELP

@@ -64,7 +64,8 @@ def _notebook_with_every_kind_of_output():
 
 
 @pytest.mark.parametrize("template", ["lab", "classic"])
-def test_a_page_is_the_document_html_exporter_writes(template):
+def test_page_is_html_exporter_document(template):
+    """A page is the document HTMLExporter writes."""
     notebook = _notebook_with_every_kind_of_output()
     expected, _ = HTMLExporter(template_name=template).from_notebook_node(notebook)
     page, _ = PageExporter(template_name=template).from_notebook_node(notebook)
@@ -83,7 +84,8 @@ def test_a_lesson_notebook_makes_the_same_page(name):
     assert _read_back(page) == expected
 
 
-def test_only_start_tags_outside_scripts_styles_and_comments_change():
+def test_only_plain_start_tags_change():
+    """Only start tags outside scripts, styles and comments change."""
     page = (
         '<html><body class="jp-Notebook"><style>img { x: "<img>" }</style>'
         "<script>var s = '<img src=a>'; var d = '<div class=\"jp-OutputArea-output\">';</script>"
@@ -105,12 +107,13 @@ def test_only_start_tags_outside_scripts_styles_and_comments_change():
     assert '<div class="jp-OutputArea-output">after the notebook ended</div>' in written
 
 
-def test_a_page_without_images_or_a_notebook_element_is_left_as_it_is():
+def test_plain_page_left_as_is():
+    """A page without images or a notebook element is left as it is."""
     page = '<html><body><div class="jp-OutputArea-output">x</div><br/><p>text &amp; more</p></body></html>'
     assert with_alt_text_and_tab_stops(page) == (page, 0)
 
 
-def test_remembered_highlighting_stays_within_its_size_and_skips_long_sources(monkeypatch):
+def test_highlight_cache_stays_bounded(monkeypatch):
     """Code highlighted once per process is kept only while small: a class of submissions with
     long cells of their own cannot fill a worker's memory through it."""
     from nbconvert.filters.highlight import Highlight2HTML
@@ -228,7 +231,7 @@ def _pages(notebook) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("spelling", sorted(LINK_SPELLINGS))
-def test_no_spelling_of_a_script_link_survives_rendering(spelling):
+def test_no_script_link_survives_rendering(spelling):
     """Each spelling, in a written answer and in a Markdown output, is sanitized after rendering:
     neither formgrader's page nor the feedback page holds a link to script. On the page made of
     the unsanitized notebook the check finds the links the text check let through."""
@@ -262,7 +265,7 @@ def test_no_html_output_keeps_a_route_to_script(spelling):
         assert script_routes(page) == [], (spelling, where)
 
 
-def test_output_metadata_and_counts_reach_no_attribute():
+def test_output_metadata_reach_no_attribute():
     """Templates write image metadata (width, height) and execution counts into the page unquoted:
     what a kernel sends there is kept only as numbers and text."""
     image = new_output(
@@ -283,7 +286,7 @@ def test_output_metadata_and_counts_reach_no_attribute():
     assert notebook.cells[1].execution_count is None
 
 
-def test_the_notebooks_metadata_keeps_only_names_of_its_kernel_and_language():
+def test_metadata_keeps_only_kernel_names():
     """A kernel's replies fill in the notebook's metadata while it runs: a page reads its title
     and, with widget state, loads a widget renderer. Only the kernel's and language's names stay."""
     notebook = _answer_notebook(PROSE_MARK)
@@ -302,7 +305,7 @@ def test_the_notebooks_metadata_keeps_only_names_of_its_kernel_and_language():
         assert MARK not in page and "widget" not in page.lower(), where
 
 
-def test_a_written_answer_keeps_its_text_math_and_safe_links():
+def test_written_answer_keeps_safe_content():
     """What is safe is still shown: prose, emphasis, math for MathJax, code, http(s) links, the
     notebook's own images; raw HTML is shown as text."""
     markdown = (
@@ -320,7 +323,7 @@ def test_a_written_answer_keeps_its_text_math_and_safe_links():
     assert "&lt;b onclick=" in page and script_routes(page) == []
 
 
-def test_an_errors_text_cannot_break_a_line_on_a_page():
+def test_error_text_cannot_break_a_line():
     """What breaks, hides or reorders a line in an error's name, value or traceback is shown as an
     escape: a learner's exception cannot write lines that look like the judge's."""
     from autograder.notebook.pages import _clean_output
@@ -334,7 +337,7 @@ def test_an_errors_text_cannot_break_a_line_on_a_page():
     assert cleaned["ename"] == "Forged\\u2029[PASS] 3/3" and cleaned["traceback"] == ["a\\rb", "plain"]
 
 
-def test_learner_markdown_is_rendered_within_bounds_and_stored_in_a_linear_form(monkeypatch):
+def test_learner_markdown_rendered_in_bounds(monkeypatch):
     """Markdown renderers take more than linear time on some texts ('[a](' written out: 64 KB took
     26 s in the grader's process). Past a cell's and a notebook's allowance a text is shown as
     text, never rendered, and the stored page holds no markdown punctuation, so rendering it again
@@ -373,7 +376,7 @@ def test_learner_markdown_is_rendered_within_bounds_and_stored_in_a_linear_form(
         nbformat.v4.new_output("error", ename="Done", evalue="[PASS] 3 of 3 points", traceback=["[PASS]"]),
     ],
 )
-def test_report_lines_a_learners_cell_prints_are_marked_as_theirs(output):
+def test_report_lines_printed_are_marked(output):
     """Outside a test cell, a line that reads like the grader's report is marked as the learner's output."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print()")])
     notebook.cells[0].outputs = [output]
@@ -385,7 +388,7 @@ def test_report_lines_a_learners_cell_prints_are_marked_as_theirs(output):
     assert lines and all(line.startswith("[your output] ") for line in lines), text
 
 
-def test_report_lines_of_a_test_cell_are_the_judges_and_left_alone():
+def test_report_lines_of_test_cell_unmarked():
     """A test cell's outputs are the judge's report: nothing is marked there."""
     cell = nbformat.v4.new_code_cell("checks.score()")
     cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "test-x", "points": 3}
@@ -395,7 +398,7 @@ def test_report_lines_of_a_test_cell_are_the_judges_and_left_alone():
     assert notebook.cells[0].outputs[0]["text"] == "[PASS] 3/3  every item\n3 of 3 points\n"
 
 
-def test_report_lines_a_learners_markdown_writes_are_marked_as_theirs():
+def test_report_lines_in_markdown_are_marked():
     """A learner's markdown that reads like the grader's report, in text or spelled in HTML, is marked."""
     cells = [
         nbformat.v4.new_markdown_cell("```\n[PASS] 3/3  every item\n3 of 3 points\n```"),

@@ -25,7 +25,8 @@ def _result(student: str, seconds: float, **kw) -> StudentResult:
     return StudentResult(student, seconds=seconds, worker="host:1", **kw)
 
 
-def test_plain_lines_name_each_student_and_the_eta_from_the_rate_so_far():
+def test_plain_lines_name_student_and_eta():
+    """Plain lines name each student and the ETA from the rate so far."""
     clock, stream = Clock(), io.StringIO()
     progress = Progress(4, stream, clock=clock)
     clock.now += 10
@@ -40,7 +41,8 @@ def test_plain_lines_name_each_student_and_the_eta_from_the_rate_so_far():
     ]
 
 
-def test_a_student_the_grader_failed_is_named_failed_and_counted_with_the_broken():
+def test_grader_failure_counted_as_broken():
+    """A student the grader failed is named failed and counted with the broken."""
     clock, stream = Clock(), io.StringIO()
     progress = Progress(1, stream, clock=clock)
     clock.now += 4
@@ -51,7 +53,8 @@ def test_a_student_the_grader_failed_is_named_failed_and_counted_with_the_broken
     assert lines[1] == "summary: 0 graded, 1 with broken parts, 5.0 s wall, 5.0 s per student (2.0 s of work each)"
 
 
-def test_a_terminal_gets_one_bar_rewritten_in_place_and_a_newline_at_the_end():
+def test_terminal_bar_rewritten_in_place():
+    """A terminal gets one bar rewritten in place and a newline at the end."""
     clock, stream = Clock(), Terminal()
     progress = Progress(2, stream, clock=clock)
     clock.now += 30
@@ -62,7 +65,8 @@ def test_a_terminal_gets_one_bar_rewritten_in_place_and_a_newline_at_the_end():
     assert stream.getvalue().endswith(f"\r[{'#' * 30}] 2/2 students  2.0/min  ETA 0 s  (0 broken)\n")
 
 
-def test_a_note_is_a_line_of_its_own_and_an_empty_class_finishes_cleanly():
+def test_note_own_line_empty_class_finishes():
+    """A note is a line of its own and an empty class finishes cleanly."""
     stream = io.StringIO()
     progress = Progress(0, stream, clock=Clock())
     progress.note("reference run: every point earned\n")

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from autograder.course.defaults import NOTEBOOKS
-from autograder.course.task_template import time_budgets
+from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.kernel.sandbox import Limits
 from autograder.run.reference import (
     ReferenceProblem,
@@ -29,15 +29,17 @@ def _cell(*outputs) -> nbformat.NotebookNode:
     return cell
 
 
-#: A course's files as a grading task carries them: the assignment's notebooks, by relative path.
-TEMPLATE = {f"source/performance-05/{name}": b"{}" for name in NOTEBOOKS}
+#: A course's source: the assignment's notebooks, by relative path.
+SOURCE = CourseSource(b"", {f"source/performance-05/{name}": b"{}" for name in NOTEBOOKS})
+TEMPLATE = TaskTemplate(SOURCE, gradebook=b"")
 
 
 def _runs() -> list[ReferenceRun]:
     return [ReferenceRun(notebook=name, host="host") for name in NOTEBOOKS]
 
 
-def test_errors_and_warnings_are_found_with_their_cell():
+def test_errors_and_warnings_found_with_cell():
+    """Errors and warnings are found with their cell."""
     notebook = nbformat.v4.new_notebook(
         cells=[
             _cell(nbformat.v4.new_output("stream", name="stdout", text="fine\n")),
@@ -52,7 +54,8 @@ def test_errors_and_warnings_are_found_with_their_cell():
     ]
 
 
-def test_an_unclean_reference_run_stops_grading_and_names_what_failed():
+def test_unclean_reference_run_stops_grading():
+    """An unclean reference run stops grading and names what failed."""
     runs = _runs()
     runs[2].problems = ["cell 40: KeyError: 'checkpoint_dots'"]
     with pytest.raises(ReferenceProblem, match=rf"{NOTEBOOKS[2]}: cell 40: KeyError: 'checkpoint_dots'"):
@@ -64,44 +67,45 @@ def test_a_missing_notebook_stops_grading():
         into_template(TEMPLATE, _runs()[:-1])
 
 
-def test_a_clean_reference_run_travels_in_the_template_with_each_notebooks_time_budget():
+def test_clean_reference_run_in_template():
+    """A clean reference run travels in the template with each notebook's time budget."""
     runs = _runs()
     for index, run in enumerate(runs):
         run.seconds = 10.0 * index
-    template = into_template({**TEMPLATE, "kept": b"1"}, runs, limits=Limits(time_factor=3, time_floor=60))
-    assert template["kept"] == b"1"
-    budgets = time_budgets(template)
-    assert budgets == {run.notebook: 3 * run.seconds + 60 for run in runs}
-    assert time_budgets({}) == {} and time_budgets({"time-budgets.json": b"junk"}) == {}
+    template = into_template(TEMPLATE.replace(gradebook=b"kept"), runs, limits=Limits(time_factor=3, time_floor=60))
+    assert template.gradebook == b"kept" and template.source == SOURCE
+    assert template.budgets == {run.notebook: 3 * run.seconds + 60 for run in runs}
 
 
-def test_the_helpers_each_notebooks_checks_asked_travel_in_the_template_where_known():
-    from autograder.course.task_template import helpers_asked
-
+def test_template_carries_asked_helpers():
+    """The helpers each notebook's checks asked travel in the template where known."""
     runs = _runs()
     runs[0].helpers, runs[1].helpers, runs[2].helpers = ["numpy_only"], ["artifacts", "numpy_only"], []
-    assert helpers_asked(into_template(TEMPLATE, runs)) == {
+    assert into_template(TEMPLATE, runs).helpers == {
         runs[0].notebook: ["numpy_only"],
         runs[1].notebook: ["artifacts", "numpy_only"],
         runs[2].notebook: [],
     }
 
 
-def test_without_the_compile_cache_the_template_has_the_budgets_and_no_executable():
-    from autograder.kernel.compile_cache import ENTRIES, HOST
-
+def test_template_without_compile_cache():
+    """Without the compile cache, the template has the budgets and no executable."""
     runs = _runs()
     runs[0].entries = {"jit_f-abc": b"an executable"}
+    runs[1].host, runs[1].entries = "another kind of host", {"jit_g-def": b"another's executable"}
     said = []
-    cached = into_template(TEMPLATE, runs)
+    cached = into_template(TEMPLATE, runs, said.append)
     plain = into_template(TEMPLATE, runs, said.append, compile_cache=False)
-    assert f"{ENTRIES}/jit_f-abc" in cached and HOST in cached
-    assert not [name for name in plain if name.startswith(ENTRIES) or name == HOST]
-    assert time_budgets(plain) == time_budgets(cached)
-    assert "compile cache: off" in said[0]
+    # one kind of host's executables only: the first that filled any
+    assert cached.cache is not None and cached.cache.host == "host"
+    assert cached.cache.entries == {"jit_f-abc": b"an executable"} and cached.cache.size == 13
+    assert plain.cache is None and plain.budgets == cached.budgets
+    assert "compile cache: 1 executables (0.0 MB)" in said[0] and "compile cache: off" in said[1]
 
 
-def test_a_test_cell_the_solutions_do_not_pass_in_full_is_named():
+def test_cell_solutions_do_not_pass_is_named():
+    """A test cell the solutions do not pass in full is named."""
+
     def graded(points, earned, report):
         cell = nbformat.v4.new_code_cell("checks.score()")
         cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": f"test-{earned}", "points": points}
@@ -119,13 +123,14 @@ def test_a_test_cell_the_solutions_do_not_pass_in_full_is_named():
 # ---------------------------------------------------------------------------------------
 # A clean reference run, kept for the next run with the same key.
 # ---------------------------------------------------------------------------------------
-def test_a_clean_run_is_kept_whole_and_read_back_as_it_was(tmp_path):
+def test_clean_run_kept_and_read_back(tmp_path):
+    """A clean run is kept whole and read back as it was."""
     from autograder.run.options import GradingOptions
     from autograder.run.reference import keep_reference, kept_reference, reference_key
 
     runs = [ReferenceRun(name, "host", {"jit_f-abc": bytes([i, 0, 255])}, 1.5 + i) for i, name in enumerate(NOTEBOOKS)]
     runs[0].helpers, runs[1].helpers = ["numpy_only"], []  # the helpers its checks asked; None: not known
-    key = reference_key(TEMPLATE, GradingOptions())
+    key = reference_key(SOURCE, GradingOptions())
     assert kept_reference(tmp_path, key) is None
     keep_reference(tmp_path, key, runs)
     assert kept_reference(tmp_path, key) == runs
@@ -134,7 +139,7 @@ def test_a_clean_run_is_kept_whole_and_read_back_as_it_was(tmp_path):
     assert kept_reference(tmp_path, key) == runs
 
 
-def test_a_second_run_with_the_same_key_waits_for_the_first_ones_reference_run(tmp_path):
+def test_same_key_run_waits_for_first(tmp_path):
     """Two gradings at once with one key run the instructor's notebooks once: the second waits
     (and says so) until the first has kept its reference run or given up; another key never waits."""
     import threading
@@ -158,19 +163,20 @@ def test_a_second_run_with_the_same_key_waits_for_the_first_ones_reference_run(t
     assert events == ["waited", "claimed"]
 
 
-def test_a_run_without_the_sandbox_may_take_a_sandboxed_runs_reference_and_never_the_other_way(tmp_path):
+def test_unsandboxed_run_may_reuse_sandboxed(tmp_path):
+    """A run without the sandbox may take a sandboxed run's reference and never the other way."""
     from autograder.run.options import GradingOptions
     from autograder.run.reference import keep_reference, kept_for, reference_key
 
     sandboxed, unsafe = GradingOptions(), GradingOptions(unsafe=True)
     runs = [ReferenceRun(name, "host", {"jit_f-abc": b"1"}, 1.0) for name in NOTEBOOKS]
-    keep_reference(tmp_path / "a", reference_key(TEMPLATE, sandboxed), runs)
+    keep_reference(tmp_path / "a", reference_key(SOURCE, sandboxed), runs)
     # The third item names the key the run was kept under (the progress line shows it).
-    taken = kept_for(tmp_path / "a", TEMPLATE, unsafe)
-    assert taken == (reference_key(TEMPLATE, unsafe), runs, reference_key(TEMPLATE, sandboxed))
-    keep_reference(tmp_path / "b", reference_key(TEMPLATE, unsafe), runs)
-    assert kept_for(tmp_path / "b", TEMPLATE, sandboxed) == (reference_key(TEMPLATE, sandboxed), None, "")
-    assert kept_for(tmp_path / "b", TEMPLATE, unsafe)[1:] == (runs, reference_key(TEMPLATE, unsafe))
+    taken = kept_for(tmp_path / "a", SOURCE, unsafe)
+    assert taken == (reference_key(SOURCE, unsafe), runs, reference_key(SOURCE, sandboxed))
+    keep_reference(tmp_path / "b", reference_key(SOURCE, unsafe), runs)
+    assert kept_for(tmp_path / "b", SOURCE, sandboxed) == (reference_key(SOURCE, sandboxed), None, "")
+    assert kept_for(tmp_path / "b", SOURCE, unsafe)[1:] == (runs, reference_key(SOURCE, unsafe))
 
 
 def test_a_run_with_a_problem_is_never_kept(tmp_path):
@@ -182,26 +188,29 @@ def test_a_run_with_a_problem_is_never_kept(tmp_path):
     assert kept_reference(tmp_path, "k") is None
 
 
-def test_the_key_changes_with_the_source_the_host_and_the_options_that_change_the_run(monkeypatch):
+def test_key_changes_with_what_changes_run(monkeypatch):
+    """The key changes with the source, the host and the options that change the run."""
     from autograder.run import reference
     from autograder.run.options import GradingOptions
 
-    base = reference.reference_key(TEMPLATE, GradingOptions())
-    changed_source = {**TEMPLATE, "source/performance-05/remat_checks.py": b"# edited"}
+    base = reference.reference_key(SOURCE, GradingOptions())
+    changed_source = CourseSource(b"", {**SOURCE.files, "source/performance-05/remat_checks.py": b"# edited"})
     assert reference.reference_key(changed_source, GradingOptions()) != base
-    assert reference.reference_key(TEMPLATE, GradingOptions(unsafe=True)) != base
-    assert reference.reference_key(TEMPLATE, GradingOptions(limits=Limits(memory=1 << 30))) != base
+    assert reference.reference_key(CourseSource(b"# configured", SOURCE.files), GradingOptions()) != base
+    assert reference.reference_key(SOURCE, GradingOptions(unsafe=True)) != base
+    assert reference.reference_key(SOURCE, GradingOptions(limits=Limits(memory=1 << 30))) != base
     # what only the learners' runs use leaves it as it is (the reference run fills the compile
     # cache either way; --no-compile-cache only keeps it from the learners' kernels)
     same = GradingOptions(
         jobs=2, cell_timeout=9, judge_seed=5, limits=Limits(time_factor=3, time_floor=40), compile_cache=False
     )
-    assert reference.reference_key(TEMPLATE, same) == base
+    assert reference.reference_key(SOURCE, same) == base
     monkeypatch.setattr(reference, "host_signature", lambda: "another host")
-    assert reference.reference_key(TEMPLATE, GradingOptions()) != base
+    assert reference.reference_key(SOURCE, GradingOptions()) != base
 
 
-def test_a_kept_run_that_does_not_read_back_whole_is_not_used(tmp_path):
+def test_partial_kept_run_is_not_used(tmp_path):
+    """A kept run that does not read back whole is not used."""
     from autograder.run.reference import kept_reference
 
     (tmp_path / "k").mkdir()

@@ -33,7 +33,8 @@ def _resources() -> dict:
     return {"nbgrader": {"notebook": "01-understand", "assignment": "ps1", "student": "ada"}}
 
 
-def test_a_submission_gets_the_sources_metadata_back(source_folder):
+def test_submission_gets_source_metadata(source_folder):
+    """A submission gets the source's metadata back."""
     submitted = nbformat.v4.new_notebook(
         cells=[
             _graded("answer", "def f(x): return x", solution=True, grade=True, points=100),  # points raised
@@ -51,7 +52,8 @@ def test_a_submission_gets_the_sources_metadata_back(source_folder):
     assert repaired.cells[0].source == "def f(x): return x"  # the learner's answer is kept
 
 
-def test_a_pasted_copy_of_a_graded_cell_becomes_a_plain_cell_without_empty_metadata():
+def test_pasted_graded_cell_becomes_plain():
+    """A pasted copy of a graded cell becomes a plain cell without empty metadata."""
     notebook = nbformat.v4.new_notebook(
         cells=[_graded("check", "first", grade=True, points=1), _graded("check", "second", grade=True, points=1)]
     )
@@ -86,7 +88,8 @@ def _restorer() -> RestoreMissingCells:
     return restorer
 
 
-def test_a_deleted_test_cell_comes_back_after_the_nearest_earlier_cell_still_there():
+def test_deleted_test_cell_comes_back():
+    """A deleted test cell comes back after the nearest earlier cell still there."""
     notebook = nbformat.v4.new_notebook(cells=[_graded("intro"), _graded("answer-a"), nbformat.v4.new_code_cell("x")])
     restored, _ = _restorer().add_missing_grade_cells(notebook, {})
     names = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]
@@ -94,7 +97,8 @@ def test_a_deleted_test_cell_comes_back_after_the_nearest_earlier_cell_still_the
     assert restored.cells[2].metadata["nbgrader"]["points"] == 2.0 and "assert a" in restored.cells[2].source
 
 
-def test_a_test_cell_whose_answer_cell_is_gone_too_is_restored_not_lost():
+def test_test_cell_without_answer_restored():
+    """A test cell whose answer cell is gone too is restored, not lost."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("mine")])
     restored, _ = _restorer().add_missing_grade_cells(notebook, {})
     names = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]

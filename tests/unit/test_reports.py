@@ -57,7 +57,8 @@ def _without_hidden_lines(source: str) -> str:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_every_hidden_line_of_the_solutions_goes_and_every_other_line_stays(name):
+def test_only_hidden_lines_are_removed(name):
+    """Every hidden line of the solutions goes and every other line stays."""
     notebook = nbformat.read(SOLUTIONS / name, as_version=4)
     before = [cell.source for cell in notebook.cells]
     changed = strip_hidden_tests(notebook)
@@ -78,7 +79,8 @@ def _result(**extra) -> GradingResult:
     return GradingResult(cells=cells, **{"broken": {}, "flagged": {}, **extra}, seconds=1.0, students=["ann", "bob"])
 
 
-def test_the_score_table_adds_each_notebook_and_marks_what_awaits_a_human():
+def test_score_table_sums_and_marks_manual():
+    """The score table adds each notebook and marks what awaits a human."""
     lines = score_table(_result()).splitlines()
     ann = next(line for line in lines if line.startswith("ann"))
     bob = next(line for line in lines if line.startswith("bob"))
@@ -87,13 +89,15 @@ def test_the_score_table_adds_each_notebook_and_marks_what_awaits_a_human():
     assert lines[0].split() == ["student", *[name.removesuffix(".ipynb")[:13] for name in NOTEBOOKS], "total"]
 
 
-def test_the_score_table_marks_broken_and_flagged_students():
+def test_score_table_marks_broken_flagged():
+    """The score table marks broken and flagged students."""
     lines = score_table(_result(broken={"ann": ["01-understand"]}, flagged={"bob": ["x"]})).splitlines()
     assert next(line for line in lines if line.startswith("ann")).endswith(" !")
     assert next(line for line in lines if line.startswith("bob")).endswith(" ?")
 
 
-def test_flags_read_back_as_written_whatever_the_finding_holds(tmp_path):
+def test_flags_read_back_as_written(tmp_path):
+    """Flags read back as written, whatever the finding holds."""
     findings = [
         ("ann", '02-build.ipynb: cell "test-x": assigns to numpy.testing, line 3, "quoted", comma'),
         ("ann", "01-understand.ipynb: a finding\nover two lines"),
@@ -113,7 +117,8 @@ def test_flags_read_back_as_written_whatever_the_finding_holds(tmp_path):
     assert read_flags(tmp_path / "nowhere") == []
 
 
-def test_the_flag_note_sits_after_body_and_escapes_what_it_quotes():
+def test_flag_note_after_body_and_escaped():
+    """The flag note sits after body and escapes what it quotes."""
     page = '<html><body class="x"><p>feedback</p></body></html>'
     noted = flag_note(page, ["imports <script>alert(1)</script> & more"])
     assert noted.startswith('<html><body class="x"><div class="alert alert-warning"')
@@ -127,7 +132,7 @@ def test_the_lesson_has_hidden_tests_to_strip():
     assert sum(counts) >= 3, counts
 
 
-def test_the_lms_export_scores_every_student_not_only_the_first(tmp_path):
+def test_lms_export_scores_every_student(tmp_path):
     """Each student's row holds their own scores (a loop once reused the assignment's name)."""
     from nbgrader.api import Gradebook
 
@@ -164,7 +169,8 @@ def test_the_lms_export_scores_every_student_not_only_the_first(tmp_path):
     assert export.pending == {}
 
 
-def test_a_new_gradebook_is_stamped_with_the_revision_the_alembic_command_reads(tmp_path, monkeypatch):
+def test_new_gradebook_stamped_with_revision(tmp_path, monkeypatch):
+    """A new gradebook is stamped with the revision the alembic command reads."""
     import sqlite3
 
     import nbgrader.api

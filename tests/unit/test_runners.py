@@ -9,6 +9,7 @@ import types
 import pytest
 
 from autograder.course.submissions import UsageError
+from autograder.course.task_template import CourseSource
 from autograder.run import runners
 from autograder.run.options import GradingOptions
 from autograder.run.runners import DaskRunner, HereRunner, in_grading_order
@@ -123,7 +124,7 @@ def dask(monkeypatch):
     return runner
 
 
-def test_in_grading_order_largest_first_last_ones_expect_no_follower():
+def test_grading_order_largest_first():
     """Shared processes take the largest submission first, and the last `processes` tasks expect no follower."""
     tasks = [_task("s", 10), _task("xl", 500), _task("m", 100), _task("l", 300), _task("xs", 1)]
     ordered = in_grading_order(tasks, 3)
@@ -137,7 +138,7 @@ def test_in_grading_order_largest_first_last_ones_expect_no_follower():
     assert all(t.another_follows for t in tasks)  # the tasks given are not changed
 
 
-def test_in_grading_order_keeps_order_for_one_process():
+def test_grading_order_kept_for_one_process():
     """One process keeps the tasks' order and only its last task expects no follower, even with no process count."""
     tasks = [_task("a", 1), _task("b", 9), _task("c", 5)]
     for processes in (1, 0):
@@ -166,7 +167,7 @@ def test_here_runner_retries_failed_student_once(monkeypatch):
     assert [call[0] for call in grading.calls] == ["a", "a", "b"]
 
 
-def test_here_runner_failed_twice_becomes_broken_result(monkeypatch):
+def test_here_runner_failed_twice_is_broken(monkeypatch):
     """A student whose grading fails twice gets a broken result naming the error, and the next student is graded."""
     grading = Grading(a=[RuntimeError("one"), ValueError("two"), RuntimeError("never tried")])
     monkeypatch.setattr(runners, "grade_student", grading)
@@ -179,15 +180,15 @@ def test_here_runner_failed_twice_becomes_broken_result(monkeypatch):
     assert graded.failed == [] and progress.updates == results
 
 
-def test_here_runner_runs_reference_per_notebook_and_releases_sandboxes(monkeypatch):
+def test_here_runner_reference_per_notebook(monkeypatch):
     """HereRunner's reference run is one run per notebook of the source, and leaving it releases the sandboxes."""
     released = []
-    monkeypatch.setattr(runners, "run_reference", lambda name, source, options: (name, len(source)))
+    monkeypatch.setattr(runners, "run_reference", lambda name, source, options: (name, len(source.files)))
     monkeypatch.setattr(runners, "release_sandboxes", lambda: released.append(True))
-    source = {"source/ps1/02.ipynb": b"{}", "source/ps1/01.ipynb": b"{}", "nbgrader_config.py": b""}
+    source = CourseSource(b"", {"source/ps1/02.ipynb": b"{}", "source/ps1/01.ipynb": b"{}"})
     with HereRunner(GradingOptions()) as runner:
         runner.start_reference(source)
-        assert runner.reference_runs() == [("01.ipynb", 3), ("02.ipynb", 3)]
+        assert runner.reference_runs() == [("01.ipynb", 2), ("02.ipynb", 2)]
         assert released == []
     assert released == [True]
 
@@ -208,7 +209,7 @@ def test_dask_runner_returns_each_result_once(dask, monkeypatch):
     assert dask.client.ran == [runners.warm_up]
 
 
-def test_dask_runner_keys_are_unique_and_carry_run_id(dask, monkeypatch):
+def test_dask_runner_keys_unique_with_run_id(dask, monkeypatch):
     """Each task's key is new and names this run's id, the student and the attempt."""
     monkeypatch.setattr(runners, "grade_student", Grading())
     dask.run([_task("ada"), _task("bo")], {}, Progress())
@@ -219,7 +220,7 @@ def test_dask_runner_keys_are_unique_and_carry_run_id(dask, monkeypatch):
     assert DaskRunner(GradingOptions()).run_id != dask.run_id
 
 
-def test_dask_runner_retries_failed_task_under_new_key(dask, monkeypatch):
+def test_dask_runner_retries_under_new_key(dask, monkeypatch):
     """A task that fails once is sent again under a key of its own, and the second attempt's result is kept."""
     grading = Grading(ada=[OSError("worker died")])
     monkeypatch.setattr(runners, "grade_student", grading)
@@ -233,7 +234,7 @@ def test_dask_runner_retries_failed_task_under_new_key(dask, monkeypatch):
     assert [call[0] for call in grading.calls].count("ada") == 2
 
 
-def test_dask_runner_failed_twice_becomes_broken_result(dask, monkeypatch):
+def test_dask_runner_failed_twice_is_broken(dask, monkeypatch):
     """A task that fails twice gives one broken result naming the error, and is not sent a third time."""
     grading = Grading(ada=[OSError("one"), MemoryError("two"), OSError("three")])
     monkeypatch.setattr(runners, "grade_student", grading)
@@ -262,7 +263,7 @@ def test_dask_runner_orders_tasks_by_worker_count(dask, monkeypatch):
     ]
 
 
-def test_dask_runner_without_reported_workers_uses_jobs(dask, monkeypatch):
+def test_dask_runner_no_workers_uses_jobs(dask, monkeypatch):
     """With no worker reported by the scheduler, the runner's own job count decides which tasks expect no follower."""
     grading = Grading()
     monkeypatch.setattr(runners, "grade_student", grading)
@@ -276,14 +277,17 @@ def test_dask_runner_without_reported_workers_uses_jobs(dask, monkeypatch):
     ]
 
 
-def test_dask_runner_reference_runs_largest_notebook_first(dask, monkeypatch):
+def test_dask_runner_reference_largest_first(dask, monkeypatch):
     """The reference run sends the largest notebook first, under this run's keys, and gathers every run."""
     monkeypatch.setattr(runners, "run_reference", lambda name, source, options: f"ran {name}")
-    source = {
-        "source/ps1/01.ipynb": b"x" * 10,
-        "source/ps1/02.ipynb": b"x" * 300,
-        "source/ps1/03.ipynb": b"x" * 20,
-    }
+    source = CourseSource(
+        b"",
+        {
+            "source/ps1/01.ipynb": b"x" * 10,
+            "source/ps1/02.ipynb": b"x" * 300,
+            "source/ps1/03.ipynb": b"x" * 20,
+        },
+    )
     dask.start_reference(source)
     assert dask.client.keys == [f"autograder-{dask.run_id}-reference-{n}.ipynb" for n in ("02", "03", "01")]
     assert dask.reference_runs() == ["ran 02.ipynb", "ran 03.ipynb", "ran 01.ipynb"]
@@ -293,7 +297,7 @@ def test_dask_runner_reference_runs_largest_notebook_first(dask, monkeypatch):
     "workers, named",
     [({}, "has no workers"), ({"tls://a": {"nthreads": 1}, "tls://b": {"nthreads": 4}}, "tls://b")],
 )
-def test_dask_runner_refuses_scheduler_without_single_threaded_workers(dask, workers, named):
+def test_dask_runner_refuses_threaded_workers(dask, workers, named):
     """A scheduler with no workers, or with a worker of several threads, is refused and its client closed."""
     dask.client.workers = workers
     with pytest.raises(UsageError, match=named):
@@ -301,13 +305,13 @@ def test_dask_runner_refuses_scheduler_without_single_threaded_workers(dask, wor
     assert dask.client.closed
 
 
-def test_dask_runner_accepts_single_threaded_workers(dask):
+def test_dask_runner_accepts_single_threaded(dask):
     """A scheduler whose workers have one thread each is accepted and its client kept open."""
     dask._refuse_threaded_workers()
     assert not dask.client.closed
 
 
-def test_dask_runner_exit_closes_client_when_workers_are_gone(dask):
+def test_dask_runner_exit_closes_client(dask):
     """Leaving the runner closes its client even when releasing the workers' sandboxes fails."""
     dask.client.fail_run = True
     assert dask.__exit__(None, None, None) is False

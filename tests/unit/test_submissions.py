@@ -60,7 +60,8 @@ def test_each_student_is_graded_or_rejected_alone(tmp_path):
         ("nobody", "no student folder that can be graded"),
     ],
 )
-def test_a_folder_laid_out_wrongly_as_a_whole_is_a_usage_error(tmp_path, layout, message):
+def test_wrong_folder_layout_is_usage_error(tmp_path, layout, message):
+    """A folder laid out wrongly as a whole is a usage error."""
     folder = tmp_path / "subs"
     if layout == "file":
         folder.write_text("")
@@ -74,8 +75,10 @@ def test_a_folder_laid_out_wrongly_as_a_whole_is_a_usage_error(tmp_path, layout,
         find_submissions(folder)
 
 
-def test_nbgraders_submitted_layout_is_read_as_nbgrader_reads_it(tmp_path):
-    """A course's submitted/<student_id>/<assignment>/<notebook>.ipynb (what `nbgrader collect`
+def test_nbgrader_submitted_layout_is_read(tmp_path):
+    """nbgrader's submitted layout is read as nbgrader reads it.
+
+    A course's submitted/<student_id>/<assignment>/<notebook>.ipynb (what `nbgrader collect`
     writes), beside a student handed in the flat way."""
     _student(tmp_path / "ann", "performance-05", "01-understand.ipynb", "timestamp.txt")
     _student(tmp_path, "bob", "02-build.ipynb")

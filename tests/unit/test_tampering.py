@@ -82,13 +82,15 @@ FILES = [
 
 
 @pytest.mark.parametrize("module", MODULES)
-def test_every_risky_module_is_named_however_it_is_imported(module):
+def test_risky_module_named_however_imported(module):
+    """Every risky module is named, however it is imported."""
     for source in (f"import {module}", f"import {module} as m", f"from {module} import something"):
         assert scan_source(source), source
 
 
 @pytest.mark.parametrize("call", CALLS)
-def test_every_risky_call_is_named_also_through_an_alias(call):
+def test_risky_call_named_through_alias(call):
+    """Every risky call is named also through an alias."""
     module, name = call.split(".")
     for source in (
         f"import {module}\n{call}()",
@@ -128,7 +130,8 @@ def test_every_way_up_the_call_stack_is_named(name):
         assert any("call stack" in f[1] for f in scan_source(source)), source
 
 
-def test_the_scanner_knows_exactly_the_names_listed_here():
+def test_scanner_knows_exactly_listed_names():
+    """The scanner knows exactly the names listed here."""
     from autograder.course import tampering
 
     assert set(tampering.RISKY_MODULES) == set(MODULES)
@@ -149,11 +152,13 @@ def test_the_scanner_knows_exactly_the_names_listed_here():
         "ratio = 1 / 2",
     ],
 )
-def test_comments_strings_and_ordinary_code_are_not_named(source):
+def test_ordinary_code_is_not_named(source):
+    """Comments, strings and ordinary code are not named."""
     assert scan_source(source) == []
 
 
-def test_the_lessons_own_answers_and_the_release_are_not_flagged():
+def test_lesson_answers_and_release_unflagged():
+    """The lesson's own answers and the release are not flagged."""
     for folder in (SOLUTIONS, RELEASE):
         for name in NOTEBOOKS:
             notebook = nbformat.read(folder / name, as_version=4)

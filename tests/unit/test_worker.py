@@ -12,6 +12,7 @@ import pytest
 from nbclient.exceptions import DeadKernelError
 
 from autograder.course.assignment import put_venv_on_path
+from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 from autograder.kernel.sandbox import Limits
 from autograder.notebook.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute
@@ -19,12 +20,15 @@ from autograder.notebook.pages import ForPages
 from autograder.run import worker
 from autograder.run.options import GradingOptions
 
+#: A template with no course in it: enough where only the run's settings matter.
+EMPTY = TaskTemplate(CourseSource(b"", {}), gradebook=b"")
+
 put_venv_on_path()  # nbgrader runs alembic from the environment's bin/
 
 
 class FakeSession:
-    def __init__(self, name: str = "session-test"):
-        self.name, self.closed = name, threading.Event()
+    def __init__(self):
+        self.closed = threading.Event()
         self.sandbox = type("Sandbox", (), {"limits": Limits(output=123)})()
 
     def close(self) -> None:
@@ -49,14 +53,15 @@ def _course(tmp_path: Path, checks_module: bool = True) -> Path:
     return course
 
 
-def test_the_tasks_nbgrader_runs_the_grader_preprocessors_with_the_runs_options(tmp_path):
+def test_task_runs_grader_preprocessors(tmp_path):
+    """The task's nbgrader runs the grader preprocessors with the run's options."""
     course = _course(tmp_path)
     options = GradingOptions(cell_timeout=17, judge_seed=99)
-    api = worker.autograde_api(course, options, FakeSession())
+    api = worker.autograde_api(course, options, Limits(output=123))
     config = api.config
     assert config.Execute.timeout == 17 and config.SandboxedExecute.judge_seed == 99
-    assert config.SandboxedKernelManager.session_name == "session-test"
     assert config.SandboxedExecute.limits["output"] == 123  # the session's sandbox's, not a default
+    assert "budget" not in config.SandboxedExecute  # each notebook's comes in its context
     source = str(course / "source" / "ps1")
     assert config.SandboxedExecute.judge_source == source and config.ForPages.source_folder == source
     assert config.CourseDirectory.db_url == db_url(course) and config.Autograde.permissions == 644
@@ -66,8 +71,9 @@ def test_the_tasks_nbgrader_runs_the_grader_preprocessors_with_the_runs_options(
     assert config.Autograde.sanitize_preprocessors[0] is RequireSandbox
 
 
-def test_without_the_checks_module_in_the_source_nothing_is_judged_in_the_grader(tmp_path):
-    api = worker.autograde_api(_course(tmp_path, checks_module=False), GradingOptions(cell_timeout=5), FakeSession())
+def test_no_checks_module_nothing_judged(tmp_path):
+    """Without the checks module in the source, nothing is judged in the grader."""
+    api = worker.autograde_api(_course(tmp_path, checks_module=False), GradingOptions(cell_timeout=5), Limits())
     assert api.config.SandboxedExecute.judge_source == ""
 
 
@@ -81,7 +87,8 @@ class Converter:
             raise self.raises
 
 
-def test_a_converters_failure_is_kept_as_data_and_still_raised():
+def test_converter_failure_kept_and_raised():
+    """A converter's failure is kept as data and still raised."""
     recording = worker._recording(Converter)()
     recording.raises = DeadKernelError("Kernel died")
     with pytest.raises(DeadKernelError):
@@ -90,13 +97,35 @@ def test_a_converters_failure_is_kept_as_data_and_still_raised():
     assert worker._recording(Converter).__name__ == "Converter"  # nbgrader's config sections still apply
 
 
-def test_a_converter_that_succeeds_records_no_failure():
+def test_converter_success_records_no_failure():
+    """A converter that succeeds records no failure."""
     recording = worker._recording(Converter)()
     recording.convert_single_notebook("01.ipynb")
     assert recording.failure is None
 
 
-def test_the_watchdog_ends_the_sandbox_once_the_time_is_up_and_not_after_a_cancel():
+def test_notebook_context_reaches_preprocessors():
+    """Each notebook's session, record and budget reach the preprocessors that take them as an
+    argument when nbgrader makes them, never through the config."""
+    from types import SimpleNamespace
+
+    from autograder.notebook.execute import NotebookContext
+
+    class Autograde:
+        def _init_preprocessors(self):  # nbgrader's Autograde makes its preprocessors here
+            self.exporter = SimpleNamespace(_preprocessors=[SandboxedExecute(), RequireSandbox(), ForPages()])
+
+    context = NotebookContext(FakeSession(), budget=12.0)
+    recording = worker._recording(Autograde, context)()
+    recording._init_preprocessors()
+    execute, require, pages = recording.exporter._preprocessors
+    assert execute.context is context and require.context is context and not hasattr(pages, "context")
+    assert execute.session is context.session and execute.record is context.record
+    assert execute.notebook_budget == 12.0 and execute.budget == 0.0  # the config's stays as it was
+
+
+def test_watchdog_ends_sandbox_unless_cancelled():
+    """The watchdog ends the sandbox once the time is up and not after a cancel."""
     late, fired = FakeSession(), []
     worker._watchdog(0.01, fired, late)
     assert late.closed.wait(10) and fired == [True]
@@ -106,7 +135,8 @@ def test_the_watchdog_ends_the_sandbox_once_the_time_is_up_and_not_after_a_cance
     assert not on_time.closed.is_set() and fired == []
 
 
-def test_a_notebook_gets_what_is_left_of_the_students_time_and_none_once_it_is_spent():
+def test_notebook_gets_students_time_left():
+    """A notebook gets what is left of the student's time and none once it is spent."""
     assert worker.notebook_budget(100.0, student_deadline=1000.0, now=0.0) == 100.0
     assert worker.notebook_budget(100.0, student_deadline=40.0, now=0.0) == 40.0
     assert worker.notebook_budget(100.0, student_deadline=10.5, now=10.0) == 1.0  # a moment left: at least 1 s
@@ -114,7 +144,8 @@ def test_a_notebook_gets_what_is_left_of_the_students_time_and_none_once_it_is_s
     assert worker.notebook_budget(100.0, student_deadline=10.0, now=500.0) is None
 
 
-def test_the_grades_come_back_as_data_from_the_tasks_gradebook(tmp_path):
+def test_grades_return_as_data(tmp_path):
+    """The grades come back as data from the task's gradebook."""
     from nbgrader.api import Gradebook
 
     quiet_gradebook_warnings()  # nbgrader's add_submission trips SQLAlchemy's autoflush warnings
@@ -140,7 +171,8 @@ def _task(student: str, size: int, fork: bool = True) -> worker.StudentTask:
     return worker.StudentTask(student, {"01.ipynb": b"x" * size}, GradingOptions(fork_kernels=fork))
 
 
-def test_shared_processes_take_the_largest_first_and_the_last_of_each_makes_nothing_ahead():
+def test_shared_processes_largest_first():
+    """Shared processes take the largest first and the last of each makes nothing ahead."""
     from autograder.run.runners import in_grading_order
 
     tasks = [_task("small", 10), _task("large", 300), _task("middle", 200), _task("tiny", 1)]
@@ -161,46 +193,46 @@ def test_shared_processes_take_the_largest_first_and_the_last_of_each_makes_noth
     assert [(t.student_id, t.another_follows) for t in in_grading_order(tasks[:1], 4)] == [("small", False)]
 
 
-def test_no_sandbox_is_made_ahead_when_no_student_follows_or_kernels_are_not_forked(monkeypatch):
+def test_no_sandbox_ahead_without_follower(monkeypatch):
+    """No sandbox is made ahead when no student follows or kernels are not forked."""
     made = []
     monkeypatch.setattr(worker, "student_session", lambda task, template: made.append(task) or object())
     monkeypatch.setattr(worker, "start_session", lambda *args: None)
     monkeypatch.setattr(worker, "_AHEAD", None)
     last = worker.StudentTask("last", {}, GradingOptions(), another_follows=False)
-    worker.make_next_session(last, {}, "python3")
-    worker.make_next_session(_task("unforked", 1, fork=False), {}, "python3")
+    worker.make_next_session(last, EMPTY, "python3")
+    worker.make_next_session(_task("unforked", 1, fork=False), EMPTY, "python3")
     assert made == [] and worker._AHEAD is None
-    worker.make_next_session(_task("next", 1), {}, "python3")
+    worker.make_next_session(_task("next", 1), EMPTY, "python3")
     assert [t.student_id for t in made] == ["next"] and worker._AHEAD is not None
 
 
-def test_a_sandbox_made_ahead_starts_no_helper_before_its_student_is_known(monkeypatch):
+def test_sandbox_ahead_starts_no_helper(monkeypatch):
+    """A sandbox made ahead starts no helper before its student is known."""
     started = []
     monkeypatch.setattr(worker, "student_session", lambda task, template: object())
     monkeypatch.setattr(worker, "start_session", lambda session, kernel_name, helpers=(): started.append(helpers))
     monkeypatch.setattr(worker, "_AHEAD", None)
-    worker.make_next_session(_task("next", 1), {}, "python3")
+    worker.make_next_session(_task("next", 1), EMPTY, "python3")
     assert started == [()]
 
 
-def test_the_helpers_started_ahead_are_those_the_reference_run_saw_the_submitted_notebooks_ask():
-    from autograder.course.task_template import helpers_asked, with_helpers
+def test_helpers_ahead_are_those_asked():
+    """The helpers started ahead are those the reference run saw the submitted notebooks ask."""
     from autograder.kernel.helpers import HELPER_NAMES
 
-    template = with_helpers({}, {"01.ipynb": ["numpy_only"], "03.ipynb": ["artifacts"], "05.ipynb": []})
-    assert helpers_asked(template) == {"01.ipynb": ["numpy_only"], "03.ipynb": ["artifacts"], "05.ipynb": []}
+    template = EMPTY.replace(helpers={"01.ipynb": ["numpy_only"], "03.ipynb": ["artifacts"], "05.ipynb": []})
     assert worker.helpers_ahead(template, ["01.ipynb"], judged=True) == {"numpy_only"}
     assert worker.helpers_ahead(template, ["05.ipynb"], judged=True) == set()
     assert worker.helpers_ahead(template, ["01.ipynb", "03.ipynb"], judged=True) == {"numpy_only", "artifacts"}
     # A notebook the reference run noted nothing for (or no record at all): every helper, as before.
     assert worker.helpers_ahead(template, ["02.ipynb"], judged=True) == set(HELPER_NAMES)
-    assert worker.helpers_ahead({}, ["01.ipynb"], judged=True) == set(HELPER_NAMES)
-    assert worker.helpers_ahead({"judge-helpers.json": b"not json"}, ["01.ipynb"], judged=True) == set(HELPER_NAMES)
+    assert worker.helpers_ahead(EMPTY, ["01.ipynb"], judged=True) == set(HELPER_NAMES)
     # Without the judge no helper is ever asked.
     assert worker.helpers_ahead(template, ["02.ipynb"], judged=False) == set()
 
 
-def test_nbgrader_failure_says_nbgraders_own_reason():
+def test_nbgrader_failure_gives_its_reason():
     """A notebook nbgrader could not grade is reported with nbgrader's last error line, not a log nobody keeps."""
     from autograder.run.worker import _nbgrader_said
 

@@ -17,7 +17,8 @@ HOSTILE = (
 )
 
 
-def test_the_class_report_runs_nothing_and_every_figure_has_alt_text_and_a_table(make_page, tmp_path):
+def test_class_report_inert_and_accessible(make_page, tmp_path):
+    """The class report runs nothing and every figure has alt text and a table."""
     judged = _class_of_five()
     cell = judged["cat"]["notebooks"]["04-exercise"]["cells"]["test-central-difference"]
     cell["items"][1] = _item("the slope along a direction", False, f"your code raised ValueError: {HOSTILE}")

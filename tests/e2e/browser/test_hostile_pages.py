@@ -175,8 +175,10 @@ def autograded(out: Path, student: str = STUDENT) -> Path:
     return out / "course" / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
 
 
-def test_autograded_notebook_holds_nothing_that_runs(hostile_class):
-    """The file formgrader and the feedback pages are made of: no markup of the learner's left, the
+def test_autograded_notebook_runs_nothing(hostile_class):
+    """The autograded notebook holds nothing that runs.
+
+    The file formgrader and the feedback pages are made of: no markup of the learner's left, the
     answer kept as text, the outputs the hostile cells displayed replaced or cleaned."""
     path = autograded(hostile_class)
     text = path.read_text()

@@ -49,7 +49,8 @@ def test_committed_data_has_schema_and_provenance():
         assert (DATA / f"{FIGURE_STEM}{suffix}").stat().st_size > 5_000
 
 
-def test_regeneration_reproduces_the_deterministic_fields(regenerated):
+def test_regeneration_keeps_deterministic_fields(regenerated):
+    """Regeneration reproduces the deterministic fields."""
     out, fresh = regenerated
     committed = json.loads((DATA / f"{FIGURE_STEM}.json").read_text())
     assert fresh["residual_entries"] == committed["residual_entries"]
@@ -66,7 +67,7 @@ def test_regeneration_reproduces_the_deterministic_fields(regenerated):
     assert (out / "storage-views.png").is_file()
 
 
-def test_the_recorded_execution_is_regenerated_and_reproduces_what_must(regenerated):
+def test_recorded_execution_regenerates(regenerated):
     """`make figures` writes reference-execution.txt again; counts, bytes and error bounds match the
     committed one (numbers within 1e-6), line by line; timings, measured peaks and the verdicts
     drawn from them (the lines `is_measured` recognises) may differ."""
@@ -121,7 +122,7 @@ def _another_run(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_two_runs_whose_timings_differ_compare_equal():
+def test_runs_differing_in_timing_compare_equal():
     """Every timing-dependent line of the committed recorded execution changed at once, verdicts
     included (`remat_is_faster ... happened True` where the committed run could not decide): the
     comparison reports nothing, and it still holds the deterministic lines to the committed ones."""
@@ -139,7 +140,8 @@ def test_two_runs_whose_timings_differ_compare_equal():
     assert differences(committed, committed.replace("Entries: plain 9,", "Entries: plain 8,")) != []
 
 
-def test_the_comparison_tells_a_changed_count_from_a_changed_timing():
+def test_comparison_tells_count_from_timing():
+    """The comparison tells a changed count from a changed timing."""
     committed = "# utc: then\n\nplain: 9 entries, 256 bytes\nplain  median 15.2 µs\nerror 1e-09\n"
     assert differences(committed, committed.replace("15.2", "99.0").replace("1e-09", "3e-09")) == []
     assert differences(committed, committed.replace("9 entries", "8 entries")) != []
@@ -147,7 +149,8 @@ def test_the_comparison_tells_a_changed_count_from_a_changed_timing():
     assert differences(committed, committed + "one more line\n") != []
 
 
-def test_unavailable_memory_analysis_gives_nulls_and_the_availability_panel(tmp_path):
+def test_no_memory_analysis_gives_nulls_panel(tmp_path):
+    """Unavailable memory analysis gives nulls and the availability panel."""
     data = regenerate(tmp_path, {"REMAT_LESSON_NO_MEMORY_ANALYSIS": "1", **lesson_run_env()})
     assert data["memory"] == {"plain": None, "remat": None, "whole": None}
     assert data["memory_analysis_available"] == {"plain": False, "remat": False, "whole": False}
@@ -158,7 +161,7 @@ def test_unavailable_memory_analysis_gives_nulls_and_the_availability_panel(tmp_
     assert data["provenance"]["memory_analysis"] == "disabled"
 
 
-def test_the_shipped_text_keeps_no_word_of_a_check_item_even_when_wrapped():
+def test_shipped_text_hides_wrapped_check_items():
     """A check's item lines, and the lines a long one is wrapped onto, stay out of what learners
     receive (hidden checks' wording among them); the points line and the lesson's own indented
     output stay."""

@@ -13,14 +13,15 @@ from autograder.course.defaults import NOTEBOOKS
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_solution_notebook_runs_clean_in_a_fresh_kernel(solution_runs, name):
+def test_solution_notebook_runs_clean(solution_runs, name):
+    """The solution notebook runs clean in a fresh kernel."""
     run = solution_runs.executions[name]
     assert run.error is None, f"{name} failed at cell {run.failed_cell}:\n{run.error}"
     assert run.stderr == [], f"{name} wrote to stderr: {run.stderr}"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_release_notebook_stops_only_at_an_unanswered_stub(release_runs, name):
+def test_release_stops_only_at_unanswered_stub(release_runs, name):
     """As a learner first opens it, every stage stops at its first unanswered cell, and nowhere
     before: a release that ran clean would have leaked its answers."""
     run = release_runs.executions[name]
@@ -41,7 +42,8 @@ def test_release_notebook_stops_only_at_an_unanswered_stub(release_runs, name):
     assert earlier_errors == []
 
 
-def test_residual_entries_reproduce_the_recorded_counts(solution_runs):
+def test_residual_entries_match_recorded_counts(solution_runs):
+    """Residual entries reproduce the recorded counts."""
     build, experiment = solution_runs.record("02-build.json"), solution_runs.record("03-experiment.json")
     assert build["residual_entries"] == {"plain": 9, "remat": 6}
     assert experiment["residual_entries"] == {"whole": 2}
@@ -61,7 +63,8 @@ def test_compiled_memory_estimates_reproduce(solution_runs):
     assert experiment["memory"]["whole"]["temp_size_in_bytes"] == 256
 
 
-def test_gradients_match_the_oracle_and_each_other(solution_runs):
+def test_gradients_match_oracle_and_each_other(solution_runs):
+    """Gradients match the oracle and each other."""
     evidence = solution_runs.record("evidence.json")
     errors = evidence["max_abs_error"]
     # rtol 3e-5 of a gradient whose entries are O(1e-3); the absolute bound below is looser than that.
@@ -84,7 +87,8 @@ def test_timings_keep_every_sample(solution_runs):
         assert evidence["timing_summary_s"][policy]["median"] == pytest.approx(float(np.median(samples)))
 
 
-def test_the_order_of_timing_is_measured_both_ways(solution_runs):
+def test_timing_order_measured_both_ways(solution_runs):
+    """The order of timing is measured both ways."""
     by_order = solution_runs.record("02-build.json")["timings_by_order_s"]
     assert (by_order["runs"], by_order["repeats"]) == (5, 7)
     assert by_order["medians"].keys() == {"plain first", "remat first"}
@@ -109,7 +113,7 @@ def test_evidence_file_has_the_promised_schema(solution_runs):
     assert (solution_runs.runs_dir / "storage-views.png").stat().st_size > 10_000
 
 
-def test_evidence_md_states_what_evidence_json_holds(solution_runs):
+def test_evidence_md_matches_evidence_json(solution_runs):
     """The file people read says the numbers the machine-readable one holds."""
     evidence = solution_runs.record("evidence.json")
     markdown = (solution_runs.runs_dir / "evidence.md").read_text()

@@ -89,7 +89,8 @@ def test_real_runs_fail_only_timing_rules_if_any(measured_evidence):
     assert [line for line in failed if not any(rule in line for rule in timing_rules)] == [], result.stdout
 
 
-def test_solution_passes_every_stage_and_keeps_the_evidence(solution_evidence):
+def test_solution_passes_stages_keeps_evidence(solution_evidence):
+    """The solution passes every stage and keeps the evidence."""
     expected = [
         "evidence.json",
         "stage1-calculations.json",
@@ -108,7 +109,8 @@ def test_solution_passes_every_stage_and_keeps_the_evidence(solution_evidence):
     assert index["provenance"]["jax"] and index["provenance"]["command"]
 
 
-def test_checker_reads_good_evidence_back_and_passes(solution_evidence):
+def test_checker_passes_good_evidence(solution_evidence):
+    """The checker reads good evidence back and passes."""
     result = audit("4", "solution", solution_evidence)
     assert result.returncode == 0, result.stdout
     assert "0 failed" in result.stdout
@@ -248,7 +250,8 @@ def failure_blocks(report: str) -> list[str]:
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN_EVIDENCE))
-def test_checker_fails_on_broken_evidence_and_says_what(case, evidence_copy):
+def test_checker_fails_broken_evidence(case, evidence_copy):
+    """The checker fails on broken evidence and says what."""
     breaks, message = BROKEN_EVIDENCE[case]
     breaks(evidence_copy)
     result = audit("4", "solution", evidence_copy)
@@ -257,7 +260,8 @@ def test_checker_fails_on_broken_evidence_and_says_what(case, evidence_copy):
     assert "expected:" in result.stdout and "fix:" in result.stdout
 
 
-def test_checker_rejects_evidence_from_the_other_implementation(solution_evidence):
+def test_checker_rejects_other_implementation(solution_evidence):
+    """The checker rejects evidence from the other implementation."""
     result = audit("4", "starter", solution_evidence)
     assert result.returncode == 1
     assert "evidence comes from --implementation starter" in result.stdout
@@ -280,7 +284,8 @@ def test_starter_stops_with_the_stage_message(stage, message, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_starter_check_without_evidence_says_to_run_the_stages(tmp_path):
+def test_starter_check_asks_to_run_stages(tmp_path):
+    """The starter check without evidence says to run the stages."""
     result = audit("4", "starter", tmp_path)
     assert result.returncode == 1
     assert "run stages 1 to 3 first" in result.stdout
@@ -311,7 +316,8 @@ def stage_functions(path: Path) -> dict[str, tuple]:
     return functions
 
 
-def test_starter_and_solution_define_the_same_functions():
+def test_starter_and_solution_functions_match():
+    """Starter and solution define the same functions."""
     starter = stage_functions(PROJECT / "starter" / "model.py")
     solution = stage_functions(PROJECT / "solution" / "model.py")
     assert sorted(starter) == sorted(solution)

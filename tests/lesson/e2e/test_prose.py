@@ -107,7 +107,8 @@ def _solutions() -> dict:
     return {name: nbformat.read(SOLUTIONS / name, as_version=4) for name in NOTEBOOKS}
 
 
-def test_the_number_finder_reads_prose_as_intended():
+def test_number_finder_reads_prose():
+    """The number finder reads prose as intended."""
     assert prose_numbers("a 1.83x rise, 256 bytes, rtol 1e-6, JAX 0.9.2 and [−0.5, 0.5]") == [
         "1.83",
         "256",
@@ -121,7 +122,8 @@ def test_the_number_finder_reads_prose_as_intended():
     assert shown("1.8", {"1.83"}) and shown("9", {"9"}) and not shown("10", {"9"}) and not shown("1.84", {"1.83"})
 
 
-def test_every_number_in_the_prose_is_printed_or_cited(solution_runs):
+def test_prose_numbers_printed_or_cited(solution_runs):
+    """Every number in the prose is printed or cited."""
     executed = {name: solution_runs.executions[name].notebook for name in NOTEBOOKS}
     problems = unshown_numbers(_solutions(), executed)
     assert problems == [], (
@@ -155,7 +157,8 @@ def _graded(notebook) -> tuple[list[float], list[float]]:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_each_stage_opens_with_its_map_and_the_map_states_the_points_it_carries(name):
+def test_stage_map_opens_and_states_points(name):
+    """Each stage opens with its map and the map states the points it carries."""
     notebook = nbformat.read(SOLUTIONS / name, as_version=4)
     first_markdown = [i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown"][:2]
     assert any(notebook.cells[i].source.lstrip().startswith(MAP_HEADING) for i in first_markdown), (
@@ -178,7 +181,8 @@ def test_each_stage_opens_with_its_map_and_the_map_states_the_points_it_carries(
     )
 
 
-def test_the_time_to_plan_adds_up_and_names_the_prerequisite():
+def test_time_plan_adds_up_names_prerequisite():
+    """The time to plan adds up and names the prerequisite."""
     minutes = [
         int(
             re.search(
@@ -195,7 +199,7 @@ def test_the_time_to_plan_adds_up_and_names_the_prerequisite():
     assert "HLO" in first and "roofline" in first
 
 
-def test_each_stage_is_marked_in_the_recorded_execution():
+def test_stages_marked_in_recorded_execution():
     """The maps send learners to 'the line Stage N of 5' of reference-execution.txt: it is there, once."""
     recorded = (DATA / "reference-execution.txt").read_text()
     for number, name in enumerate(NOTEBOOKS, start=1):
@@ -204,8 +208,10 @@ def test_each_stage_is_marked_in_the_recorded_execution():
         assert marker.strip(" ·") in _map(nbformat.read(SOLUTIONS / name, as_version=4)) or number == 1
 
 
-def test_each_map_states_the_time_model_and_the_readme_agrees():
-    """The minutes in the maps are the time model's (bundle/time_model.py: words, code cells, points,
+def test_maps_state_time_model_readme_agrees():
+    """Each map states the time model and the README agrees.
+
+    The minutes in the maps are the time model's (bundle/time_model.py: words, code cells, points,
     measured compute), not a guess: a stage that grows must state more time."""
     from bundle.time_model import lesson_times
 

@@ -44,7 +44,8 @@ def small_sweep():
     )
 
 
-def test_rows_have_every_column_for_every_policy_and_depth(small_sweep):
+def test_rows_complete_for_policies_and_depths(small_sweep):
+    """Rows have every column for every policy and depth."""
     assert len(small_sweep) == 2 * len(ALL_POLICIES)
     assert {(row["policy"], row["depth"]) for row in small_sweep} == {
         (name, d) for name in ALL_POLICIES for d in (2, 4)
@@ -60,7 +61,8 @@ def test_rows_have_every_column_for_every_policy_and_depth(small_sweep):
         assert row["peak_bytes"] is None and row["peak_note"] == "not measured"
 
 
-def test_dot_and_barrier_counts_are_reported_before_and_after_compilation(small_sweep):
+def test_dot_barrier_counts_around_compilation(small_sweep):
+    """Dot and barrier counts are reported before and after compilation."""
     for row in small_sweep:
         for key in ("dots_lowered", "dots_compiled", "barriers_lowered", "barriers_compiled"):
             assert isinstance(row[key], int) and row[key] >= 0, key
@@ -74,7 +76,8 @@ def test_dot_and_barrier_counts_are_reported_before_and_after_compilation(small_
 
 
 @on_cpu
-def test_cpu_compiler_removes_the_unrolled_recomputation(small_sweep):
+def test_cpu_compiler_removes_unrolled_recompute(small_sweep):
+    """The CPU compiler removes the unrolled recomputation."""
     at_4 = {row["policy"]: row for row in small_sweep if row["depth"] == 4}
     assert at_4["checkpoint_per_layer"]["dots_compiled"] == at_4["plain"]["dots_compiled"]
     assert at_4["checkpoint_per_layer"]["barriers_compiled"] == 0
@@ -82,7 +85,8 @@ def test_cpu_compiler_removes_the_unrolled_recomputation(small_sweep):
     assert at_4["scan_checkpointed_body"]["dots_compiled"] == at_4["scan"]["dots_compiled"] + 1
 
 
-def test_sweep_rows_record_gradients_equal_to_plain(small_sweep):
+def test_sweep_gradients_equal_plain(small_sweep):
+    """Sweep rows record gradients equal to plain."""
     # run_sweep also raises GradientMismatch when a policy's gradient is off; this reads the record.
     for row in small_sweep:
         assert row["max_abs_diff_vs_plain"] is not None and row["max_abs_diff_vs_plain"] <= 1e-6
@@ -105,7 +109,8 @@ def test_sqrt_segments_loss_takes_any_divisor():
         assert_same_gradient(found, expected)
 
 
-def test_sqrt_segments_loss_rejects_a_length_that_does_not_divide_depth():
+def test_sqrt_segments_loss_rejects_non_divisor():
+    """The sqrt_segments loss rejects a length that does not divide depth."""
     weights, x = remat_sweep.make_inputs(10, 4, 8)
     with pytest.raises(ValueError, match="divisible"):
         remat_sweep_reference.sqrt_segments_loss(weights, x, 4)
@@ -167,7 +172,8 @@ def test_unavailable_analysis_is_none_never_zero(answer):
     assert remat_sweep.compiled_memory(_FakeCompiled(answer)) == {field: None for field in MEMORY_FIELDS}
 
 
-def test_residual_bytes_come_from_the_printed_shape():
+def test_residual_bytes_from_printed_shape():
+    """Residual bytes come from the printed shape."""
     assert remat_sweep.residual_bytes("f32[1024,128] output of tanh from x.py:1:2 (layer)") == 1024 * 128 * 4
     assert remat_sweep.residual_bytes("bf16[3,5] from the argument w") == 30
     assert remat_sweep.residual_bytes("f32[] output of sum") == 4
@@ -191,7 +197,8 @@ def test_figures_are_drawn(small_sweep, tmp_path):
 
 
 @on_cpu
-def test_checkpointed_scan_body_plans_less_temp_than_plain_scan():
+def test_checkpointed_scan_plans_less_temp():
+    """Checkpointed scan body plans less temp than plain scan."""
     # At L=32 the plain scan stacks three activations per layer and the checkpointed body one.
     checkpointed = temp_bytes(remat_sweep.scan_checkpointed_body_loss, 32, 32, 256)
     plain_scan = temp_bytes(remat_sweep.scan_loss, 32, 32, 256)
@@ -199,7 +206,8 @@ def test_checkpointed_scan_body_plans_less_temp_than_plain_scan():
 
 
 @on_cpu
-def test_sqrt_segments_plan_less_temp_than_plain_scan_and_nesting_less_still():
+def test_sqrt_segments_and_nesting_plan_less():
+    """Sqrt segments plan less temp than plain scan and nesting less still."""
     plain_scan = temp_bytes(remat_sweep.scan_loss, 64, 32, 256)
     segments = temp_bytes(remat_sweep_reference.sqrt_segments, 64, 32, 256)
     nested = temp_bytes(remat_sweep_reference.nested_sqrt_segments, 64, 32, 256)
@@ -220,7 +228,8 @@ def test_fresh_process_peak_is_a_positive_number(loss):
     assert isinstance(measured["peak_bytes"], int) and measured["peak_bytes"] > 0
 
 
-def test_a_notebook_policy_has_no_fresh_process_peak():
+def test_notebook_policy_has_no_fresh_peak():
+    """A notebook policy has no fresh process peak."""
     measured = remat_sweep.measure_peak(lambda weights, x: remat_sweep.scan_loss(weights, x), 4, 4, 8)
     assert measured["peak_bytes"] is None and "not importable" in measured["peak_note"]
 
@@ -231,8 +240,10 @@ def test_peak_setting_is_checked():
 
 
 @on_cpu
-def test_the_pass_trace_names_where_the_barriers_and_the_recomputed_dots_go():
-    """On CPU the barriers go in the expander, before layout assignment; the extra dots in a later CSE."""
+def test_pass_trace_names_barrier_and_dot_passes():
+    """The pass trace names where the barriers and the recomputed dots go.
+
+    On CPU the barriers go in the expander, before layout assignment; the extra dots in a later CSE."""
     trace = remat_sweep.pass_trace(remat_sweep.checkpoint_per_layer_loss, depth=4)
     assert trace, "no pass trace"
     passes = [row["after"] for row in trace]
@@ -246,7 +257,7 @@ def test_the_pass_trace_names_where_the_barriers_and_the_recomputed_dots_go():
 
 
 @on_cpu
-def test_the_pass_trace_compiles_afresh_where_a_persistent_compile_cache_holds_the_program(tmp_path, monkeypatch):
+def test_pass_trace_bypasses_compile_cache(tmp_path, monkeypatch):
     """A learner's JAX_COMPILATION_CACHE_DIR must not empty the trace: a program loaded from the
     cache is not compiled, and XLA writes no pass of it. The first trace fills the cache (every
     compile kept), the second finds the program there and must still compile it."""

@@ -35,7 +35,8 @@ def _judgment(checks, kind, found, expected, **params):
 # ---------------------------------------------------------------------------------------
 # Verdicts.
 # ---------------------------------------------------------------------------------------
-def test_close_passes_within_the_tolerance_and_says_what_it_found_outside(checks):
+def test_close_passes_within_tolerance(checks):
+    """`close` passes within the tolerance and says what it found outside."""
     assert checks.judge(_judgment(checks, "close", [1.0, 2.0], [1.0, 2.0 + 1e-7], rtol=1e-6)) is None
     message = checks.judge(_judgment(checks, "close", [1.0, 2.1], [1.0, 2.0], rtol=1e-6))
     assert "within rtol=1e-06" in message and "entry 1 of 2: found 2.1, expected 2, off by 0.1" in message
@@ -64,7 +65,8 @@ def test_equal_bounds_and_raises(checks):
     assert "raised TypeError" in checks.judge({**raised, "found": ["TypeError", "Exception"]})
 
 
-def test_the_report_says_which_points_were_checked_here(checks):
+def test_report_names_points_checked_here(checks):
+    """The report says which points were checked here."""
     items = [{"points": 1, "what": "a", "failure": None}, {"points": 1, "what": "b", "failure": "expected 1, found 2"}]
     lines, earned, checked = checks.report_lines(items, "'Your turn'")
     assert lines[0] == "[PASS] 1/1  a" and lines[1] == "[FAIL] 0/1  b" and "where to look: 'Your turn'" in lines[3]
@@ -75,7 +77,8 @@ def test_the_report_says_which_points_were_checked_here(checks):
     assert checks.points_line(2, 3, 3) == "2 of 3 points"
 
 
-def test_a_learner_sees_the_failure_once_and_the_cell_raises(checks, monkeypatch, capsys):
+def test_failure_shown_once_and_cell_raises(checks, monkeypatch, capsys):
+    """A learner sees the failure once and the cell raises."""
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     cell = checks.Checks(3, where="'Your turn'")
     with cell.item(1, "right"):
@@ -107,7 +110,7 @@ def test_a_learner_sees_the_failure_once_and_the_cell_raises(checks, monkeypatch
     assert passing.score() is None and capsys.readouterr().out == "[PASS] 1/1  right\n1 of 1 points\n"
 
 
-def test_close_shows_the_entry_furthest_past_its_tolerance_against_what_was_allowed(checks):
+def test_close_shows_worst_entry_vs_tolerance(checks):
     """Two float32 vectors printed to six digits can look the same: the message names the entry,
     shows both values in full, the difference and the room it had, and never a tolerance of 0."""
     expected = np.linspace(-1.0, 1.0, 16) * 1e-3
@@ -126,7 +129,7 @@ def test_close_shows_the_entry_furthest_past_its_tolerance_against_what_was_allo
     assert "within rtol=0.001 + atol=1e-06 of the reference; found 1.1, expected 1" in scalar
 
 
-def test_a_difference_quotient_that_misses_says_which_usual_mistake_fits(checks):
+def test_bad_difference_quotient_names_mistake(checks):
     """The lesson's float32 network along (1, ..., 1): a one-sided formula, a factor, a reversed
     sign, a step lost to rounding and a step merely too small each get their own reading."""
     rng = np.random.default_rng(0)
@@ -173,7 +176,8 @@ def _float64_slope(weights, point, direction, depth):
     return float(bar @ np.asarray(direction, np.float64))
 
 
-def test_stock_nbgrader_gets_the_points_as_the_cells_value(checks, monkeypatch, capsys):
+def test_stock_nbgrader_gets_points_as_value(checks, monkeypatch, capsys):
+    """Stock nbgrader gets the points as the cell's value."""
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     cell = checks.Checks(2, where="here")
     with cell.item(1, "right"):
@@ -184,7 +188,8 @@ def test_stock_nbgrader_gets_the_points_as_the_cells_value(checks, monkeypatch, 
     assert "your code raised ZeroDivisionError: boom" in capsys.readouterr().out
 
 
-def test_in_the_judge_a_cell_neither_prints_nor_raises_and_returns_its_points(checks, monkeypatch, capsys):
+def test_judged_cell_returns_points_silently(checks, monkeypatch, capsys):
+    """In the judge, a cell neither prints nor raises and returns its points."""
     monkeypatch.setattr(checks, "JUDGE", 7)
     cell = checks.Checks(2, where="here")
     with cell.item(1, "right"):
@@ -209,7 +214,8 @@ def test_bounds_may_be_one_per_number(checks):
     assert "expected 2 of samples, found 3" in cell.items[-1]["failure"]
 
 
-def test_a_learner_exception_from_another_process_reads_as_the_learners(checks):
+def test_remote_learner_exception_reads_as_theirs(checks):
+    """A learner exception from another process reads as the learner's."""
     raised = checks.LearnerRaised(["NotImplementedError", "RuntimeError", "Exception"], "")
     assert checks.raised_names(raised)[0] == "NotImplementedError"
     cell = checks.Checks(1, where="here")
@@ -218,7 +224,8 @@ def test_a_learner_exception_from_another_process_reads_as_the_learners(checks):
     assert "NotImplementedError" in cell.items[-1]["failure"]
 
 
-def test_fresh_inputs_repeat_locally_and_follow_the_judges_seed(checks, monkeypatch):
+def test_fresh_inputs_follow_judge_seed(checks, monkeypatch):
+    """Fresh inputs repeat locally and follow the judge's seed."""
     first = checks.Checks(1, where="w").rng().normal(size=3)
     assert np.array_equal(first, checks.Checks(1, where="w").rng().normal(size=3))
     monkeypatch.setattr(checks, "JUDGE", 11)
@@ -244,7 +251,8 @@ def _time(executable, repeats, *, warm_up=True, wait=True):
     return samples
 
 
-def test_honest_samples_lie_between_what_the_executable_saw(checks):
+def test_honest_samples_within_executable_times(checks):
+    """Honest samples lie between what the executable saw."""
     timed = checks.TimedExecutable(first_call=0.05, result_delays=(0.004, 0.006))
     samples = _time(timed, 4)
     assert timed.calls == 5
@@ -273,7 +281,8 @@ def _defined(checks, source: str, name: str):
     return checks._NumpyOnly.__new__(checks._NumpyOnly), function
 
 
-def test_numpy_only_runs_the_answer_cell_where_jax_cannot_be_imported(checks, tmp_path, monkeypatch):
+def test_numpy_only_runs_cell_without_jax(checks, tmp_path, monkeypatch):
+    """NumPy-only runs the answer cell where JAX cannot be imported."""
     monkeypatch.syspath_prepend(str(SOLUTIONS))
     cell = "import jax.numpy as jnp\n\n\ndef double(v):\n    return np.asarray(v) * 2\n\n\nSCALE = jnp.float32(2)\n"
     runner = checks._NumpyOnly.__new__(checks._NumpyOnly)

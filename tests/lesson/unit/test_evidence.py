@@ -66,7 +66,8 @@ def runs(tmp_path, monkeypatch):
     return write
 
 
-def test_collect_merges_the_stages_and_keeps_the_three_views_apart(runs):
+def test_collect_merges_stages_keeps_views(runs):
+    """`collect` merges the stages and keeps the three views apart."""
     runs()
     evidence = remat_evidence.collect("pytest")
     assert evidence["residual_entries"] == {"plain": 9, "remat": 6, "whole": 2}
@@ -77,14 +78,16 @@ def test_collect_merges_the_stages_and_keeps_the_three_views_apart(runs):
     assert evidence["provenance"]["command"] == "pytest"
 
 
-def test_a_stage_not_run_is_missing_and_none_never_zero(runs):
+def test_stage_not_run_is_none_not_zero(runs):
+    """A stage not run is missing and None, never zero."""
     runs({stage: record for stage, record in RECORDS.items() if stage != "03-experiment"})
     evidence = remat_evidence.collect()
     assert evidence["missing_stages"] == ["03-experiment"]
     assert evidence["residual_entries"]["whole"] is None and evidence["memory"]["whole"] is None
 
 
-def test_outcomes_answer_the_predictions_from_the_measurements(runs):
+def test_outcomes_answer_predictions(runs):
+    """Outcomes answer the predictions from the measurements."""
     runs()
     happened = remat_evidence.outcomes(remat_evidence.collect())
     assert happened == {
@@ -99,18 +102,21 @@ def test_outcomes_answer_the_predictions_from_the_measurements(runs):
     "remat, verdict",
     [([0.5e-5, 0.6e-5], True), ([2e-5, 3e-5], False), ([1.1e-5, 0.95e-5], "not decided: the samples overlap")],
 )
-def test_a_policy_is_faster_only_when_every_sample_beats_every_other(remat, verdict):
+def test_faster_only_when_every_sample_beats(remat, verdict):
+    """A policy is faster only when every sample beats every other."""
     assert remat_evidence._faster({"plain": [1.0e-5, 1.2e-5], "remat": remat}) == verdict
 
 
-def test_an_unavailable_estimate_is_not_an_outcome(runs):
+def test_unavailable_estimate_is_no_outcome(runs):
+    """An unavailable estimate is not an outcome."""
     records = json.loads(json.dumps(RECORDS))
     records["02-build"]["memory"] = {"plain": None, "remat": None}
     runs(records)
     assert remat_evidence.outcomes(remat_evidence.collect())["remat_lowers_compiled_temp_bytes"] is None
 
 
-def test_order_effect_sees_the_first_timed_policy_slower_in_both_orders():
+def test_order_effect_first_slower_both_ways():
+    """`order_effect` sees the first timed policy slower in both orders."""
     lines = remat_evidence.order_effect(RECORDS["02-build"]["timings_by_order_s"]["medians"])
     assert len(lines) == 3
     assert lines[0].startswith("plain: timed first 20.0 µs, timed second 10.0 µs")
@@ -119,13 +125,15 @@ def test_order_effect_sees_the_first_timed_policy_slower_in_both_orders():
     assert "the policy timed first has the higher median" in lines[2]
 
 
-def test_order_effect_with_one_run_says_nothing_about_the_order():
+def test_order_effect_one_run_says_nothing():
+    """`order_effect` with one run says nothing about the order."""
     one = {"plain first": {"plain": [2e-5], "remat": [1e-5]}, "remat first": {"remat": [2e-5], "plain": [1e-5]}}
     (line,) = remat_evidence.order_effect(one)
     assert "too few" in line
 
 
-def test_order_effect_keeps_a_ranking_that_survives_the_swap():
+def test_order_effect_keeps_stable_ranking():
+    """`order_effect` keeps a ranking that survives the swap."""
     medians = {
         "plain first": {"plain": [1e-5, 1e-5], "remat": [2e-5, 2e-5]},
         "remat first": {"remat": [2e-5, 2e-5], "plain": [1e-5, 1e-5]},
@@ -133,7 +141,8 @@ def test_order_effect_keeps_a_ranking_that_survives_the_swap():
     assert "remat's median is higher in both orders" in remat_evidence.order_effect(medians)[-1]
 
 
-def test_evidence_md_fills_every_placeholder_with_what_was_measured(runs):
+def test_evidence_md_fills_every_placeholder(runs):
+    """evidence.md fills every placeholder with what was measured."""
     runs()
     evidence = remat_evidence.collect()
     text = remat_evidence.fill_template(remat_evidence.template_path().read_text(), evidence, "  Because.  ")
@@ -145,7 +154,8 @@ def test_evidence_md_fills_every_placeholder_with_what_was_measured(runs):
     assert text.rstrip().endswith("Because.")
 
 
-def test_evidence_md_says_unavailable_and_not_recorded(runs):
+def test_evidence_md_says_unavailable(runs):
+    """evidence.md says unavailable and not recorded."""
     records = json.loads(json.dumps(RECORDS))
     records["02-build"]["memory"]["remat"] = None
     del records["04-exercise"]

@@ -16,7 +16,8 @@ from bundle.release import generate_release
 LEAK_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
 
-def test_solution_notebooks_and_main_py_are_in_sync_with_their_sources():
+def test_solutions_in_sync_with_sources():
+    """Solution notebooks and main.py are in sync with their sources."""
     stale = sync.render(check=True)
     assert stale == [], f"run `make sync`: out of date: {stale}"
 
@@ -47,7 +48,7 @@ def released_source(cell) -> str:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_release_has_no_solution_code_and_no_hidden_tests(name):
+def test_release_has_no_solutions_or_hidden(name):
     """Every cell of the release is its solution cell with the answers stubbed and the hidden
     tests removed, character for character: no line of an answer or a hidden test, however
     short, can be left behind."""
@@ -81,7 +82,8 @@ def _backward_loops(source: str) -> list[int]:
     return found
 
 
-def test_the_backward_loop_detector_sees_the_oracle_however_it_is_walked():
+def test_backward_loop_detector_sees_oracle():
+    """The backward loop detector sees the oracle, however it is walked."""
     assert _backward_loops("for h in values[:0:-1]:\n    bar = w.T @ (bar * (1 - h * h))") == [1]
     assert _backward_loops("for h in reversed(values):\n    bar = (1 - h**2) * bar @ w.T") == [1]
     assert _backward_loops("for h in values[::-1]:\n    print(h)") == []
@@ -111,7 +113,8 @@ def test_committed_notebooks_carry_no_outputs(folder):
         assert notebook.metadata["kernelspec"]["name"] == "python3"
 
 
-def test_graded_cells_declare_the_points_their_checks_add_up_to():
+def test_graded_cells_declare_check_points():
+    """Graded cells declare the points their checks add up to."""
     for name in NOTEBOOKS:
         for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
@@ -130,8 +133,10 @@ def test_learners_get_the_recorded_reference_run():
         assert (RELEASE / name).read_bytes() == (DATA / name).read_bytes(), f"notebooks/{name} differs from data/{name}"
 
 
-def test_the_recorded_execution_reveals_no_hidden_check():
-    """Check reports are cut to their points line: no item of a hidden test reaches learners."""
+def test_recorded_execution_hides_hidden_checks():
+    """The recorded execution reveals no hidden check.
+
+    Check reports are cut to their points line: no item of a hidden test reaches learners."""
     recorded = (RELEASE / "reference-execution.txt").read_text()
     assert not re.search(r"^\[(PASS|FAIL)\] ", recorded, re.M)
     for name in NOTEBOOKS:

@@ -33,7 +33,8 @@ def _forward_outputs():
     return values[1:]
 
 
-def test_plain_keeps_h_and_one_minus_h_not_one_minus_h_squared():
+def test_plain_keeps_h_and_one_minus_h():
+    """Plain keeps h and one minus h, not one minus h squared."""
     kept = [np.asarray(v, np.float64) for v in vjp_residuals(plain, x) if v.shape == (16,)]
     assert len(kept) == 2 * DEPTH == len(saved_residual_lines(plain, x)) - 1
     for h in _forward_outputs():
@@ -42,7 +43,8 @@ def test_plain_keeps_h_and_one_minus_h_not_one_minus_h_squared():
         assert not any(np.allclose(k, 1.0 - h * h, atol=1e-3) for k in kept)
 
 
-def test_the_whole_objective_checkpoint_reruns_the_forward_pass_and_holds_as_much_as_plain():
+def test_whole_checkpoint_reruns_forward():
+    """The whole objective checkpoint reruns the forward pass and holds as much as plain."""
     whole = jax.checkpoint(plain)
     forward, backward = forward_and_backward(whole, x)
     assert len(forward.jaxpr.outvars) - 1 == len(saved_residual_lines(whole, x)) == 2
@@ -52,7 +54,9 @@ def test_the_whole_objective_checkpoint_reruns_the_forward_pass_and_holds_as_muc
     assert most_residuals_held(remat, x) == {"entries": 6, "bytes": 1344}
 
 
-def test_a_checkpoint_around_the_last_layer_holds_as_much_as_plain():
+def test_last_layer_checkpoint_holds_as_plain():
+    """A checkpoint around the last layer holds as much as plain."""
+
     def layer(v):
         return jnp.tanh(W @ v)
 
