@@ -29,7 +29,7 @@ AUDIT_EVIDENCE ?= runs/performance-audit
 K ?= 16
 BENCH_JOBS ?= 2
 
-.PHONY: help venv run test test-fast lint format lock sync release lab validate autograde formgrader export \
+.PHONY: help venv run test test-fast test-e2e check lint format lock sync release lab validate autograde formgrader export \
         feedback figures sweep audit audit-starter test-browser bench-grading clean
 
 ## help: this list
@@ -61,13 +61,23 @@ run: venv
 	$(PY) solutions/main.py
 	$(PY) -m bundle.execute solutions
 
-## test: the lint, then the whole test suite (the browser tests skip, saying why, without Chromium)
+## test: the lint, then the unit and integration tiers and the lesson's own tests (its notebooks
+##       executed, its figures and prose checked): everything but the grader's end-to-end runs, under 10 minutes
 test: venv lint
-	INTAKE_EXAMPLES=$(INTAKE_EXAMPLES) $(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
+	INTAKE_EXAMPLES=$(INTAKE_EXAMPLES) $(PY) -m pytest -m "not e2e or lesson" --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
 
 ## test-fast: the unit tier (tests/unit, tests/lesson/unit: no kernel, no helper, no grading run), under a minute
 test-fast: venv
 	$(PY) -m pytest -m unit --numprocesses $(TEST_PROCESSES) $(PYTEST_ARGS)
+
+## test-e2e: the grader's end-to-end tier: the fixture class graded against expected-scores.csv, nbgrader's
+##           own suites with the plugin, a fresh install, the instructor's cycle, the browser (about 25 min)
+test-e2e: venv
+	$(PY) -m pytest -m "e2e and not lesson" --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
+
+## check: what CI runs (.ci/run): the lint, then every test of every tier in one run (about 30 min on 2 cores)
+check: venv lint
+	INTAKE_EXAMPLES=$(INTAKE_EXAMPLES) $(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
 
 ## lint: ruff's lint and format check over the whole tree (`make format` rewrites), mypy on the grader
 lint: venv
