@@ -29,7 +29,7 @@ AUDIT_EVIDENCE ?= runs/performance-audit
 K ?= 16
 BENCH_JOBS ?= 2
 
-.PHONY: help venv run test test-fast test-e2e check lint format lock sync release lab validate autograde formgrader export \
+.PHONY: help venv run test test-fast test-e2e lint format lock sync release lab validate autograde formgrader export \
         feedback figures sweep audit audit-starter test-browser bench-grading clean
 
 ## help: this list
@@ -74,10 +74,6 @@ test-fast: venv
 ##           own suites with the plugin, a fresh install, the instructor's cycle, the browser (about 25 min)
 test-e2e: venv
 	$(PY) -m pytest -m "e2e and not lesson" --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
-
-## check: what CI runs (.ci/run): the lint, then every test of every tier in one run (about 30 min on 2 cores)
-check: venv lint
-	INTAKE_EXAMPLES=$(INTAKE_EXAMPLES) $(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadscope $(PYTEST_ARGS)
 
 ## lint: ruff's lint and format check over the whole tree (`make format` rewrites), mypy on the grader
 lint: venv

@@ -6,6 +6,9 @@ The tiers are folders, and a test's marker comes from its folder:
 - `integration/`: one piece against real processes (sandboxes, kernel hosts, the judge's helpers);
 - `e2e/` (and `lesson/e2e/`): grading runs, installs, notebook runs, the browser.
 `lesson/` holds the lesson's own tests (its checks, notebooks, prose); the rest test the grader.
+
+`make test` runs all but the grader's e2e tier (`-m "not e2e or lesson"`), `make test-e2e` that
+tier; CI runs both.
 """
 
 from __future__ import annotations
