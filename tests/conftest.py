@@ -45,15 +45,20 @@ def tier_of(path: Path) -> str:
 #: serves every run after the first.
 NOTEBOOK_RUN_MODULES = {"test_lesson", "test_prose", "test_figures"}
 
-#: The process groups that take longest, longest first (on 2 cores, about 350, 270, 250, 100, 45
-#: and 30 s): handed out in this order, the rest (10 s or less each) after them as collected, so
-#: that no long group is left to one process at the end while the other waits.
+#: The process groups that take longest, longest first (measured under `pytest -n 2 --durations`
+#: on 2 cores, the whole suite: about 890, 620, 420, 260, 255, 185, 60, 50 and 30 s): handed out
+#: in this order, the rest (under 20 s each) after them as collected, so that no long group is
+#: left to one process at the end while the other waits. Of these, `make test` runs the lesson's
+#: notebook runs, the judge and the sandbox; the rest are the e2e tier.
 LONGEST_GROUPS = (
     "tests/e2e/test_autograder_scores.py",
     "notebook-runs-and-browser",
     "tests/e2e/test_grading_engine.py",
+    "tests/e2e/test_nbgrader_suites.py",
+    "tests/e2e/test_new_instructor.py",
     "tests/e2e/test_plugin.py",
     "tests/e2e/test_instructor_cycle.py",
+    "tests/integration/test_judge.py",
     "tests/integration/test_sandbox.py",
 )
 
