@@ -20,6 +20,8 @@ from autograder.course.assignment import BUNDLE, Assignment
 EXTRA_FILES = ("timestamp.txt",)
 #: Letters and digits of any script, then letters, digits, and _ . @ + -
 _ID = re.compile(r"^[^\W_][\w.@+-]*$")
+#: The longest student id: nbgrader's gradebook column for it (`Student.id`, String(128)).
+MAX_ID = 128
 
 
 class UsageError(ValueError):
@@ -39,6 +41,11 @@ def student_id_problem(name: str) -> str | None:
         return "its name starts with a dot (a hidden folder); rename it if it holds a student's work"
     if unicodedata.normalize("NFC", name) != name:
         return "its name is not in Unicode normal form C; rename it"
+    if len(name) > MAX_ID:
+        return (
+            f"a student id is at most {MAX_ID} characters (nbgrader's gradebook keeps no more, and the "
+            "grader's own files are named by it); rename the folder"
+        )
     if not _ID.match(name):
         return (
             "a student id must start with a letter or digit and hold only letters, digits and _ . @ + - "

@@ -122,9 +122,13 @@ def _verbatim(clean: str) -> str:
 
 
 def _shown_as_is(stored: str) -> bool:
-    """Whether nbconvert shows this markdown as the HTML it is, and nh3 keeps that HTML whole."""
+    """Whether nbconvert shows this markdown as the HTML it is, and nh3 keeps that HTML whole.
+
+    The linear check comes first: only a text already in `_verbatim`'s form (one line, markdown's
+    punctuation as references) is then rendered, whatever its length. Learner text in any other
+    form never reaches the renderer here (some texts take it quadratic time: `RenderAllowance`)."""
     try:
-        return _markdown_html(stored).strip() == stored and _verbatim(clean_html(stored)[5:-6]) == stored
+        return _verbatim(clean_html(stored)[5:-6]) == stored and _markdown_html(stored).strip() == stored
     except Exception:  # the renderer refused it (a missing attachment, say): not shown as it is
         return False
 

@@ -410,3 +410,18 @@ def test_report_lines_in_markdown_are_marked():
 
     assert "[your text] [PASS] 3/3" in html.unescape(notebook.cells[0].source)
     assert "[your text]" in html.unescape(notebook.cells[1].source)
+
+
+@pytest.mark.parametrize("opening", ["<div>\n\n", "<div>", "<div></div>\n\n"])
+def test_div_markdown_past_allowance_not_rendered(monkeypatch, opening):
+    """Learner markdown that opens like the stored form (`<div>`) is rendered only within the
+    render allowance: 256 KB of `[a](` after a `<div>` line would take the renderer hours."""
+    from autograder.notebook import pages
+
+    rendered, real = [], pages._markdown_html
+    monkeypatch.setattr(pages, "_markdown_html", lambda text, *rest: rendered.append(text) or real(text, *rest))
+    source = opening + "[a](" * 65536
+    stored = pages.safe_markdown(source)
+    assert not [text for text in rendered if "[a](" in text], "the learner's raw text reached the renderer"
+    assert stored.startswith("<div>") and "&#91;a&#93;" not in stored[:5]  # shown as text, in the stored form
+    assert pages.safe_markdown(stored) == stored  # the stored form still passes through as it is

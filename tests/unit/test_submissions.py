@@ -14,7 +14,7 @@ def _student(folder, name, *files):
         (folder / name / file).write_text("{}")
 
 
-@pytest.mark.parametrize("name", ["ann", "zoë", "Ann.Smith@uni.edu", "s-01", "学生7", "x+y"])
+@pytest.mark.parametrize("name", ["ann", "zoë", "Ann.Smith@uni.edu", "s-01", "学生7", "x+y", "a" * 128])
 def test_usable_student_ids(name):
     assert student_id_problem(name) is None
 
@@ -28,6 +28,7 @@ def test_usable_student_ids(name):
         ("ann/..", "no spaces"),
         ("ann\tb", "no spaces"),
         ("e\u0301", "normal form C"),
+        ("a" * 129, "at most 128 characters"),
     ],
 )
 def test_unusable_student_ids_say_why(name, why):
