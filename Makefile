@@ -34,8 +34,9 @@ BENCH_JOBS ?= 2
 
 ## help: this list
 help:
-	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST) | sed 's/^\([a-z-]*\)\([: ]\)/  \1\2/'
+	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST) | sed 's/^\([a-z0-9-]*\)\([: ]\)/  \1\2/'
 
+## venv: .venv from requirements-cpu.txt (every target makes it first when it is missing or stale)
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements-cpu.txt
@@ -81,6 +82,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+## format: ruff's fixes and formatting, written into the tree
 format: venv
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .

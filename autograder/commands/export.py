@@ -35,7 +35,7 @@ from autograder.gradebook.reports import (
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(prog="autograder export", description=__doc__.strip().splitlines()[0])
     parser.add_argument(
         "--out",
         type=Path,

@@ -78,7 +78,7 @@ def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissio
             # A link could hand in any file of this machine (the solutions, another student's work).
             found.rejected[entry.name] = f"{held} is a symbolic link: a submission's files must be its own"
             continue
-        files, notes = {}, []
+        files, notes, others = {}, [], []
         for item in sorted(held.iterdir()):
             if item.is_symlink():
                 notes.append(f"{item.name} left out: a symbolic link, not a file handed in")
@@ -88,7 +88,9 @@ def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissio
                 continue
             if item.name.startswith(".") or item.name == "__pycache__":
                 continue
-            notes.append(f"{item.name} left out: not a notebook of {assignment.id}")
+            others.append(item.name)  # (the release's own files, where nbgrader collect put them there too)
+        if others:
+            notes.append(f"left out, not notebooks of {assignment.id}: {', '.join(others)}")
         if not any(name.endswith(".ipynb") for name in files):
             found.rejected[entry.name] = f"it holds no notebook of {assignment.id} ({', '.join(assignment.notebooks)})"
             continue

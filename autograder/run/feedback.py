@@ -120,7 +120,7 @@ def _regenerate_one(api, out: Path, course: Path, student: str) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(prog="autograder feedback", description=__doc__.strip().splitlines()[0])
     parser.add_argument(
         "--out",
         type=Path,

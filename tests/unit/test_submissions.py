@@ -44,10 +44,7 @@ def test_each_student_is_graded_or_rejected_alone(tmp_path):
     found = find_submissions(tmp_path)
     assert set(found.students) == {"ann"}
     assert sorted(found.students["ann"]) == ["01-understand.ipynb", "timestamp.txt"]
-    assert found.notes["ann"] == [
-        "notes.txt left out: not a notebook of performance-05",
-        "scratch.ipynb left out: not a notebook of performance-05",
-    ]
+    assert found.notes["ann"] == ["left out, not notebooks of performance-05: notes.txt, scratch.ipynb"]
     assert set(found.rejected) == {"ann smith", ".ipynb_checkpoints", "bob"}
     assert "holds no notebook" in found.rejected["bob"]
 
