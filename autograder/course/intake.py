@@ -30,6 +30,9 @@ MAX_NOTEBOOK_BYTES = 32 << 20
 MAX_CELLS = 5000
 #: The longest source kept for one cell (the rest is cut).
 MAX_SOURCE = 1 << 20
+#: The most source a notebook's cells may hold together: the scan and the pages read every
+#: character of it in the grader's own process (the lesson's largest notebook holds under 100 KB).
+MAX_NOTEBOOK_SOURCE = 1 << 20
 CELL_TYPES = ("code", "markdown", "raw")
 _ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 #: Control characters (but tab) that a terminal would act on, line breaks among them.
@@ -112,6 +115,11 @@ def normalized(data) -> nbformat.NotebookNode:
         else:
             cell = nbformat.v4.new_raw_cell(source, metadata=cell_metadata, id=ident)
         cells.append(cell)
+    total = sum(len(cell.source) for cell in cells)
+    if total > MAX_NOTEBOOK_SOURCE:
+        raise NotANotebook(
+            f"cells that hold {total / (1 << 20):.1f} MiB of source (at most {MAX_NOTEBOOK_SOURCE >> 20} MiB are graded)"
+        )
     # The notebook's own metadata goes: nbgrader sets the kernel, nothing else is read.
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.nbformat, notebook.nbformat_minor = 4, 5

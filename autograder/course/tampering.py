@@ -16,6 +16,7 @@ syntax tree (so comments and strings about these things do not count, and aliase
 from __future__ import annotations
 
 import ast
+import re
 
 import nbformat
 
@@ -189,11 +190,19 @@ class _Scanner(ast.NodeVisitor):
                 self.flag(node, "opens a path outside the submission folder", repr(text[:60]))
 
 
+#: IPython's transformer tokenizes the whole cell again for each line it rewrites: it reads cells
+#: up to this size with at most MAGIC_LINES such lines; a larger one is named as not scanned.
+TRANSFORMED_SOURCE, MAGIC_LINES = 64 << 10, 64
+_MAGIC_LINE = re.compile(r"^[ \t]*[!%]|\?[ \t]*$", re.MULTILINE)
+
+
 def _tree(source: str) -> ast.AST | None:
     try:
         return ast.parse(source)
     except SyntaxError:
         pass
+    if len(source) > TRANSFORMED_SOURCE or len(_MAGIC_LINE.findall(source)) > MAGIC_LINES:
+        return None
     try:  # IPython syntax (magics, !commands): what IPython would run
         import warnings
 

@@ -52,6 +52,56 @@ SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
 NOT_SHOWN = "[{kind} output: not shown in grading pages]"
 #: What a written answer shows when its HTML could not be made safe (it never has, so far).
 NOT_RENDERED = "<p>[a written answer the grader could not show safely]</p>"
+#: A tag, for reading text out of HTML: `[^<>]` keeps it linear (from a `<` with no `>` after
+#: it, `[^>]*` would scan to the end of the text, once for every `<`).
+_TAG = re.compile(r"<[^<>]*>")
+#: The most of a learner's text a page shows as text (where it is not rendered); the rest is named.
+SHOWN_TEXT = 64 << 10
+#: A control sequence longer than any a terminal writes: nbconvert's ANSI filter takes time
+#: quadratic in its length (`ESC[1;1;1;...m`), so it is left out of the page.
+_LONG_CSI = re.compile(r"\x1b\[[0-?]{32,}[ -/]*[@-~]?")
+
+
+#: What a stored page never holds (nh3 writes every `&` as a reference), and what takes nh3 more
+#: than linear time: a bare `&`, or tags nested deeper than any page nests them.
+_BARE_AMPERSAND = re.compile(r"&(?![#a-zA-Z0-9]+;)")
+_VOID = frozenset(
+    ["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"]
+)
+MAX_STORED_NESTING = 64
+
+
+def _may_be_stored(text: str) -> bool:
+    """A linear look at whether text can be in the form pages store, before anything that takes
+    more than linear time reads it: no bare `&`, tags nested at most MAX_STORED_NESTING deep."""
+    if _BARE_AMPERSAND.search(text):
+        return False
+    depth = 0
+    for tag in _TAG.finditer(text):
+        name = tag.group(0)[1:].split(None, 1)[0].rstrip("/>").lower() if len(tag.group(0)) > 2 else ""
+        if tag.group(0).startswith("</"):
+            depth -= 1
+        elif not tag.group(0).endswith("/>") and name not in _VOID:
+            depth += 1
+            if depth > MAX_STORED_NESTING:
+                return False
+    return True
+
+
+def _shown_as_text(text: str) -> str:
+    """Learner text for a page as text: at most SHOWN_TEXT characters, the rest named."""
+    if len(text) <= SHOWN_TEXT:
+        return text
+    return (
+        text[:SHOWN_TEXT]
+        + f"\n[… {len(text) - SHOWN_TEXT} more characters, not shown here: see the submitted notebook]"
+    )
+
+
+def _no_long_sequences(text):
+    return _LONG_CSI.sub("", text) if isinstance(text, str) and "\x1b[" in text else text
+
+
 _INLINE_IMAGE = re.compile(r"^data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*$", re.IGNORECASE)
 #: A link target a browser follows to another page (after it removes tabs and newlines).
 _LINK = re.compile(r"^(?:(?:https?|mailto):|#)", re.IGNORECASE)
@@ -144,8 +194,20 @@ class RenderAllowance:
     #: The most markdown rendered for one notebook, all its cells and outputs together.
     NOTEBOOK = 64 << 10
 
+    #: The same for HTML a learner's output holds (the HTML cleaner too takes more than linear time
+    #: on some texts: 256 KB of nested `<div>` 14 s): past these, the output is shown as its text.
+    HTML_OUTPUT = 64 << 10
+    HTML_NOTEBOOK = 1 << 20
+
     def __init__(self):
         self.left = self.NOTEBOOK
+        self.html_left = self.HTML_NOTEBOOK
+
+    def take_html(self, text: str) -> bool:
+        if len(text) > self.HTML_OUTPUT or len(text) > self.html_left:
+            return False
+        self.html_left -= len(text)
+        return True
 
     def take(self, text: str) -> bool:
         if len(text) > self.CELL or len(text) > self.left:
@@ -161,8 +223,8 @@ def safe_markdown(source: str, attachments: dict | None = None, allowance: Rende
     check fails, or the text is past what the allowance renders (one is made for the call when
     none is given), the source is shown as text; where even that fails, a line says so."""
     allowance = allowance or RenderAllowance()
-    as_text = "<pre>" + html.escape(source, quote=False) + "</pre>"
-    if source.startswith("<div>") and _shown_as_is(source):
+    as_text = "<pre>" + html.escape(_shown_as_text(source), quote=False) + "</pre>"
+    if source.startswith("<div>") and _may_be_stored(source) and _shown_as_is(source):
         return source  # already in this form (a notebook sanitized before; rendering it is linear)
     if not allowance.take(source):
         rendered = as_text
@@ -261,7 +323,7 @@ def _marked_output(output) -> NotebookNode:
             data["text/plain"] = _marked(data["text/plain"])
         shown = data.get("text/html")
         if isinstance(shown, str):
-            text = html.unescape(re.sub(r"<[^>]*>", "", shown))
+            text = html.unescape(_TAG.sub("", shown))
             if _reads_like_the_report(text):
                 del data["text/html"]
                 data["text/plain"] = _marked(" ".join(text.split()))
@@ -269,14 +331,16 @@ def _marked_output(output) -> NotebookNode:
 
 
 def _clean_output(output, allowance: RenderAllowance | None = None) -> NotebookNode:
+    allowance = allowance or RenderAllowance()
     kind = output.get("output_type")
     if kind == "stream":
+        output["text"] = _no_long_sequences(output.get("text"))
         return output  # text, escaped when rendered
     if kind == "error":
         # Its traceback is escaped when rendered; what breaks a line is shown, not obeyed.
         output["ename"], output["evalue"] = _visible(output.get("ename", "")), _visible(output.get("evalue", ""))
         if isinstance(output.get("traceback"), list):
-            output["traceback"] = [_visible(line) for line in output["traceback"]]
+            output["traceback"] = [_no_long_sequences(_visible(line)) for line in output["traceback"]]
         return output
     data = output.get("data")
     if not isinstance(data, dict):
@@ -286,11 +350,13 @@ def _clean_output(output, allowance: RenderAllowance | None = None) -> NotebookN
         text = "".join(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
         if mime in SAFE_OUTPUTS and isinstance(text, str):
             if mime == "text/plain" or _INLINE_IMAGE.match(f"data:{mime};base64,{text}"):
-                kept[mime] = text
+                kept[mime] = _no_long_sequences(text)
             else:
                 dropped.append(mime)
-        elif mime == "text/html" and isinstance(text, str):
+        elif mime == "text/html" and isinstance(text, str) and allowance.take_html(text):
             kept[mime] = clean_html(text)
+        elif mime == "text/html" and isinstance(text, str):  # past the allowance: its text, escaped when shown
+            kept.setdefault("text/plain", _shown_as_text(text))
         elif mime == "text/markdown" and isinstance(text, str):
             kept.setdefault("text/html", clean_html(safe_markdown(text, allowance=allowance)))
         else:
@@ -338,7 +404,7 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
             # Attachments are embedded by rendering (as data the sanitizer lets through or not).
             bundles = {k: v for k, v in (attachments or {}).items() if isinstance(v, dict)}
             source = _marked(cell.get("source", ""), "[your text] ")
-            if _reads_like_the_report(re.sub(r"<[^>]*>", "", html.unescape(source))) and source == cell.get("source"):
+            if _reads_like_the_report(_TAG.sub("", html.unescape(source))) and source == cell.get("source"):
                 source = "[your text]\n\n" + source  # the marks are spelled in HTML or entities
             cell["source"] = safe_markdown(source, bundles, allowance)
         elif cell.get("cell_type") == "markdown" and attachments:

@@ -148,3 +148,14 @@ def test_odd_issue_notebooks_are_taken_in(odd, tmp_path):
 def test_console_lines_show_no_control_character():
     assert printable("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"
     assert len(printable("x" * 1000)) == 303
+
+
+def test_notebook_past_source_bound_is_named():
+    """The scan and the pages read every character of a notebook's sources in the grader's own
+    process: past 1 MiB together (the lesson's largest notebook holds under 100 KB), it is named."""
+    from autograder.course.intake import MAX_NOTEBOOK_SOURCE
+
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "a" * (MAX_NOTEBOOK_SOURCE // 4 + 1)}] * 4
+    with pytest.raises(NotANotebook, match=r"MiB of source \(at most 1 MiB are graded\)"):
+        read_notebook(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
+    read_notebook(json.dumps({"cells": cells[:3], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())

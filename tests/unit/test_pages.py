@@ -357,7 +357,8 @@ def test_learner_markdown_rendered_in_bounds(monkeypatch):
     assert sum(map(len, learners)) <= pages.RenderAllowance.NOTEBOOK
     stored = [cell.source for cell in notebook.cells]
     assert all(not set("[]()*_`") & set(text) for text in stored)
-    assert stored[0].startswith("<div><pre>&#91;a&#93;&#40;")  # shown as text, whole
+    assert stored[0].startswith("<div><pre>&#91;a&#93;&#40;")  # shown as text, its first 64 KB
+    assert "more characters, not shown here" in stored[0]
     assert '<a href="https://example.org/a&#95;&#40;b&#41;"' in stored[-1] and "<em>emphasis</em>" in stored[-1]
     handed.clear()
     pages.sanitize_notebook(notebook)  # a page sanitized again is kept as it is
@@ -425,3 +426,35 @@ def test_div_markdown_past_allowance_not_rendered(monkeypatch, opening):
     assert not [text for text in rendered if "[a](" in text], "the learner's raw text reached the renderer"
     assert stored.startswith("<div>") and "&#91;a&#93;" not in stored[:5]  # shown as text, in the stored form
     assert pages.safe_markdown(stored) == stored  # the stored form still passes through as it is
+
+
+def test_learner_text_past_bounds_shown_as_text():
+    """Past the render allowance nothing of a learner's text reaches a renderer or cleaner that
+    takes more than linear time: markdown is shown as its first 64 KB of text, an HTML output past
+    its allowance as its text, a control sequence no terminal writes is left out."""
+    from autograder.notebook import pages
+
+    source = "<" * (1 << 20)
+    notebook = new_notebook(cells=[new_markdown_cell(source)])
+    sanitize_notebook(notebook)
+    shown = notebook.cells[0].source
+    assert "more characters, not shown here" in shown and len(shown) < 8 * pages.SHOWN_TEXT
+
+    cleaned, real = [], pages.clean_html
+    pages_clean = lambda text: cleaned.append(len(text)) or real(text)  # noqa: E731
+    pages.clean_html = pages_clean
+    try:
+        big = pages._clean_output(new_output("display_data", data={"text/html": "<div>" * 400000}))
+    finally:
+        pages.clean_html = real
+    assert cleaned == [] and "text/html" not in big["data"] and big["data"]["text/plain"].startswith("<div><div>")
+
+    allowance = pages.RenderAllowance()
+    outputs = [pages._clean_output(new_output("display_data", data={"text/html": "<b>x</b>" * 8000}), allowance)]
+    outputs += [pages._clean_output(new_output("display_data", data={"text/html": "<b>y</b>"}), allowance)]
+    assert all("text/html" in out["data"] for out in outputs)  # within the allowance: cleaned HTML
+
+    stream = pages._clean_output(
+        new_output("stream", name="stdout", text="\x1b[" + "1;" * 5000 + "mok \x1b[31mred\x1b[0m")
+    )
+    assert stream["text"] == "ok \x1b[31mred\x1b[0m"

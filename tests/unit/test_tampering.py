@@ -182,3 +182,11 @@ def test_locked_and_test_cells_are_not_scanned():
         ]
     )
     assert scan_notebook(notebook) == ["cell 3, line 1: runs code built from text (exec(...))"]
+
+
+def test_many_magic_lines_named_unscanned():
+    """IPython's transformer reads a cell again for every magic line it rewrites: a cell with more
+    such lines than it may read is named as not scanned (for review), and a few are still read."""
+    found = scan_source("!a\n" * 2000)
+    assert found == [(1, "code that does not parse (not scanned)", "!a")]
+    assert any(what == "runs shell commands" for _, what, _ in scan_source("!ls\nimport os\nos.system('x')\n"))
