@@ -27,7 +27,15 @@ from autograder.kernel.compile_cache import reading_env, unseal, usable_cache, w
 from autograder.kernel.helpers import HELPER_NAMES
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
-from autograder.notebook.execute import Failure, NotebookContext, NotebookRecord, failure_of, past_budget
+from autograder.notebook.execute import (
+    Failure,
+    NotebookContext,
+    NotebookRecord,
+    RequireSandbox,
+    SandboxedExecute,
+    failure_of,
+    past_budget,
+)
 from autograder.notebook.plugin import configure
 from autograder.run.options import GradingOptions
 
@@ -227,7 +235,7 @@ def _recording(converter, context: NotebookContext | None = None):
         def _init_preprocessors(self) -> None:
             super()._init_preprocessors()
             for preprocessor in self.exporter._preprocessors:  # nbgrader's converters set this list themselves
-                if hasattr(preprocessor, "context"):
+                if isinstance(preprocessor, (SandboxedExecute, RequireSandbox)):  # not a course's own with that name
                     preprocessor.context = context
 
         def convert_single_notebook(self, notebook_filename: str) -> None:
