@@ -24,9 +24,7 @@ the request then fails with the reason (HelperError), and the next one starts a 
 
 from __future__ import annotations
 
-import json
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -37,9 +35,18 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from autograder.kernel.control_line import (
+    BOOTSTRAP,
+    PROGRAM_PLACEHOLDER,
+    ControlLine,
+    LineError,
+    LineTimeout,
+    LineViolation,
+    program_text,
+    start,
+)
 from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
-from autograder.kernel.sandbox import CACHE, SCRATCH, Sandbox, kernel_env, launch
-from autograder.sandboxed.wire import WireError, dumps, loads
+from autograder.kernel.sandbox import CACHE, SCRATCH, Sandbox, kernel_env
 
 #: The modules sent as text to another process live together, in autograder/sandboxed/.
 SANDBOXED = Path(__file__).resolve().parents[1] / "sandboxed"
@@ -47,8 +54,6 @@ SANDBOXED = Path(__file__).resolve().parents[1] / "sandboxed"
 START_TIMEOUT = 120
 #: The longest answer line taken from a helper.
 MAX_LINE = 256 << 20
-#: Bytes written to a helper at a time (a pipe holds 64 kB): the deadline is checked between them.
-WRITE_CHUNK = 1 << 16
 #: What the NumPy-only process sees of a folder of installed packages: NumPy and its own libraries.
 NUMPY_ONLY_FOLDERS = ("numpy", "numpy.libs")
 
@@ -58,16 +63,18 @@ HELPER_NAMES = ("artifacts", "numpy_only", "builder")
 
 
 class HelperError(RuntimeError):
-    """A helper process did not answer (it died, or ran past its time); the message says which."""
+    """A helper process did not answer (it died, or ran past its time); the message says which.
+    `unrequested`: it sent a line the judge did not ask for (the notebook is then broken)."""
+
+    def __init__(self, message: str, unrequested: bool = False):
+        super().__init__(message)
+        self.unrequested = unrequested
 
 
 def program(runner: str, *sent: str) -> str:
-    """The text a helper runs: wire.py, confine.py, the modules it needs, then the runner's module,
-    then its main()."""
-    return (
-        sent_text("wire.py", "confine.py", *sent, runner)
-        + "\nimport json as _json, sys as _sys\nmain(_json.loads(_sys.argv[1]))\n"
-    )
+    """The text a helper runs: wire.py, confine.py, the modules it needs, then the runner's module
+    (then its main() on the configuration)."""
+    return sent_text("wire.py", "confine.py", *sent, runner)
 
 
 def sent_text(*names: str) -> str:
@@ -99,6 +106,8 @@ class HelperProcess:
     runner = ""
     #: The grader's modules the runner uses, sent before it (after wire.py and confine.py).
     sent: tuple[str, ...] = ()
+    #: Python's isolated mode (-I): no environment variable of Python's, no working directory on sys.path.
+    isolated = True
 
     def __init__(
         self,
@@ -112,7 +121,7 @@ class HelperProcess:
         self.sandbox, self.folder = sandbox, Path(folder)
         self.assignment, self.cache, self.cache_writable = assignment, cache, cache_writable
         self.process: subprocess.Popen | None = None
-        self._buffer = b""
+        self.line: ControlLine | None = None
         self._ready_by: float | None = None  # launched, its "ready" line not read yet: by when it must come
         self.asked = False  # whether any request came (the reference run notes which helpers a notebook needs)
         self.hit: str | None = None  # why it was ended from another thread (a limit), said by its next request
@@ -130,6 +139,14 @@ class HelperProcess:
     def program(self) -> str:
         return program(self.runner, *self.sent)
 
+    def environment(self, scratch: str, cache: str | None) -> dict[str, str]:
+        """The helper's whole environment (sandbox.kernel_env and the helper's own)."""
+        return kernel_env(os.environ, scratch=scratch, cache=cache, extra=self.extra_env())
+
+    def connection(self) -> Path | None:
+        """A folder of the grader's bound at /run/kernel (None: no such folder)."""
+        return None
+
     # -- the process ----------------------------------------------------------------------------
     def start(self) -> None:
         """Start the process and wait until it says it is ready (HelperError if it does not)."""
@@ -146,45 +163,52 @@ class HelperProcess:
             Path(scratch).mkdir(parents=True, exist_ok=True)
         uid = None if unsafe else self.sandbox.kernel_uid  # the student's own (sandbox.kernel_uid)
         cache = None if self.cache is None else (str(self.cache) if unsafe else CACHE)
-        env = kernel_env(os.environ, scratch=scratch, cache=cache, extra=self.extra_env())
-        config = {"uid": uid, "limits": self.sandbox.limits.as_dict(), **self.config()}
-        command = [sys.executable, "-I", "-c", self.program(), json.dumps(config)]
+        env = self.environment(scratch, cache)
+        self.line = ControlLine(MAX_LINE, asker="the judge")
+        config = {
+            "uid": uid,
+            "limits": self.sandbox.limits.as_dict(),
+            "scratch": scratch,
+            "env": env,
+            **self.config(),
+            **self.line.config(),
+        }
+        isolated = ["-I"] if self.isolated else []
         argv = self.sandbox.argv(
-            command,
+            [sys.executable, *isolated, "-c", BOOTSTRAP, PROGRAM_PLACEHOLDER],
             assignment=self.assignment,
-            connection=None,
+            connection=self.connection(),
             cache=self.cache,
             cache_writable=self.cache_writable,
             env=env,
             masks=self.masks(),
         )
-        self.process = launch(
+        self.process = start(
             argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            program_text(self.program(), config),
+            self.line,
             env=env,
             cwd=scratch if unsafe else None,
             start_new_session=True,
         )
-        # Written without blocking: a helper that stops reading cannot hold the judge past a deadline.
-        assert self.process.stdin is not None  # stdin=PIPE
-        os.set_blocking(self.process.stdin.fileno(), False)
-        self._buffer = b""
         self.hit = None
         self._ready_by = time.monotonic() + START_TIMEOUT
 
     def _await_ready(self, deadline: float = float("inf")) -> None:
-        assert self._ready_by is not None  # launched, and its "ready" line not read yet
+        assert self._ready_by is not None and self.line is not None  # launched, its "ready" line not read yet
         deadline, self._ready_by = min(self._ready_by, deadline), None
-        first = self._read(deadline)
-        if first.get("ready") is not True:
+        try:
+            first = self.line.await_ready(deadline)
+        except LineError:
+            first = {}
+        if first != {"ready": True}:
             self.stop()
             raise HelperError(f"the judge's {self.runner} did not start")
 
     def request(self, message: dict, timeout: float) -> dict:
         """One request and its answer, both within timeout (its start too, where it has not started);
-        HelperError when the helper dies, stops reading, runs past timeout or was ended at a limit."""
+        HelperError when the helper dies, stops reading, runs past timeout, was ended at a limit, or
+        sends a line it was not asked for."""
         self.asked = True
         deadline = time.monotonic() + timeout
         if self.hit is not None:  # ended at a limit since its last request
@@ -194,72 +218,37 @@ class HelperProcess:
             self.launch()
         if self._ready_by is not None:  # launched now, or ahead of its first request
             self._await_ready(deadline)
-        self._write((dumps(message) + "\n").encode(), deadline)
-        return self._read(deadline)
+        assert self.line is not None  # started
+        try:
+            answer = self.line.request(message, deadline)
+        except LineTimeout as error:
+            self._fail(f"{error} and was stopped")
+        except LineViolation as error:
+            self._fail(str(error), unrequested=True)
+        except LineError as error:  # it ended
+            self._fail(str(error))
+        if set(answer) & {"unrequested"}:  # its learner's process said what it was not asked (numpy_runner)
+            self._fail(str(answer["unrequested"])[:400], unrequested=True)
+        return answer
 
-    def _fail(self, why: str) -> NoReturn:
+    def _fail(self, why: str, unrequested: bool = False) -> NoReturn:
         """End the process; HelperError saying why (the limit it was ended at, where it was)."""
         hit, self.hit = self.hit, None
         self.stop()
-        raise HelperError(f"it was stopped because {hit}" if hit else why)
-
-    def _write(self, data: bytes, deadline: float) -> None:
-        assert self.process is not None and self.process.stdin is not None  # launched, stdin=PIPE
-        fd = self.process.stdin.fileno()
-        view = memoryview(data)
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_WRITE)
-            while view:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._fail("it stopped taking the judge's requests and was stopped")
-                if not selector.select(min(left, 1.0)):
-                    continue
-                try:
-                    view = view[os.write(fd, view[:WRITE_CHUNK]) :]
-                except BlockingIOError:
-                    continue
-                except OSError as error:  # a broken pipe: the process is gone
-                    self._fail(f"the judge's helper process is gone ({error})")
-
-    def _read(self, deadline: float) -> dict:
-        assert self.process is not None and self.process.stdout is not None  # launched, stdout=PIPE
-        fd = self.process.stdout.fileno()
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buffer:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._fail("it ran past its time limit and was stopped")
-                if not selector.select(min(left, 1.0)):
-                    continue
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    self._fail("the process ended (it crashed, or ran into a limit)")
-                self._buffer += chunk
-                if len(self._buffer) > MAX_LINE:
-                    self._fail("its answer was larger than the judge takes")
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        try:
-            answer = loads(line)
-        except WireError as error:
-            self._fail(f"its answer was not readable ({error})")
-        if not isinstance(answer, dict):
-            raise HelperError("its answer was not a message")
-        return answer
+        raise HelperError(f"it was stopped because {hit}" if hit else why, unrequested=unrequested and not hit)
 
     def processes(self) -> list[int]:
         """The helper's processes as the grader sees them: its Python and whatever that started
-        (bubblewrap's own two left out, as the kernel's watcher leaves out the host's)."""
+        (bubblewrap's own process left out, as the kernel's watcher leaves out the host's)."""
         process = self.process
         if process is None:
             return []
         below = descendants(process.pid)
-        return [process.pid, *below] if self.sandbox.unsafe else below[1:]
+        return [process.pid, *below] if self.sandbox.unsafe else below
 
     def kill(self, why: str) -> None:
         """End the process now, from any thread (the watcher's, a watchdog's): its next or current
-        request fails, saying why. Only signals: the streams stay the requesting thread's to close."""
+        request fails, saying why. Only signals: the line stays the requesting thread's to close."""
         process = self.process
         if process is None or process.poll() is not None:
             return
@@ -273,14 +262,11 @@ class HelperProcess:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-            for stream in (self.process.stdin, self.process.stdout):
-                assert stream is not None  # stdin=PIPE, stdout=PIPE
-                try:
-                    stream.close()
-                except OSError:
-                    pass
             self.process = None
             self._ready_by = None
+        if self.line is not None:
+            self.line.close()
+            self.line = None
 
 
 def _kill_all(pid: int) -> None:
@@ -368,27 +354,64 @@ class NumpyOnlyRunner(HelperProcess):
 
 
 class ProgramBuilder(HelperProcess):
-    """Rebuilds a learner's function from its answer cells and writes its program as data (never runs it)."""
+    """Rebuilds a learner's function from its answer cells and writes its program as data (never runs it).
+
+    An answer cell runs here as the notebook's kernel runs it: started as the kernel is (no
+    isolated mode), with the kernel's environment, its working directory holding the shipped
+    files, the compile cache and a /run/kernel folder where the kernel has them, as `__main__`
+    (program_builder.py)."""
 
     runner = "program_builder.py"
     sent = ("program_data.py",)
+    isolated = False
+
+    def __init__(self, *args, kernel_env: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kernel_env = kernel_env
 
     def config(self) -> dict:
-        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
+        from nbclient import NotebookClient
+
+        return {
+            "assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment),
+            # A kernel's command line ends with the argument nbclient starts every kernel with.
+            "kernel_args": [f"--HistoryManager.hist_file={NotebookClient.ipython_hist_file.default_value}"],
+        }
+
+    def environment(self, scratch: str, cache: str | None) -> dict[str, str]:
+        if self.kernel_env is None or self.sandbox.unsafe:
+            return super().environment(scratch, cache)
+        return dict(self.kernel_env)
+
+    def connection(self) -> Path | None:
+        if self.sandbox.unsafe:
+            return None
+        empty = self.folder / "run-kernel"
+        empty.mkdir(parents=True, exist_ok=True)
+        return empty
 
 
 class JudgeHelpers:
     """The helpers of one student (started when first needed, stopped with the student's session)."""
 
     def __init__(
-        self, sandbox: Sandbox, folder: Path, assignment: Path, cache: Path | None = None, cache_writable: bool = False
+        self,
+        sandbox: Sandbox,
+        folder: Path,
+        assignment: Path,
+        cache: Path | None = None,
+        cache_writable: bool = False,
+        kernel_env: dict[str, str] | None = None,
     ):
         self.folder = Path(tempfile.mkdtemp(prefix="judge-", dir=folder))
         self.artifacts = ArtifactRunner(
             sandbox, self.folder / "artifacts", assignment=assignment, cache=cache, cache_writable=cache_writable
         )
         self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
-        self.builder = ProgramBuilder(sandbox, self.folder / "builder", assignment=assignment)
+        # The builder runs answer cells as the kernel does: its environment, its compile cache (read only).
+        self.builder = ProgramBuilder(
+            sandbox, self.folder / "builder", assignment=assignment, cache=cache, kernel_env=kernel_env
+        )
         self.watcher = HelperWatcher(list(self.by_name().values()), sandbox.limits)
         self.watcher.start()
 

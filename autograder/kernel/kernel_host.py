@@ -1,36 +1,36 @@
 """The grader's side of a kernel host: the one process a student's sandbox starts, asked for each notebook's kernel.
 
 Inside the sandbox (autograder/kernel/sandbox.py) the grader starts one *kernel host* per student
-(its program: autograder/sandboxed/kernel_host_program.py, sent as text, run after confine.py). Warm, it
-imports what every kernel imports once, then forks a kernel in a fresh workspace for each
-notebook; cold (one sandbox per notebook), it becomes the notebook's kernel. `KernelHost` starts
-it, asks it for kernels over its standard input and output, and stops it; `KernelProcess` is a
-kernel as the grader sees it (its pid outside the sandbox's PID namespace).
+(its program: autograder/sandboxed/kernel_host_program.py, sent as text, run after confine.py), as
+the sandbox's first process. Warm, it imports what every kernel imports once, then forks a kernel
+in a fresh workspace for each notebook; cold (one sandbox per notebook), it forks the one kernel
+without importing ahead. `KernelHost` starts it, asks it for kernels over its private line
+(autograder/kernel/control_line.py: a nonce per request, nothing on its standard streams) and
+stops it; `KernelProcess` is a kernel as the grader sees it (its pid outside the sandbox's PID
+namespace, a child of the host's).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import selectors
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+from autograder.kernel.control_line import ControlLine, LineError, program_text, start
 from autograder.kernel.helpers import sent_text
 from autograder.kernel.process_limits import descendants
-from autograder.kernel.sandbox import launch
-from autograder.sandboxed.kernel_host_program import READY
 
-#: What the host runs: confine.py, then kernel_host_program.py, then its main() on the configuration.
-PROGRAM = (
-    sent_text("confine.py", "kernel_host_program.py")
-    + "\nimport json as _json, sys as _sys\nmain(_json.loads(_sys.argv[1]))\n"
-)
+#: What the host runs: confine.py, then kernel_host_program.py (then its main() on the configuration).
+PROGRAM = sent_text("confine.py", "kernel_host_program.py")
 
 #: Seconds to wait for a host's imports.
 START_TIMEOUT = 120
+#: Seconds to wait for a kernel to be forked.
+LAUNCH_TIMEOUT = 60
+#: The longest line taken from a host.
+MAX_LINE = 4096
 
 
 class KernelHostError(RuntimeError):
@@ -99,13 +99,16 @@ class KernelProcess:
 class KernelHost:
     """The grader's handle on one kernel host (one sandbox): start it, ask it for kernels, stop it.
 
-    command(config_json) -> argv: the host's command, already wrapped in the sandbox.
+    command() -> argv: the host's command, already wrapped in the sandbox, with
+    control_line.PROGRAM_PLACEHOLDER where the descriptor of its program goes. program: the text
+    the host runs (PROGRAM; tests send a stand-in), before its main() on config.
     """
 
-    def __init__(self, command, config: dict, env: dict[str, str]):
-        self.command, self.config, self.env = command, config, env
+    def __init__(self, command, config: dict, env: dict[str, str], program: str = PROGRAM):
+        self.command, self.config, self.env, self.program = command, config, env, program
         self.process: subprocess.Popen | None = None
-        self._ready_by: float | None = None  # spawned, its READY line not read yet: by when it must come
+        self.line: ControlLine | None = None
+        self._ready_by: float | None = None  # spawned, its first line not read yet: by when it must come
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -123,13 +126,12 @@ class KernelHost:
     def spawn(self) -> None:
         """Start the host without waiting for its imports: they run while the grader prepares the
         notebook, and the first kernel asked for waits for what is left of them."""
-        self.process = launch(
-            self.command(json.dumps(self.config)),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+        self.line = ControlLine(MAX_LINE)
+        self.process = start(
+            self.command(),
+            program_text(self.program, {**self.config, **self.line.config()}),
+            self.line,
             env=self.env,
-            text=True,
             start_new_session=True,
         )
         self._ready_by = time.monotonic() + START_TIMEOUT
@@ -137,19 +139,15 @@ class KernelHost:
     def await_ready(self) -> None:
         """Wait for a spawned host to say it is ready (KernelHostError if it does not in time)."""
         deadline, self._ready_by = self._ready_by, None
-        assert deadline is not None  # spawned, and its READY line not read yet
-        line = self._read_line(max(0.0, deadline - time.monotonic()))
-        if line != READY:
+        assert deadline is not None and self.line is not None  # spawned, and its first line not read yet
+        try:
+            said = self.line.await_ready(deadline)
+        except LineError as error:
             self.stop()
-            raise KernelHostError(f"the kernel host did not start (it said {line!r})")
-
-    def _read_line(self, timeout: float) -> str:
-        assert self.process is not None and self.process.stdout is not None  # spawned, stdout=PIPE
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                return ""
-        return self.process.stdout.readline().strip()
+            raise KernelHostError(f"the kernel host did not start: {error}") from None
+        if said != {"ready": True}:
+            self.stop()
+            raise KernelHostError(f"the kernel host did not start (it said {str(said)[:200]!r})")
 
     def launch(self, connection: dict, args: list[str], env: dict[str, str]) -> KernelProcess:
         """A kernel in a fresh workspace; the host is (re)started first when it is not running."""
@@ -157,28 +155,39 @@ class KernelHost:
             self.start()
         elif self.starting:  # spawned ahead of its first kernel
             self.await_ready()
+        assert self.line is not None  # started
         request = {"connection": connection, "args": args, "env": env}
-        assert self.process is not None and self.process.stdin is not None  # started, stdin=PIPE
         try:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError) as error:
-            raise KernelHostError(f"the kernel host is gone ({error})") from error
-        answer = self._read_line(60)
-        if not answer.isdigit():
-            raise KernelHostError(f"the kernel host did not start a kernel (it said {answer!r})")
-        return KernelProcess(self._outside_pid(int(answer)))
+            answer = self.line.request(request, time.monotonic() + LAUNCH_TIMEOUT)
+        except LineError as error:
+            self.stop()  # a host that broke its line is not asked again
+            raise KernelHostError(f"the kernel host did not start a kernel: {error}") from None
+        inner = answer.get("kernel")
+        if set(answer) != {"kernel"} or type(inner) is not int or inner <= 0:
+            self.stop()
+            raise KernelHostError(f"the kernel host did not start a kernel (it said {str(answer)[:200]!r})")
+        return KernelProcess(self._outside_pid(inner))
 
     def _outside_pid(self, inner: int) -> int:
-        """The kernel's pid as the grader sees it (the host may live in its own PID namespace)."""
+        """The kernel's pid as the grader sees it: the child of the host (the sandbox's first
+        process, or the host itself unsandboxed) with that pid in the sandbox's PID namespace."""
         assert self.process is not None  # it started this kernel
         for _ in range(200):
-            for pid in [self.process.pid, *descendants(self.process.pid)]:
+            for pid in _children(self._host_pid()):
                 ids = namespace_pids(pid)
                 if ids[-1] == inner and (len(ids) > 1 or pid == inner):
                     return pid
             time.sleep(0.005)
         raise KernelHostError(f"the kernel {inner} could not be found")
+
+    def _host_pid(self) -> int | None:
+        """The host's pid as the grader sees it: bubblewrap's child in the sandbox's PID namespace
+        (the sandbox's first process), or, unsandboxed, the process the grader started."""
+        assert self.process is not None
+        for child in _children(self.process.pid):
+            if len(namespace_pids(child)) > 1:
+                return child
+        return self.process.pid
 
     def sandbox_pids(self) -> list[int]:
         """Every process in the sandbox, as the grader sees them (bwrap's own included)."""
@@ -195,11 +204,23 @@ class KernelHost:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-            for stream in (self.process.stdin, self.process.stdout):
-                assert stream is not None  # stdin=PIPE, stdout=PIPE
-                try:
-                    stream.close()
-                except OSError:
-                    pass
             self.process = None
             self._ready_by = None
+        if self.line is not None:
+            self.line.close()
+            self.line = None
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is pid."""
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as listing:
+                    found += [int(child) for child in listing.read().split()]
+            except (OSError, ValueError):
+                pass
+    except OSError:
+        pass
+    return found

@@ -33,7 +33,8 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
-from autograder.kernel.kernel_host import PROGRAM, KernelHost, KernelProcess, alive
+from autograder.kernel.control_line import BOOTSTRAP, PROGRAM_PLACEHOLDER
+from autograder.kernel.kernel_host import KernelHost, KernelProcess, alive
 from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
 from autograder.kernel.sandbox import (
     ASSIGNMENT_MOUNT,
@@ -143,9 +144,9 @@ class SandboxSession:
             Path(self.scratch).mkdir(parents=True, exist_ok=True)
             (Path(self.scratch) / SCRATCH_MARK).touch()
 
-        def command(config_json: str) -> list[str]:
+        def command() -> list[str]:
             return self.sandbox.argv(
-                [*interpreter, "-c", PROGRAM, config_json],
+                [*interpreter, "-c", BOOTSTRAP, PROGRAM_PLACEHOLDER],
                 assignment=self.assignment,
                 connection=self.connection,
                 cache=self.cache,
@@ -211,7 +212,12 @@ class SandboxSession:
 
         if self._judge_helpers is None:
             self._judge_helpers = JudgeHelpers(
-                self.sandbox, self.folder, self.assignment, self.cache, cache_writable=self.cache_writable
+                self.sandbox,
+                self.folder,
+                self.assignment,
+                self.cache,
+                cache_writable=self.cache_writable,
+                kernel_env=self.kernel_environment(os.environ),
             )
         return self._judge_helpers
 

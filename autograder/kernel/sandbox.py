@@ -151,6 +151,9 @@ class Sandbox:
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
+            # The command is the sandbox's first process: no process of bubblewrap's stays inside
+            # (one would hold what bubblewrap was started with, and be open to the command's uid).
+            "--as-pid-1",
         ]
         if privileged:
             # Mounts are made as root; the kernel host then drops to kernel_uid with these two

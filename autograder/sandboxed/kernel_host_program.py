@@ -1,10 +1,11 @@
 """The kernel host's program: what runs inside a student's sandbox and starts each notebook's kernel.
 
-The grader's side is autograder/kernel/kernel_host.py. This text is sent after confine.py's and run as
-`python -c TEXT CONFIG` (it imports nothing of the grader: the sandbox does not show it). It
-keeps a private line to the grader, drops to the kernel's unprivileged uid, and then, warm,
-imports what every kernel imports (ipykernel, NumPy, JAX: about a second, paid once per student
-instead of once per notebook) and serves one request per line. For each request:
+The grader's side is autograder/kernel/kernel_host.py. This text is sent after confine.py's and run
+by the grader's bootstrap (autograder/kernel/control_line.py: it imports nothing of the grader, which
+the sandbox does not show). It is the sandbox's first process: it takes its private line to the
+grader, drops to the kernel's unprivileged uid, and then, warm, imports what every kernel imports
+(ipykernel, NumPy, JAX: about a second, paid once per student instead of once per notebook) and
+serves one request per line, each answered with the nonce it came with. For each request:
 
 1. it ends every other process in the sandbox (what the previous notebook left running);
 2. it empties /tmp, /run/kernel and /dev/shm, and makes a fresh working copy of the
@@ -14,15 +15,16 @@ instead of once per notebook) and serves one request per line. For each request:
 3. from the second request on, it imports Matplotlib too, once (only some notebooks plot: a
    student who hands in one notebook mostly needs none of it, one who hands in several pays for
    it once), in that fresh workspace, so that nothing a kernel left can reach its configuration;
-4. it forks the kernel, which sets its limits (confine.set_limits) and starts ipykernel,
-   listening on no TCP port.
+4. it forks the kernel, which closes the line, sets its limits (confine.set_limits) and starts
+   ipykernel, listening on no TCP port.
 
-Forking is safe because the host starts no thread, JAX backend or ZeroMQ context; it is not
-dumpable, so a kernel can neither trace it nor write its memory. Cold (`warm` false), the same
-code runs once per notebook in a fresh sandbox and the host becomes the kernel.
+Forking is safe because the host starts no thread, JAX backend or ZeroMQ context. It is not
+dumpable, so a kernel can neither trace it nor open its memory, descriptors or environment; its
+command line is zeros; as the first process of its PID namespace it takes no signal a kernel
+sends it. Cold (`warm` false), the host imports nothing ahead and serves one kernel.
 
 The configuration (kernel_host.KernelHost's): uid, own_pid_namespace, warm, scratch, keep,
-workdir, assignment, connection, limits.
+workdir, assignment, connection, limits, and the line (control_line.ControlLine.config).
 """
 
 from __future__ import annotations
@@ -37,15 +39,13 @@ import sys
 import time
 
 try:  # imported as part of the grader (its tests); sent as text, confine.py comes first
-    from .confine import drop_privileges, private_line, set_limits
+    from .confine import drop_privileges, hide_command_line, private_line, reply, requests, set_limits
 except ImportError:  # pragma: no cover - the sandbox's copy
     pass
 
 #: A file the grader puts in an unsandboxed scratch folder: the only kind of folder a host empties
 #: outside a sandbox of its own.
 SCRATCH_MARK = ".grading-scratch"
-#: What the host answers once it is ready for requests.
-READY = "ready"
 #: The name every kernel's cell files are kept under (they show in tracebacks, so in feedback).
 CELL_FILES = "ipykernel_2"
 
@@ -137,16 +137,16 @@ class Host:
         os.environ.update(request["env"])
         sys.argv = ["ipykernel_launcher", "-f", connection_file, *request["args"]]
 
-    def serve(self, reader, writer) -> None:
-        """Warm: a forked kernel per request, its pid answered."""
-        import_the_kernels_stack()
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are not waited for
-        say(writer, READY)
-        for served, line in enumerate(reader):
-            request = json.loads(line)
+    def serve(self, reader, writer, start: str) -> None:
+        """A forked kernel per request, its pid answered; warm, with the kernels' imports made ahead."""
+        if self.config["warm"]:
+            import_the_kernels_stack()
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are not waited for; orphans are reaped
+        reply(writer, start, {"ready": True})
+        for served, (nonce, request) in enumerate(requests(reader)):
             self.end_the_others()
             self.fresh_workspace()
-            if served == 1:
+            if served == 1 and self.config["warm"]:
                 import_the_plotting_stack()
             # What the host imported is never garbage: frozen, a kernel's full collections skip
             # it (about 0.1 s of a notebook's CPU time) and leave its shared pages unwritten.
@@ -166,22 +166,7 @@ class Host:
             except OSError:
                 pass
             self.kernel_groups.append(pid)
-            say(writer, str(pid))
-
-    def serve_once(self, reader, writer) -> None:
-        """Cold: this process becomes the one kernel asked for."""
-        say(writer, READY)
-        request = json.loads(reader.readline())
-        self.fresh_workspace()
-        say(writer, str(os.getpid()))
-        reader.close()
-        writer.close()
-        self.become_kernel(request)
-
-
-def say(writer, text: str) -> None:
-    writer.write(text + "\n")
-    writer.flush()
+            reply(writer, nonce, {"kernel": pid})
 
 
 def start_ipykernel(cells: str) -> None:
@@ -281,10 +266,9 @@ def import_the_plotting_stack() -> None:
 
 
 def main(config: dict) -> None:
-    reader, writer = private_line()  # a kernel's own output travels over its sockets; raw writes go nowhere
+    hide_command_line()
+    reader, writer = private_line(config)  # a kernel's own output travels over its sockets; raw writes go nowhere
     drop_privileges(config["uid"])  # from here on no capability is left
-    host = Host(config)
-    if config["warm"]:
-        host.serve(reader, writer)
-    else:
-        host.serve_once(reader, writer)
+    if config["own_pid_namespace"]:  # its first process: a kernel's SIGINT then reaches it not at all
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    Host(config).serve(reader, writer, config["start"])

@@ -15,14 +15,23 @@ The cell runs alone, in a namespace that holds only `np` (and `numpy`); the judg
 function on inputs it sends. What the cell prints goes nowhere; the answers are data only
 (wire.py).
 
+Learner code never runs in the process that holds the judge's line. Each cell runs in a *worker*
+of its own, forked from this process when the cell is loaded (NumPy imported, the import hook in
+place, the judge's line closed): no cell reaches another's, and none reaches the line. This
+process passes each request on to the cell's worker and its answer back, one answer per request,
+tied to it by a sequence number: a line the worker was not asked for (one waiting before a
+request, a second one after an answer, one with another number) is not passed on, and the
+judge is told (`{"unrequested": ...}`); a worker that ends answers `{"ended": ...}`.
+
 Requests: {"op": "load", "cell": id, "source": text}, then {"op": "call", "cell": id, "name":
-..., "args": [...]}. Sent as text after wire.py's and confine.py's; `main()` reads one per line.
+..., "args": [...]}. Sent as text after wire.py's and confine.py's; `main()` answers one per line,
+each with its nonce (confine.py).
 """
 
 from __future__ import annotations
 
 try:  # imported as part of the grader (its tests); sent as text, the two files come first
-    from .confine import confine
+    from .confine import child_ended, confine, reply, requests
     from .wire import WireError, decode, dumps, encode, loads
 except ImportError:  # pragma: no cover - the sandbox's copy
     pass
@@ -105,27 +114,155 @@ def answer(request, cells: dict) -> dict:
     raise WireError(f"no operation {request['op']!r}")
 
 
+#: The most workers kept at once (a load past it ends the oldest; the judge loads a few cells per notebook).
+MAX_WORKERS = 8
+#: The longest line taken from a worker (its answer).
+MAX_WORKER_LINE = 256 << 20
+
+
+class Worker:
+    """One answer cell's process: a fork of this one, which holds only its own two pipes."""
+
+    def __init__(self):
+        import os
+        import signal
+
+        into, self._requests = os.pipe()
+        self._answers, out = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # pragma: no cover - the worker's side (tests/integration/test_sandbox.py runs it)
+            code = 0
+            try:
+                os.setpgid(0, 0)
+                # Nothing but its own two pipes: not the judge's line, not another cell's worker's.
+                _close_all_but((0, 1, 2, into, out))
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _serve_cell(into, out)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        os.close(into)
+        os.close(out)
+        self._sent, self._buffer = 0, b""
+
+    def ask(self, request: dict) -> dict:
+        """The worker's one answer to request; {"unrequested": ...} when it said what it was not
+        asked, {"ended": ...} when it ended."""
+        import os
+        import select
+
+        if self._buffer or select.select([self._answers], [], [], 0)[0]:
+            return {"unrequested": "the answer cell's process sent the grader a line it did not ask for"}
+        self._sent += 1
+        try:
+            _write_all(self._requests, (dumps({"seq": self._sent, **request}) + "\n").encode())
+        except OSError:
+            return {"ended": "the answer cell's process ended (it crashed, exited, or ran into a limit)"}
+        while b"\n" not in self._buffer:
+            chunk = os.read(self._answers, 1 << 20)
+            if not chunk:
+                return {"ended": "the answer cell's process ended (it crashed, exited, or ran into a limit)"}
+            self._buffer += chunk
+            if len(self._buffer) > MAX_WORKER_LINE:
+                return {"refused": "the answer was larger than the judge takes"}
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            response = loads(line)
+        except WireError:
+            response = None
+        if not isinstance(response, dict) or response.pop("seq", None) != self._sent or self._buffer:
+            return {"unrequested": "the answer cell's process sent the grader a line it did not ask for"}
+        # Learner code answered: only the shapes of an answer pass, the judge checks the rest.
+        return {key: response[key] for key in ("loaded", "result", "raised", "refused") if key in response}
+
+    def end(self) -> None:
+        import os
+        import signal
+
+        for fd in (self._requests, self._answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        child_ended(self.pid)
+
+
+def _close_all_but(kept) -> None:
+    """Close every descriptor of this process but those kept."""
+    import os
+
+    start = 0
+    for fd in sorted(set(kept)):
+        if start < fd:  # (closerange of an empty range closes everything from there on)
+            os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, 1 << 16)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    import os
+
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _serve_cell(requests_fd: int, answers_fd: int) -> None:
+    """The worker: one cell's requests, in order, each answered with its sequence number."""
+    import os
+
+    cells: dict = {}
+    with os.fdopen(requests_fd, "r") as reader, os.fdopen(answers_fd, "w") as writer:
+        for line in reader:
+            request = loads(line)
+            seq = request.pop("seq")
+            try:
+                response = answer(request, cells)
+            except WireError as error:
+                response = {"refused": str(error)[:4000]}
+            except BaseException as error:  # the learner's code raised: that is the answer
+                response = {
+                    "raised": {"mro": [c.__name__ for c in type(error).__mro__][:32], "message": str(error)[:4000]}
+                }
+            try:
+                text = dumps({"seq": seq, **response})
+            except Exception as error:
+                text = dumps({"seq": seq, "refused": f"the answer could not be sent: {type(error).__name__}"})
+            writer.write(text + "\n")
+            writer.flush()
+
+
+def serve(request: dict, workers: dict) -> dict:
+    """One request of the judge's, passed on to its cell's worker (a load starts the worker)."""
+    cell = str(request.get("cell"))
+    if request.get("op") == "load":
+        if cell in workers:
+            workers.pop(cell).end()
+        while len(workers) >= MAX_WORKERS:
+            workers.pop(next(iter(workers))).end()
+        workers[cell] = Worker()
+    worker = workers.get(cell)
+    if worker is None:
+        return {"refused": "that cell was not loaded"}
+    response = worker.ask(request)
+    if "ended" in response or "unrequested" in response:
+        workers.pop(cell).end()
+    return response
+
+
 def main(config: dict) -> None:
     import sys
 
-    reader, writer = confine(config["uid"], config["limits"])
+    reader, writer = confine(config)
     only_allowed()
     sys.path.insert(0, config["assignment"])
     import numpy  # noqa: F401
 
-    cells: dict = {}
-    writer.write(dumps({"ready": True}) + "\n")
-    writer.flush()
-    for line in reader:
-        try:
-            response = answer(loads(line), cells)
-        except WireError as error:
-            response = {"refused": str(error)[:4000]}
-        except BaseException as error:  # the learner's code raised: that is the answer
-            response = {"raised": {"mro": [c.__name__ for c in type(error).__mro__][:32], "message": str(error)[:4000]}}
-        try:
-            text = dumps(response)
-        except Exception as error:
-            text = dumps({"refused": f"the answer could not be sent: {type(error).__name__}"})
-        writer.write(text + "\n")
-        writer.flush()
+    workers: dict = {}
+    reply(writer, config["start"], {"ready": True})
+    for nonce, request in requests(reader):
+        reply(writer, nonce, serve(request, workers))

@@ -32,7 +32,7 @@ reads one request per line.
 from __future__ import annotations
 
 try:  # imported as part of the grader (its tests); sent as text, the three files come first
-    from .confine import confine
+    from .confine import child_ended, confine, reply, requests
     from .program_data import program_as_data
     from .wire import WireError, decode, dumps, loads, shipped
 except ImportError:  # pragma: no cover - the sandbox's copy
@@ -56,10 +56,32 @@ GUARDED = ("jax", "jaxlib")
 AHEAD = ("jax.ad_checkpoint", "jax.experimental.multihost_utils", "jaxlib.mlir.dialects.mhlo")
 #: The largest answer taken from the fork that builds a program (the program as data).
 MAX_ANSWER = 32 << 20
+#: What a kernel has imported before a notebook's first cell (its host's imports: ipykernel's
+#: stack, NumPy, JAX): imported here too, so the modules an answer cell finds loaded are a kernel's.
+KERNELS_STACK = (
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "IPython.core.oinspect",
+    "IPython.core.completerlib",
+    "IPython.extensions.storemagic",
+    "tornado.platform.asyncio",
+)
+#: What ipykernel's shell adds to a kernel's environment as it starts (zmqshell.init_environment).
+SHELL_ENV = {
+    "TERM": "xterm-color",
+    "CLICOLOR": "1",
+    "FORCE_COLOR": "1",
+    "CLICOLOR_FORCE": "1",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+}
 
 
 class Builder:
-    """The answer cells loaded so far (by their text) and JAX's functions, taken before any ran."""
+    """JAX's functions, taken before any answer cell ran, and what an answer cell may not change.
+
+    Immutable once made: a fork that runs answer cells finds nothing here to change."""
 
     def __init__(self):
         import importlib
@@ -72,103 +94,124 @@ class Builder:
                 importlib.import_module(name)
             except ImportError:  # another JAX: what it imports later is simply not guarded
                 pass
+        self.make_jaxpr, self.struct, self.asarray = jax.make_jaxpr, jax.ShapeDtypeStruct, jax.numpy.asarray
+        self.guarded = tuple(sorted(_jax_definitions().items()))
 
-        self.namespaces: dict[str, dict] = {}
-        self.prelude: tuple = ()  # the ANSWER_PRELUDE the judge names in its requests
-        self.jax = {
-            "make_jaxpr": jax.make_jaxpr,
-            "struct": jax.ShapeDtypeStruct,
-            "asarray": jax.numpy.asarray,
-        }
-        self.guarded = self._jax_definitions()
+    def snapshot(self) -> tuple:
+        """What a fork needs of the builder: JAX's functions and the identities it guards."""
+        return (self.make_jaxpr, self.struct, self.asarray, self.guarded)
 
-    # -- what an answer cell may not change ---------------------------------------------------------
-    @staticmethod
-    def _jax_definitions() -> dict:
-        """Every function and class JAX's loaded modules bind, by (module, name): their identities."""
-        import sys
-        import types
 
-        found = {}
-        for module_name, module in list(sys.modules.items()):
-            if module_name.partition(".")[0] not in GUARDED or not isinstance(module, types.ModuleType):
-                continue
-            for name, value in list(vars(module).items()):
-                if isinstance(value, (types.FunctionType, type)):
-                    found[module_name, name] = id(value)
-        return found
+def _jax_definitions() -> dict:
+    """Every function and class JAX's loaded modules bind, by (module, name): their identities."""
+    import sys
+    import types
 
-    def _check_jax_unchanged(self) -> None:
-        import sys
+    found = {}
+    for module_name, module in list(sys.modules.items()):
+        if module_name.partition(".")[0] not in GUARDED or not isinstance(module, types.ModuleType):
+            continue
+        for name, value in list(vars(module).items()):
+            if isinstance(value, (types.FunctionType, type)):
+                found[module_name, name] = id(value)
+    return found
 
-        for (module_name, name), ident in self.guarded.items():
-            module = sys.modules.get(module_name)
-            if module is None or id(vars(module).get(name)) != ident:
-                raise WireError(f"the answer cells changed JAX itself ({module_name}.{name}): nothing is handed over")
 
-    # -- the learner's cells ----------------------------------------------------------------------
-    def namespace(self, source: str) -> dict:
-        if source not in self.namespaces:
-            import ast
+def _check_jax_unchanged(guarded: tuple) -> None:
+    import sys
 
-            namespace = {"__name__": "__answer_cell__"}
-            exec(compile(prelude(self.prelude), "<prelude>", "exec"), namespace)
-            self.namespaces[source] = namespace
-            # One statement at a time, as the NumPy-only runner does: one that cannot run here is left
-            # out, and what needs it fails when it is used.
-            for statement in ast.parse(source).body:
-                try:
-                    exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
-                except Exception:
-                    pass
-        return self.namespaces[source]
+    for (module_name, name), ident in guarded:
+        module = sys.modules.get(module_name)
+        if module is None or id(vars(module).get(name)) != ident:
+            raise WireError(f"the answer cells changed JAX itself ({module_name}.{name}): nothing is handed over")
 
-    def value(self, data, cells: dict):
-        """The judge's recipe as a value of this process (JAX arrays as JAX arrays)."""
 
-        def resolve(form, body, nested):
-            if form == "$learner":
-                name = body["$learner"]
-                if not isinstance(name, str) or not isinstance(cells.get(name), str):
-                    raise WireError(f"no answer cell was sent for {name!r}")
-                namespace = self.namespace(cells[name])
-                if name not in namespace:
-                    raise NameError(f"the answer cell, run on its own, does not define {name!r}")
-                return namespace[name]
-            if form == "$call":
-                args = [nested(item) for item in body.get("args", [])]
-                kwargs = {str(key): nested(item) for key, item in body.get("kwargs", [])}
-                return nested(body["$call"])(*args, **kwargs)
-            if form == "$item":
-                return nested(body["$item"])[nested(body["key"])]
-            if form == "$shipped":
-                return shipped(body, nested)
-            if form == "$arg":
-                return _Argument(int(body["$arg"]))
-            raise WireError(f"{form} is not accepted by the program builder")
+# -- the learner's cells, in a fork: as the notebook's kernel runs them ---------------------------
+def _main_module(source: str, prelude_modules):
+    """A cell's namespace: a module of its own called __main__ (put in sys.modules while the cell
+    runs, as the kernel's cells find theirs), the prelude run in it, then the cell, one statement
+    at a time (one that cannot run here is left out, and what needs it fails when it is used)."""
+    import ast
+    import builtins
+    import sys
+    import types
 
-        return decode(data, resolve=resolve, as_jax=self.jax["asarray"])
+    module = types.ModuleType("__main__", "Automatically created module for IPython interactive environment")
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    namespace = vars(module)
+    exec(compile(prelude(prelude_modules), "<prelude>", "exec"), namespace)
+    for statement in ast.parse(source).body:
+        try:
+            exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
+        except Exception:
+            pass
+    return namespace
 
-    # -- the program ------------------------------------------------------------------------------
-    def program(self, request) -> dict:
-        """The learner's program, bound as the judge asked, at the judge's shapes, as data."""
-        cells = request.get("cells") or {}
-        self.prelude = tuple(request.get("prelude") or ())
-        target = self.value(request["target"], cells)
-        bind = request.get("bind")
-        if bind is None:
-            program = target
-        else:
-            template = [self.value(item, cells) for item in bind]
 
-            def program(*inputs):
-                return target(*[inputs[a.index] if isinstance(a, _Argument) else a for a in template])
+def _recipe_value(data, cells: dict, namespaces: dict, prelude_modules, asarray):
+    """The judge's recipe as a value of this process (JAX arrays as JAX arrays)."""
 
-        avals = [self.jax["struct"](tuple(shape), dtype) for shape, dtype in request["avals"]]
-        closed = self.jax["make_jaxpr"](program)(*avals)
-        self._check_jax_unchanged()  # after the trace too: the learner's function ran in it
-        # As text: the judge keeps and forwards it without reading it (no Python object per number).
-        return {"program": dumps(program_as_data(closed))}
+    def resolve(form, body, nested):
+        if form == "$learner":
+            name = body["$learner"]
+            if not isinstance(name, str) or not isinstance(cells.get(name), str):
+                raise WireError(f"no answer cell was sent for {name!r}")
+            if cells[name] not in namespaces:
+                namespaces[cells[name]] = _main_module(cells[name], prelude_modules)
+            namespace = namespaces[cells[name]]
+            if name not in namespace:
+                raise NameError(f"the answer cell, run on its own, does not define {name!r}")
+            return namespace[name]
+        if form == "$call":
+            args = [nested(item) for item in body.get("args", [])]
+            kwargs = {str(key): nested(item) for key, item in body.get("kwargs", [])}
+            return nested(body["$call"])(*args, **kwargs)
+        if form == "$item":
+            return nested(body["$item"])[nested(body["key"])]
+        if form == "$shipped":
+            return shipped(body, nested)
+        if form == "$arg":
+            return _Argument(int(body["$arg"]))
+        raise WireError(f"{form} is not accepted by the program builder")
+
+    return decode(data, resolve=resolve, as_jax=asarray)
+
+
+def build(request: dict, snapshot: tuple) -> dict:
+    """The learner's program, bound as the judge asked, at the judge's shapes, as data.
+    snapshot: Builder.snapshot(), taken before any answer cell ran."""
+    if request.get("op") != "program":
+        raise WireError(f"no operation {request.get('op')!r}")
+    import sys
+
+    main = sys.modules.get("__main__")
+    try:
+        return _built(request, snapshot)
+    finally:  # (in a fork nothing comes after; in the grader's tests the process goes on)
+        sys.modules["__main__"] = main
+
+
+def _built(request: dict, snapshot: tuple) -> dict:
+    cells = request.get("cells") or {}
+    prelude_modules = tuple(request.get("prelude") or ())
+    namespaces: dict = {}
+    make_jaxpr, struct, asarray, guarded = snapshot
+    target = _recipe_value(request["target"], cells, namespaces, prelude_modules, asarray)
+    bind = request.get("bind")
+    if bind is None:
+        program = target
+    else:
+        template = [_recipe_value(item, cells, namespaces, prelude_modules, asarray) for item in bind]
+
+        def program(*inputs):
+            return target(*[inputs[a.index] if isinstance(a, _Argument) else a for a in template])
+
+    avals = [struct(tuple(shape), dtype) for shape, dtype in request["avals"]]
+    closed = make_jaxpr(program)(*avals)
+    _check_jax_unchanged(guarded)  # after the trace too: the learner's function ran in it
+    # As text: the judge keeps and forwards it without reading it (no Python object per number).
+    return {"program": dumps(program_as_data(closed))}
 
 
 class _Argument:
@@ -178,55 +221,120 @@ class _Argument:
         self.index = index
 
 
-def answer(request, builder: Builder) -> dict:
-    if request.get("op") != "program":
-        raise WireError(f"no operation {request.get('op')!r}")
-    return builder.program(request)
+# -- the builder's own process: the judge's line, one fork per request -----------------------------
+#: Where a fork finds the one descriptor it answers on (its own pipe, moved there as it starts).
+ANSWER_FD = 3
+#: What the builder's loop keeps: the fork it waits for; in a fork, the builder's line (closed by
+#: then), kept so that nothing closes its descriptors' numbers again.
+_fork_state: dict = {}
 
 
 def main(config: dict) -> None:
     """Each request is answered by a fork of this process, made before any learner code ran: a
     program is built from the cells it needs and nothing else (no cell of an earlier request, and
-    no change a cell made, carries over), and the fork never holds this process's line out."""
+    no change a cell made, carries over). The fork leaves the builder's loop before any learner
+    code runs: no frame it runs a cell from holds the judge's line, the request's line and nonce,
+    or the builder; its only descriptor besides /dev/null is its own answer's."""
+    _answer_from_the_fork(*_serve(config))
+
+
+def _serve(config: dict) -> tuple:
+    """The builder's loop (never returns in the builder); in a fork, (the request, Builder.snapshot())."""
+    reader, writer = confine(config)
+    _as_a_kernel(config)
+    builder = Builder()  # JAX imported, its functions taken: before the first request and any cell
+    reply(writer, config["start"], {"ready": True})
+    for nonce, request in requests(reader):
+        if _fork():
+            _fork_state["line"] = (reader, writer)
+            return request, builder.snapshot()
+        reply(writer, nonce, _answer_of_the_fork())
+    raise SystemExit(0)
+
+
+def _as_a_kernel(config: dict) -> None:
+    """This process as a notebook's kernel is when its first cell runs: the shipped files in
+    `scratch`/submission, its working directory (imported from there, as the kernel imports
+    them), the kernel's folders and connection file's name, its command line, its environment,
+    the modules its host imported."""
+    import importlib
+    import json
+    import os
+    import secrets
+    import shutil
     import sys
 
-    reader, writer = confine(config["uid"], config["limits"])
-    sys.path.insert(0, config["assignment"])
-    builder = Builder()  # JAX imported, its functions taken: before the first request and any cell
-    writer.write(dumps({"ready": True}) + "\n")
-    writer.flush()
-    for line in reader:
-        writer.write(dumps(_in_a_fork(line, builder, (reader, writer))) + "\n")
-        writer.flush()
+    scratch = config["scratch"]
+    for name in ("home", "ipython", "matplotlib", "cache"):
+        os.makedirs(os.path.join(scratch, name), exist_ok=True)
+    connection = os.path.join(scratch, ".kernel.json")
+    with open(connection, "w") as handle:  # the shape of a kernel's, and nothing it could use
+        json.dump({"transport": "ipc", "ip": "/run/kernel/kernel", "key": secrets.token_hex(16)}, handle)
+    workdir = os.path.join(scratch, "submission")
+    shutil.copytree(config["assignment"], workdir, symlinks=False, dirs_exist_ok=True)
+    os.chdir(workdir)
+    sys.argv = ["ipykernel_launcher", "-f", connection, *config.get("kernel_args", [])]
+    for name in KERNELS_STACK:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an environment without ipykernel: its kernels lack it too
+            pass
+    _KERNEL_ENV.update({**config["env"], **SHELL_ENV})
 
 
-def _in_a_fork(line, builder: Builder, private: tuple) -> dict:
+#: The environment an answer cell finds (a kernel's), set in each fork (JAX's import adds to this
+#: process's own).
+_KERNEL_ENV: dict = {}
+
+
+def _fork() -> bool:
+    """Fork: in the builder, note the fork to wait for (False); in the fork (True), every
+    descriptor closed but its own answer's, moved to ANSWER_FD."""
     import os
-    import select
-    import signal
 
     inward, outward = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the fork's side (tests/integration/test_sandbox.py runs it)
-        code = 0
-        try:
-            os.setpgid(0, 0)  # what it leaves running is ended with it
-            os.close(inward)
-            for stream in private:
-                os.close(stream.fileno())
-            with os.fdopen(outward, "w") as out:
-                out.write(dumps(_respond(line, builder)))
-        except BaseException:
-            code = 1
-        os._exit(code)
+        os.setpgid(0, 0)  # what it leaves running is ended with it
+        os.dup2(outward, ANSWER_FD)
+        _close_all_but((0, 1, 2, ANSWER_FD))
+        return True
     os.close(outward)
+    _fork_state.update(pid=pid, inward=inward)
+    return False
+
+
+def _answer_from_the_fork(request: dict, snapshot: tuple) -> None:
+    """The fork's whole life: build, answer on its descriptor, end."""
+    import os
+
+    os.environ.clear()
+    os.environ.update(_KERNEL_ENV)
+    code = 0
+    try:
+        text = dumps(_respond(request, snapshot)).encode()
+        view = memoryview(text)
+        while view:
+            view = view[os.write(ANSWER_FD, view) :]
+    except BaseException:
+        code = 1
+    os._exit(code)
+
+
+def _answer_of_the_fork() -> dict:
+    """The fork's answer (the builder's side): read until the fork ends, bounded."""
+    import os
+    import select
+    import signal
+
+    pid, inward = _fork_state.pop("pid"), _fork_state.pop("inward")
     os.set_blocking(inward, False)
     chunks, size, ended = [], 0, False
     try:
         # Read until the fork ends (not until the pipe closes: a process it left may hold it open).
         while size <= MAX_ANSWER:
             if not ended and not select.select([inward], [], [], 0.05)[0]:
-                ended = os.waitpid(pid, os.WNOHANG)[0] != 0
+                ended = child_ended(pid)
                 continue
             try:
                 chunk = os.read(inward, 1 << 20)
@@ -245,7 +353,7 @@ def _in_a_fork(line, builder: Builder, private: tuple) -> dict:
         except (ProcessLookupError, PermissionError):
             pass
         if not ended:
-            os.waitpid(pid, 0)
+            child_ended(pid)
     if size > MAX_ANSWER:
         return {"refused": "the program built was larger than the judge takes"}
     try:
@@ -258,9 +366,21 @@ def _in_a_fork(line, builder: Builder, private: tuple) -> dict:
     return {key: response[key] for key in ("program", "raised", "refused") if key in response}
 
 
-def _respond(line, builder: Builder) -> dict:
+def _close_all_but(kept) -> None:
+    """Close every descriptor of this process but those kept."""
+    import os
+
+    start = 0
+    for fd in sorted(set(kept)):
+        if start < fd:  # (closerange of an empty range closes everything from there on)
+            os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, 1 << 16)
+
+
+def _respond(request: dict, snapshot: tuple) -> dict:
     try:
-        response = answer(loads(line), builder)
+        response = build(request, snapshot)
     except WireError as error:
         response = {"refused": str(error)[:4000]}
     except BaseException as error:  # the learner's code raised: that is the answer

@@ -11,6 +11,7 @@ halt can end is given a deadline far longer than the wait.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,6 @@ from autograder.judge.core import Judge, LearnerRaised
 from autograder.kernel.helpers import HelperError, HelperProcess, HelperWatcher, NumpyOnlyRunner
 from autograder.kernel.kernels import SandboxSession
 from autograder.kernel.sandbox import Limits, Sandbox
-from autograder.sandboxed.wire import dumps, encode
 from tests.fixtures.build import NUMPY_HELPER_STALL
 
 UNSAFE = Sandbox(None, Limits())
@@ -28,24 +28,45 @@ WAIT = 120
 #: A deadline no request here may reach: only the watcher, a halt or an answer ends it.
 NEVER = 3600
 
-READY = "import json, os, sys, time\nout = os.fdopen(os.dup(1), 'w')\nout.write(json.dumps({'ready': True}) + '\\n')\nout.flush()\n"
-FAKES = {
+#: A fake helper's start: its private line (as confine.private_line takes it), and its "ready".
+READY = (
+    "import json, os, sys, time\n"
+    "def main(config):\n"
+    "    line = os.fdopen(config['line'][0])\n"
+    "    out = os.fdopen(config['line'][1], 'w')\n"
+    "    def say(nonce, **answer):\n"
+    "        out.write(json.dumps({'nonce': nonce, **answer}) + '\\n')\n"
+    "        out.flush()\n"
+    "    say(config['start'], ready=True)\n"
+)
+#: What each fake does after its start (inside main: `line` its requests, `say` its answers).
+BEHAVIOURS = {
     # Takes one request, answers it, and never reads again.
-    "stops-reading": READY + "sys.stdin.readline()\nout.write('{\"ok\": true}\\n')\nout.flush()\ntime.sleep(3600)\n",
+    "stops-reading": "say(json.loads(line.readline())['nonce'], ok=True)\ntime.sleep(3600)\n",
     # Reads every request, answers none.
-    "never-answers": READY + "for line in sys.stdin:\n    pass\n",
+    "never-answers": "for request in line:\n    pass\n",
     # Answers every request.
-    "answers": READY + "for line in sys.stdin:\n    out.write('{\"ok\": true}\\n')\n    out.flush()\n",
+    "answers": "for request in line:\n    say(json.loads(request)['nonce'], ok=True)\n",
     # At its first request: 12 processes that wait, and no answer.
-    "forks": READY
-    + "sys.stdin.readline()\nfor _ in range(12):\n    if os.fork() == 0:\n        time.sleep(3600)\n        os._exit(0)\n"
-    + "time.sleep(3600)\n",
+    "forks": "line.readline()\nfor _ in range(12):\n    if os.fork() == 0:\n        time.sleep(3600)\n"
+    "        os._exit(0)\ntime.sleep(3600)\n",
     # At its first request: three processes that each touch 128 MiB, and no answer.
-    "allocates": READY
-    + "sys.stdin.readline()\nfor _ in range(3):\n    if os.fork() == 0:\n        block = bytearray(128 << 20)\n"
-    + "        for i in range(0, len(block), 4096):\n            block[i] = 1\n        time.sleep(3600)\n"
-    + "time.sleep(3600)\n",
+    "allocates": "line.readline()\nfor _ in range(3):\n    if os.fork() == 0:\n        block = bytearray(128 << 20)\n"
+    "        for i in range(0, len(block), 4096):\n            block[i] = 1\n        time.sleep(3600)\n"
+    "time.sleep(3600)\n",
+    # Answers its first request with another request's nonce.
+    "wrong-nonce": "line.readline()\nsay('0' * 32, ok=True)\ntime.sleep(3600)\n",
+    # Answers its first request twice, in one write.
+    "answers-twice": "answer = json.dumps({'nonce': json.loads(line.readline())['nonce'], 'ok': True})\n"
+    "out.write(answer + '\\n' + answer + '\\n')\nout.flush()\ntime.sleep(3600)\n",
+    # Answers its first request, then says something nobody asked for.
+    "speaks-unasked": "say(json.loads(line.readline())['nonce'], ok=True)\ntime.sleep(0.2)\nsay('', ok=True)\n"
+    "time.sleep(3600)\n",
+    # Answers its first request after 3 s.
+    "answers-late": "nonce = json.loads(line.readline())['nonce']\ntime.sleep(3)\nsay(nonce, ok=True)\n"
+    "time.sleep(3600)\n",
 }
+FAKES = {name: READY + "".join("    " + row + "\n" for row in body.splitlines()) for name, body in BEHAVIOURS.items()}
 
 
 class FakeHelper(HelperProcess):
@@ -155,20 +176,47 @@ def test_halting_session_ends_stalled_helper(tmp_path):
         session.remove()
 
 
-def test_numpy_only_stall_ends_at_deadline(tmp_path):
-    """The NumPy-only stall of issue 38 ends at the deadline.
+def test_numpy_only_stall_line_refused(tmp_path):
+    """The NumPy-only stall of issue 38 is refused as an unrequested line.
 
-    The answer cell answers the judge's "load" itself through the helper's own writer and parks
-    the only reading thread; the next request is larger than a pipe holds."""
+    Its answer cell answers the judge's "load" itself on the one writer it finds up its stack (its
+    worker's own, the only line it can reach) and parks: that line carries no sequence number,
+    so it is refused, never taken for the answer; the helper is ended and the judge told."""
     helper = NumpyOnlyRunner(UNSAFE, tmp_path / "numpy-only", assignment=tmp_path)
-    loaded, _ = finished(lambda: helper.request({"op": "load", "cell": 1, "source": NUMPY_HELPER_STALL}, 60))
-    assert loaded == {"loaded": True}
-    epsilon = "\u3000" * 19000 + "0.001"
-    assert len(dumps(encode(epsilon))) > 1 << 16  # as the judge writes it: more than a pipe holds
-    call = {"op": "call", "cell": 1, "name": "central_difference", "args": [encode(epsilon)]}
-    _, raised = finished(lambda: helper.request(call, 2.0))
-    assert isinstance(raised, HelperError) and "stopped taking the judge's requests" in str(raised)
+    _, raised = finished(lambda: helper.request({"op": "load", "cell": 1, "source": NUMPY_HELPER_STALL}, 60))
+    assert isinstance(raised, HelperError) and raised.unrequested and "did not ask for" in str(raised), raised
     assert helper.process is None
+
+
+@pytest.mark.parametrize("behaviour", ["wrong-nonce", "answers-twice"])
+def test_answer_not_to_its_request_refused(tmp_path, behaviour):
+    """An answer with another request's nonce, or a second answer to one request, is refused as
+    unrequested, and the helper is ended: nothing it said is taken as an answer."""
+    helper = FakeHelper(tmp_path, behaviour)
+    _, raised = finished(lambda: helper.request({"op": "first"}, 30))
+    assert isinstance(raised, HelperError) and raised.unrequested, raised
+    assert helper.process is None
+
+
+def test_unasked_line_refused_at_next_request(tmp_path):
+    """A line sent between requests is refused when the next request would be sent: it is never
+    read as that request's answer."""
+    helper = FakeHelper(tmp_path, "speaks-unasked")
+    assert finished(lambda: helper.request({"op": "first"}, 30))[0] == {"ok": True}
+    time.sleep(1)  # the unasked line is sent 0.2 s after the answer
+    _, raised = finished(lambda: helper.request({"op": "second"}, 30))
+    assert isinstance(raised, HelperError) and raised.unrequested and "did not ask for" in str(raised), raised
+
+
+def test_late_answer_never_read_for_next_request(tmp_path):
+    """An answer that comes after its request's deadline is never read as the next one's: the
+    helper was ended at the deadline, and the next request goes to a new process."""
+    helper = FakeHelper(tmp_path, "answers-late")
+    _, raised = finished(lambda: helper.request({"op": "first"}, 1.0))
+    assert isinstance(raised, HelperError) and "ran past its time limit" in str(raised)
+    helper.behaviour = "answers-twice"  # a new process, whose first answer is its own
+    _, raised = finished(lambda: helper.request({"op": "second"}, 30))
+    assert isinstance(raised, HelperError) and raised.unrequested  # its second line, refused
 
 
 class CountingHelpers:

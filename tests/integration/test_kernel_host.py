@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from autograder.course.paths import ROOT
-from autograder.kernel.kernel_host import PROGRAM, KernelHost, alive
+from autograder.kernel.control_line import BOOTSTRAP, PROGRAM_PLACEHOLDER, program_text
+from autograder.kernel.kernel_host import PROGRAM, KernelHost, KernelHostError, alive
 from autograder.kernel.sandbox import Limits
 from autograder.sandboxed import kernel_host_program as program
 
@@ -42,8 +43,9 @@ def layout(tmp_path) -> dict:
 
 def test_program_sent_is_module_after_confines():
     """The program sent is the module's text after confines."""
-    compile(PROGRAM, "<kernel host>", "exec")
-    assert PROGRAM.index("def drop_privileges") < PROGRAM.index("class Host") < PROGRAM.index("main(_json.loads")
+    text = program_text(PROGRAM, {"warm": True})
+    compile(text, "<kernel host>", "exec")
+    assert text.index("def drop_privileges") < text.index("class Host") < text.index("main(_json.loads")
     assert "from __future__" not in PROGRAM  # dropped: only a first line may have one
 
 
@@ -134,7 +136,7 @@ import gc, json, os, sys, time
 sys.path.insert(0, {root!r})
 import autograder.sandboxed.kernel_host_program as program
 
-SCRATCH = json.loads(sys.argv[1])["scratch"]
+SCRATCH = None
 PLOTTING = []  # what Matplotlib's folder held each time the host imported the plotting stack
 
 
@@ -155,13 +157,19 @@ def start_ipykernel(cells):
 program.import_the_kernels_stack = lambda: None
 program.import_the_plotting_stack = lambda: PLOTTING.append(sorted(os.listdir(os.path.join(SCRATCH, "matplotlib"))))
 program.start_ipykernel = start_ipykernel
-program.main(json.loads(sys.argv[1]))
+
+
+def main(config):
+    global SCRATCH
+    SCRATCH = config["scratch"]
+    program.main(config)
 """
+COMMAND = [sys.executable, "-c", BOOTSTRAP, PROGRAM_PLACEHOLDER]
 
 
 def _host(layout, report: Path) -> KernelHost:
     source = STAND_IN.format(root=str(ROOT), report=str(report))
-    return KernelHost(lambda config: [sys.executable, "-c", source, config], layout, dict(os.environ))
+    return KernelHost(lambda: COMMAND, layout, dict(os.environ), program=source)
 
 
 def _seen_by(kernel, report: Path) -> dict:
@@ -210,10 +218,8 @@ def test_warm_host_forks_kernel_per_request(layout, tmp_path):
 
 def test_failed_host_start_reports_output(layout):
     """A host that does not start is an error that says what it said."""
-    broken = KernelHost(lambda config: [sys.executable, "-c", "print('no')"], layout, dict(os.environ))
-    from autograder.kernel.kernel_host import KernelHostError
-
-    with pytest.raises(KernelHostError, match="did not start .*'no'"):
+    broken = KernelHost(lambda: COMMAND, layout, dict(os.environ), program="def main(config):\n    print('no')\n")
+    with pytest.raises(KernelHostError, match="did not start: the process ended"):
         broken.start()
 
 
