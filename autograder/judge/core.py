@@ -110,6 +110,17 @@ def learner_name(name) -> str:
     return name if _PLAIN_NAME.fullmatch(name) else learner_text(name, 200)
 
 
+def _leaves(value) -> list:
+    """A value's arrays in JAX's order of a tree's leaves (a dict's by sorted key), None left out."""
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in _leaves(value[key])]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [np.asarray(value, dtype=np.float64) if np.asarray(value).dtype.kind in "biuf" else np.asarray(value)]
+
+
 class LearnerRaised(Exception):
     """The learner's code raised in their process; the class names it reported are `learner_mro`.
 
@@ -119,6 +130,22 @@ class LearnerRaised(Exception):
     def __init__(self, mro, said="", about: str = ""):
         super().__init__(about + learner_text(said))
         self.learner_mro = [learner_name(name) for name in list(mro)[:32]] or ["Exception"]
+
+
+class ProgramDisagrees(LearnerRaised):
+    """The program the judge rebuilt from the answer cells is not the one the notebook's kernel
+    runs: the evidence about it is not the notebook's, and the item that needed it fails. Said by
+    the judge, not raised by the learner's code (`judge_finding`: a checks module reports it as it is)."""
+
+    judge_finding = True
+
+    def __init__(self, why: str):
+        super().__init__(
+            ["ProgramDisagrees"],
+            about=f"the program the grader judged is not the one your notebook runs: {why}. Its evidence earns "
+            "nothing: write the answer cell so that it defines the function your notebook uses, the same "
+            "wherever it runs",
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,6 +357,10 @@ class Judge:
         self._ended_cells: dict[str | None, str] = {}
         self._timed_ids = 0
         self._programs: dict[str, str] = {}  # a builder request -> its program's text (Judge._program)
+        self._agreed: set[str] = set()  # the builder requests whose program agrees with the kernel's function
+        #: What broke the grader's lines, for the notebook's record (it is then broken): a helper that
+        #: sent a line the judge did not ask for. Taken by `take_troubles`.
+        self.troubles: list[str] = []
         #: The last cell's items as the class report keeps them (`item_records`), and why the cell
         #: could not be checked at all (None when it could).
         self.items: list[dict] = []
@@ -539,21 +570,34 @@ class Judge:
             "prelude": prelude,
         }
         program = self._program(message)
+        sent_wrap = None if wrap is None else self.outbound(wrap, to_kernel=False, names=set())
         request = {
             "op": operation,
             "program": program,
             "avals": avals,
-            "wrap": None if wrap is None else self.outbound(wrap, to_kernel=False, names=set()),
+            "wrap": sent_wrap,
             "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
         }
         if operation != "plan":
             request["inputs"] = [encode(np.asarray(a)) for a in arrays]
-        try:
-            answer = self.helpers.artifacts.request(request, self._helper_timeout())
-        except HelperError as error:
-            raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
-        return self._result(answer, decode)
+        # The kernel is never sent the check's own inputs: it is compared with the program at a point of its own.
+        fresh = self._fresh_point(arrays, dumps(message))
+        if fresh.key not in self._agreed:  # once per program: the kernel's own function agrees with it
+            self._agree_on_values(function, bind, program, fresh, avals)
+            self._agreed.add(fresh.key)
+        result = self._result(self._artifact_request(request), decode)
+        if operation == "residuals":
+            self._agree_on_residuals(function, bind, fresh, wrap, len(result))
+        return result
 
+    def _artifact_request(self, request: dict) -> dict:
+        try:
+            return self.helpers.artifacts.request(request, self._helper_timeout())
+        except HelperError as error:
+            self._note_unrequested(error, "artifact runner")
+            raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
+
+    # -- the program judged is the notebook's ------------------------------------------------------
     def _program(self, message: dict) -> str:
         """The builder's program for message (one request per target, binding and shapes, kept
         for the notebook): every piece of evidence about it is judged on that one program, so a
@@ -564,6 +608,7 @@ class Judge:
             try:
                 response = self.helpers.builder.request(message, self._helper_timeout())
             except HelperError as error:
+                self._note_unrequested(error, "program builder")
                 raise LearnerRaised(
                     ["RuntimeError"], error, "your program could not be rebuilt by the grader: "
                 ) from None
@@ -609,11 +654,106 @@ class Judge:
         source = self._numpy_sources.get(message["cell"])
         self._refuse_ended(source)
         try:
-            return self.helpers.numpy_only.request(message, self._helper_timeout())
+            answer = self.helpers.numpy_only.request(message, self._helper_timeout())
         except HelperError as error:
+            self._note_unrequested(error, "NumPy-only process")
             self._numpy_cells.clear()  # a new process: cells are loaded again ...
             self._ended_cells[source] = str(error)  # ... but not this one
             raise LearnerRaised(["RuntimeError"], error, "the answer cell's process: ") from None
+        if "ended" in answer:  # the cell's own process ended: the cell is not loaded again
+            self._ended_cells[source] = str(answer["ended"])[:400]
+            self._refuse_ended(source)
+        return answer
+
+    def _note_unrequested(self, error: HelperError, helper: str) -> None:
+        """A helper that sent a line the judge did not ask for breaks the notebook (said once)."""
+        if error.unrequested:
+            trouble = (
+                f"the judge's {helper} sent a line the grader did not ask for ({error}): it was refused and "
+                "the process ended; the checks that needed it scored 0"
+            )
+            if trouble not in self.troubles:
+                self.troubles.append(report_line(trouble[:600]))
+
+    def take_troubles(self) -> list[str]:
+        """What broke the grader's lines since the last call (see `troubles`)."""
+        taken, self.troubles = self.troubles, []
+        return taken
+
+    def _fresh_point(self, arrays: list, key: str) -> FreshPoint:
+        """Inputs of the program's shapes and dtypes, drawn for it from the run's seed (the same for
+        the same program): floating ones at random, others as the check gave them."""
+        import zlib
+
+        rng = np.random.default_rng([self.seed, zlib.crc32(key.encode()), 7])
+        inputs = []
+        for array in (np.asarray(a) for a in arrays):
+            if array.dtype.kind == "f":
+                array = (0.5 * rng.standard_normal(array.shape)).astype(array.dtype)
+            inputs.append(array)
+        return FreshPoint(key, inputs)
+
+    def _agree_on_values(self, function: LearnerFunction, bind, program: str, fresh: FreshPoint, avals) -> None:
+        """The kernel's own function computes, at the fresh point, what the program rebuilt from the
+        answer cells computes there; ProgramDisagrees where it does not."""
+        request = {"op": "value", "program": program, "avals": avals, "wrap": None, "argnums": [0]}
+        built = self._result(self._artifact_request({**request, "inputs": fresh.encoded()}), decode)
+        kept = self._from_the_kernel(function, bind, fresh, "call", "computes nothing there")
+        found, expected = _leaves(kept), _leaves(built)
+        same = len(found) == len(expected) and all(
+            a.shape == b.shape and np.allclose(a, b, rtol=1e-3, atol=1e-5 * max(1.0, float(np.abs(b).max(initial=0))))
+            for a, b in zip(found, expected)
+        )
+        if not same:
+            raise ProgramDisagrees(
+                f"at the grader's own inputs your notebook's {function._name} computes other values than the program "
+                "rebuilt from your answer cells"
+            )
+
+    def _agree_on_residuals(self, function, bind, fresh: FreshPoint, wrap, count: int) -> None:
+        """The kernel's own function keeps as many values for its backward pass as the program does
+        (`count`: a number of the program's shape, not of the values at its inputs); ProgramDisagrees
+        where it does not."""
+        kept = self._from_the_kernel(
+            function, bind, fresh, "residual_count", "cannot be differentiated there", wrap=wrap
+        )
+        if kept != count:
+            raise ProgramDisagrees(
+                f"your notebook's {function._name} keeps {kept!r} values for its backward pass, the program rebuilt "
+                f"from your answer cells {count}"
+            )
+
+    def _from_the_kernel(self, function: LearnerFunction, bind, fresh: FreshPoint, op: str, fails: str, wrap=None):
+        """What the kernel's own function gives at the fresh point (`op`: call it, or count what its
+        VJP keeps); ProgramDisagrees when it raises where the program did not."""
+        import jax.numpy as jnp
+
+        inputs = iter([jnp.asarray(a) for a in fresh.inputs])
+        template = list(bind) if bind is not None else [self.modules.checks.ARG] * len(fresh.inputs)
+        args = [next(inputs) if item is self.modules.checks.ARG else item for item in template]
+        message = {"op": op, "target": {"$handle": function._handle}, "args": [self.outbound(a) for a in args]}
+        if op == "call":
+            message["kwargs"] = []
+        else:  # the VJP with respect to the program's inputs only, as the artifact runner takes it
+            message["inputs"] = [at for at, item in enumerate(template) if item is self.modules.checks.ARG]
+            message["wrap"] = None if wrap is None else self.outbound(wrap)
+        try:
+            return self._result(self.kernel_request(message), decode)
+        except LearnerRaised as raised:
+            raise ProgramDisagrees(
+                f"at the grader's own inputs your notebook's {function._name} {fails}, where the program rebuilt "
+                f"from your answer cells does ({raised})"
+            ) from None
+
+
+class FreshPoint:
+    """The judge's own inputs for comparing a program with the kernel's function (Judge._fresh_point)."""
+
+    def __init__(self, key: str, inputs: list):
+        self.key, self.inputs = key, inputs
+
+    def encoded(self) -> list:
+        return [encode(a) for a in self.inputs]
 
 
 #: The most characters of an item's wording and of its failure the class report keeps.

@@ -181,6 +181,11 @@ class JudgedCells:
             f"the kernel stopped answering while this cell was checked ({dead})" if dead else None
         )
 
+    def take_troubles(self) -> list[str]:
+        """What broke the grader's lines while this notebook's cells were judged (the notebook is
+        then broken: execute.py puts each in its record)."""
+        return self.judge.take_troubles() if self.judge is not None else []
+
     def _keep_items(self, cell, earned: float, points: float, items: list[dict], error: str | None) -> None:
         grade_id = str(cell.metadata["nbgrader"].get("grade_id"))
         self.ledger.items[grade_id] = {"earned": float(earned), "max": points, "items": items, "error": error}

@@ -26,6 +26,11 @@ of the grader: it is shipped to learners who never install it. It provides:
 
 An object a check hands to learner code may carry RECIPE: `(module, name, args, kwargs)`, how a
 helper process builds it again from the shipped module `module`.
+
+Where evidence is refused for a reason of the judge's own (the program rebuilt from the answer
+cells is not the one the notebook's kernel runs: judge/core.py, `ProgramDisagrees`), the exception
+raised inside the item carries `judge_finding = True`: a checks module reports its message as it
+is (it was not raised by the learner's code).
 """
 
 from __future__ import annotations

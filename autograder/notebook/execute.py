@@ -82,6 +82,8 @@ FAILURE_CAUSES = {
 def failure_of(error: BaseException, cell: int | None) -> Failure:
     name = type(error).__name__
     cause = FAILURE_CAUSES.get(name) or f"nbgrader could not grade it: {name}: {str(error).strip()[:300]}"
+    if name == "KernelHostError":  # what the host did (a line the grader did not ask for, say)
+        cause = f"{cause}: {str(error).strip()[:300]}"
     return Failure(cell, name, cause)
 
 
@@ -289,6 +291,7 @@ class SandboxedExecute(Execute):
                 cell.source = full
                 helpers = self.session.judge_helpers() if self._stopped is None else None
                 seconds, dead = await self._judged.verdict(cell, cell_index, self, helpers, self._stopped)
+                self.record.trouble += self._judged.take_troubles()
                 if self._stopped is None:
                     self.record.cells.append({"index": -1, "seconds": seconds, "test": True})
                 if dead and self._stopped is None:

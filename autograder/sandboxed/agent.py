@@ -13,6 +13,11 @@ Requests (JSON):
 
     {"op": "describe", "names": [...]}   each name of the learner's: a value, a handle, or missing
     {"op": "call", "target": <value>, "args": [...], "kwargs": [[name, value], ...]}
+    {"op": "residual_count", "target": <value>, "args": [...], "inputs": [i, ...], "wrap": <value> | null}
+                                         how many values jax.vjp of the function (wrapped) keeps,
+                                         with respect to the args at `inputs`, the others fixed:
+                                         what the judge compares with the program it rebuilt from
+                                         the answer cells
 
 A timed executable ({"$timed": ...}) asks the judge, through the kernel's stdin channel, at each
 call and at each wait for a result: the judge answers when it chooses, and notes when it was
@@ -161,10 +166,36 @@ def _call(request) -> dict:
     return {"result": encode(target(*args, **kwargs), keep=_keep)}
 
 
+def _residual_count(request) -> dict:
+    import jax
+    import jax.extend
+
+    function = _value(request["target"])
+    args = [_value(item) for item in request.get("args", [])]
+    inputs = [int(at) for at in request["inputs"]]
+
+    def program(*values):  # the function of its inputs, the other arguments fixed
+        given = dict(zip(inputs, values))
+        return function(*[given.get(at, arg) for at, arg in enumerate(args)])
+
+    values = [args[at] for at in inputs]
+    # Traced first, as the program builder traces it: the program the judge counts is this jaxpr.
+    closed = jax.make_jaxpr(program)(*values)
+    run = jax.extend.core.jaxpr_as_fun(closed)
+
+    def traced(*values):
+        outputs = run(*values)
+        return outputs[0] if len(outputs) == 1 else list(outputs)
+
+    if request.get("wrap") is not None:
+        traced = _value(request["wrap"])(traced)
+    return {"result": len(jax.tree_util.tree_leaves(jax.vjp(traced, *values)[1]))}
+
+
 def respond(line: str) -> dict:
     """The response to one request line (raised exceptions of the learner's code included)."""
     request = loads(line)
-    operations = {"describe": lambda r: _describe(r["names"]), "call": _call}
+    operations = {"describe": lambda r: _describe(r["names"]), "call": _call, "residual_count": _residual_count}
     try:
         return operations[request["op"]](request)
     except WireError as error:

@@ -8,19 +8,22 @@ takes exactly the inputs asked for, applies the check's wrap (a shipped function
 a renaming of checkpoint names, say), and then the transform the evidence needs, itself:
 - "grad", "value_and_grad": run on the judge's inputs;
 - "residuals": the values `jax.vjp` keeps for the backward pass, at the judge's inputs;
-- "plan": the compiler's memory plan of the program's gradient (`jax.jit(jax.grad(...))`).
+- "plan": the compiler's memory plan of the program's gradient (`jax.jit(jax.grad(...))`);
+- "value": the program itself, run on the judge's inputs (the judge compares it with the
+  kernel's own function there).
 Every piece of evidence about a program comes from what the judge did to it here: a program can
 only be judged for what it is. It answers with data only (wire.py), its outputs bounded.
 
-Sent as text after wire.py's, confine.py's and program_data.py's; `main()` reads one request per line.
+Sent as text after wire.py's, confine.py's and program_data.py's; `main()` answers one request per
+line, each with its nonce (confine.py).
 """
 
 from __future__ import annotations
 
 try:  # imported as part of the grader (its tests); sent as text, the three files come first
-    from .confine import confine
+    from .confine import confine, reply, requests
     from .program_data import program_from_data
-    from .wire import WireError, decode, dumps, encode, loads, shipped
+    from .wire import WireError, decode, encode, loads, shipped
 except ImportError:  # pragma: no cover - the sandbox's copy
     pass
 
@@ -30,7 +33,7 @@ MAX_OUTPUT_BYTES = 64 << 20
 #: The longest program text taken (the program builder's answers are at most this long too).
 MAX_PROGRAM = 32 << 20
 MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes")
-OPERATIONS = ("grad", "value_and_grad", "residuals", "plan")
+OPERATIONS = ("grad", "value_and_grad", "residuals", "plan", "value")
 
 
 def rebuilt(request):
@@ -68,6 +71,8 @@ def transformed(program, operation: str, argnums: list):
     import jax
 
     which = argnums[0] if len(argnums) == 1 else tuple(argnums)
+    if operation == "value":
+        return program
     if operation in ("grad", "plan"):
         return jax.grad(program, argnums=which)
     if operation == "value_and_grad":
@@ -104,19 +109,17 @@ def answer(request) -> dict:
 def main(config: dict) -> None:
     import sys
 
-    reader, writer = confine(config["uid"], config["limits"])
+    reader, writer = confine(config)
     if config.get("assignment"):
         sys.path.insert(0, config["assignment"])  # the shipped modules a wrap comes from
     import jax  # noqa: F401  (before the first request: its time is the start's, not a request's)
 
-    writer.write(dumps({"ready": True}) + "\n")
-    writer.flush()
-    for line in reader:
+    reply(writer, config["start"], {"ready": True})
+    for nonce, request in requests(reader):
         try:
-            response = answer(loads(line))
+            response = answer(request)
         except WireError as error:
             response = {"refused": str(error)[:4000]}
         except Exception as error:  # a program that does not build, compile or run
             response = {"failed": f"{type(error).__name__}: {error}"[:4000]}
-        writer.write(dumps(response) + "\n")
-        writer.flush()
+        reply(writer, nonce, response)

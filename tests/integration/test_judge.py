@@ -225,7 +225,7 @@ class InProcessHelper:
                 response = numpy_runner.answer(message, self.cells)
             elif self.runner is program_builder:
                 self.builder = self.builder or program_builder.Builder()
-                response = program_builder.answer(message, self.builder)
+                response = program_builder.build(message, self.builder.snapshot())
             else:
                 response = artifact_runner.answer(message)
         except WireError as error:
@@ -510,10 +510,12 @@ def _layered_answer(policy: str, *, named=True, jit=False) -> str:
     )
 
 
-def _with_answer(judge, name: str, answer: str) -> None:
-    """The judge's answer cells with the one that defines `name` replaced by `answer`."""
+def _with_answer(judge, kernel, name: str, answer: str) -> None:
+    """The judge's answer cells with the one that defines `name` replaced by `answer`, run in the
+    kernel too (the notebook's kernel runs its answer cells: the program judged is the kernel's)."""
     judge.answers = [answer if f"def {name}(" in source else source for source in judge.answers]
     assert answer in judge.answers
+    exec(compile(answer, "<answer>", "exec"), kernel.namespace)
 
 
 NAMES_ITEM = '[FAIL] 0/1  the name selects what is saved: kept while called "preactivation", recomputed once renamed'
@@ -531,8 +533,8 @@ NAMES_ITEM = '[FAIL] 0/1  the name selects what is saved: kept while called "pre
 def test_named_policy_ignoring_name_loses_item(policy, named, monkeypatch, trusted):
     """A named policy that does not select by the name loses exactly the name's item."""
     chosen = f"jax.checkpoint_policies.{policy}" + ("()" if policy == "save_any_names_but_these" else "")
-    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
-    _with_answer(judge, "named_policy_objective", _layered_answer(chosen, named=named))
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    _with_answer(judge, kernel, "named_policy_objective", _layered_answer(chosen, named=named))
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 2 and NAMES_ITEM in report and report.count("[FAIL]") == 1, report
     assert "kept whatever they are called" in report
@@ -542,18 +544,18 @@ def test_named_policy_ignoring_name_loses_item(policy, named, monkeypatch, trust
 
 def test_name_renamed_inside_jitted_layer(monkeypatch, trusted):
     """The name is renamed inside a jitted layer too."""
-    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
     policy = 'jax.checkpoint_policies.save_only_these_names("preactivation")'
-    _with_answer(judge, "named_policy_objective", _layered_answer(policy, jit=True))
+    _with_answer(judge, kernel, "named_policy_objective", _layered_answer(policy, jit=True))
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 3, report
 
 
 def test_policy_keeping_nothing_by_name(monkeypatch, trusted):
     """A policy that keeps nothing by the name says so."""
-    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
     policy = 'jax.checkpoint_policies.save_only_these_names("pre_activation")'
-    _with_answer(judge, "named_policy_objective", _layered_answer(policy))
+    _with_answer(judge, kernel, "named_policy_objective", _layered_answer(policy))
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 0 and NAMES_ITEM in report and "nothing is kept under the name" in report, report
 
@@ -585,9 +587,8 @@ def _segments_answer(checkpoint: str) -> str:
 @pytest.mark.parametrize(("checkpoint", "kept"), [("none", "found 49"), ("whole loss", "found 1")])
 def test_wrong_segment_activations_fail(checkpoint, kept, monkeypatch, trusted):
     """Segments that keep the wrong activations fail a visible item."""
-    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
-    answer = _segments_answer(checkpoint)
-    judge.answers = [answer if "def sqrt_segments_loss(" in source else source for source in judge.answers]
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    _with_answer(judge, kernel, "sqrt_segments_loss", _segments_answer(checkpoint))
     source = _source("03-experiment.ipynb", "test-sqrt-segments")
     earned, report = judge.run_cell(source, 4)
     visible = "[FAIL] 0/1  16 layers in segments of 4 keep one activation per segment, not one per layer"
@@ -658,9 +659,9 @@ def test_a_forged_renamed_program_gains_nothing(monkeypatch, trusted):
         avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in message["avals"]]
         return {"program": dumps(program_as_data(jax.make_jaxpr(nothing)(*avals)))}
 
-    judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=forge)
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=forge)
     _with_answer(
-        judge, "named_policy_objective", _layered_answer("jax.checkpoint_policies.checkpoint_dots", named=False)
+        judge, kernel, "named_policy_objective", _layered_answer("jax.checkpoint_policies.checkpoint_dots", named=False)
     )
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned < 2 and NAMES_ITEM in report, report
@@ -736,7 +737,8 @@ def test_kernel_programs_earn_what_cells_do(grade_id, points, control, monkeypat
     judge.answers = _plain_answers(judge.answers)
     earned, report = judge.run_cell(_source("03-experiment.ipynb", grade_id), points)
     assert earned == control, report
-    assert {json.loads(line)["op"] for line in kernel.sent} <= {"describe", "call"}  # no program asked of it
+    # No program asked of it: only values, and how many values its own function keeps.
+    assert {json.loads(line)["op"] for line in kernel.sent} <= {"describe", "call", "residual_count"}
 
 
 def test_builder_never_asks_kernel_for_program(monkeypatch, trusted):
@@ -752,7 +754,7 @@ def test_builder_never_asks_kernel_for_program(monkeypatch, trusted):
         list(exports[0]["cells"]) == ["policy_objectives"]
         and "def policy_objectives" in exports[0]["cells"]["policy_objectives"]
     )
-    assert {json.loads(line)["op"] for line in kernel.sent} <= {"describe", "call"}
+    assert {json.loads(line)["op"] for line in kernel.sent} <= {"describe", "call", "residual_count"}
 
 
 @pytest.mark.parametrize(
@@ -821,8 +823,9 @@ def test_program_judged_for_what_it_saves(monkeypatch, trusted):
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted, builder_tamper=tamper)
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-named-policy"), 3)
     assert earned == 0, report
-    residuals = [m for m in judge.helpers.artifacts.sent if m["op"] == "residuals"]
-    assert residuals and all("program" in m and "exported" not in m for m in residuals)
+    # Before any evidence: the program computes other values than the kernel's own function.
+    assert "the program the grader judged is not the one your notebook runs" in report, report
+    assert {m["op"] for m in judge.helpers.artifacts.sent} == {"value"}
 
 
 def test_unrebuildable_object_earns_nothing(monkeypatch, trusted):
