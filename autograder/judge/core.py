@@ -287,6 +287,9 @@ class TrustedModules:
 # ---------------------------------------------------------------------------------------
 #: The most program text one notebook's judge keeps (its programs, as the builder wrote them).
 MAX_PROGRAMS = 64 << 20
+#: The least time a request of the judge's is given once the notebook's slack is spent (Judge._deadline):
+#: far more than any request of the instructor's reference run takes.
+ITEM_FLOOR = 15.0
 
 
 class LearnerObject:
@@ -335,7 +338,8 @@ class Judge:
 
     kernel: the KernelChannel of the notebook's kernel; helpers: the student's JudgeHelpers;
     modules: the TrustedModules of the course; seed: the run's seed; answers: the submission's
-    answer cells; timeout: seconds one request may take; deadline: when the notebook's time is up.
+    answer cells; timeout: seconds one request may take; deadline: when the notebook's time is up;
+    reserve: seconds of the notebook's budget no single request may take (`_deadline`).
     """
 
     def __init__(
@@ -347,9 +351,10 @@ class Judge:
         answers: list[str],
         timeout: float,
         deadline: float = float("inf"),
+        reserve: float = 0.0,
     ):
         self.kernel, self.helpers, self.modules, self.seed = kernel, helpers, modules, int(seed)
-        self.answers, self.timeout, self.deadline = answers, float(timeout), deadline
+        self.answers, self.timeout, self.deadline, self.reserve = answers, float(timeout), deadline, float(reserve)
         self._numpy_cells: dict[str, int | None] = {}
         self._numpy_sources: dict[int, str] = {}  # a loaded cell's id -> its source
         # An answer cell whose process was ended (it stalled, or passed a limit) -> why: not loaded again,
@@ -474,7 +479,12 @@ class Judge:
 
     # -- requests ------------------------------------------------------------------------------------
     def _deadline(self) -> float:
-        return min(time.monotonic() + self.timeout, self.deadline)
+        """When the next request must be answered: within its timeout, within the notebook's
+        budget, and leaving the notebook its reserve (what its cells need, at the budget's pace):
+        an answer that never comes costs the slack of the budget, never the time of the notebook's
+        later cells. Once the slack is spent, a request still gets ITEM_FLOOR."""
+        now = time.monotonic()
+        return min(now + self.timeout, self.deadline, max(now + ITEM_FLOOR, self.deadline - self.reserve))
 
     def _helper_timeout(self) -> float:
         left = self._deadline() - time.monotonic()

@@ -131,9 +131,11 @@ class JudgeSettings:
 class JudgedCells:
     """One notebook's test cells, judged in the grader."""
 
-    def __init__(self, settings: JudgeSettings, answers: list[str], timeout: float, deadline: float):
+    def __init__(
+        self, settings: JudgeSettings, answers: list[str], timeout: float, deadline: float, reserve: float = 0.0
+    ):
         self.settings, self.answers = settings, answers
-        self.timeout, self.deadline = timeout, deadline
+        self.timeout, self.deadline, self.reserve = timeout, deadline, reserve
         self.judge: Judge | None = None
         self.ledger = Ledger()
 
@@ -158,6 +160,7 @@ class JudgedCells:
                 self.answers,
                 timeout=self.timeout,
                 deadline=self.deadline,
+                reserve=self.reserve,
             )
         return self.judge
 
@@ -171,6 +174,8 @@ class JudgedCells:
             self._keep_items(cell, 0.0, points, [], f"this cell's checks did not run: {stopped}")
             return 0.0, None
         start = time.perf_counter()
+        if self.judge is None:  # a notebook's judge starts with helpers nothing of an earlier notebook changed
+            await asyncio.to_thread(helpers.fresh)
         judge = self._judge_on(executor, helpers)
         earned, report = await asyncio.to_thread(judge.run_cell, cell.source, points)
         write_verdict(cell, earned, report)

@@ -52,6 +52,8 @@ from autograder.kernel.sandbox import CACHE, SCRATCH, Sandbox, kernel_env
 SANDBOXED = Path(__file__).resolve().parents[1] / "sandboxed"
 #: Seconds a helper may take to start (the artifact runner imports JAX).
 START_TIMEOUT = 120
+#: Seconds a running helper may take to make itself fresh for a new notebook (HelperProcess.fresh).
+FRESH_TIMEOUT = 10
 #: The longest answer line taken from a helper.
 MAX_LINE = 256 << 20
 #: What the NumPy-only process sees of a folder of installed packages: NumPy and its own libraries.
@@ -230,6 +232,22 @@ class HelperProcess:
         if set(answer) & {"unrequested"}:  # its learner's process said what it was not asked (numpy_runner)
             self._fail(str(answer["unrequested"])[:400], unrequested=True)
         return answer
+
+    def fresh(self) -> None:
+        """A new notebook begins: what its helper left (a limit hit between requests, processes its
+        learner code left, files, loaded cells) is not the new notebook's. A running helper ends
+        every other process of its sandbox and restores its workspace; one that does not answer
+        in FRESH_TIMEOUT is ended (the next request starts a new one)."""
+        self.hit = None
+        if self.process is None or self.process.poll() is not None or self._ready_by is not None:
+            return  # not started, gone (started anew when asked), or still starting: fresh already
+        assert self.line is not None  # started
+        try:
+            answer = self.line.request({"op": "fresh"}, time.monotonic() + FRESH_TIMEOUT)
+        except LineError:
+            answer = {}
+        if answer != {"fresh": True}:
+            self.stop()
 
     def _fail(self, why: str, unrequested: bool = False) -> NoReturn:
         """End the process; HelperError saying why (the limit it was ended at, where it was)."""
@@ -424,6 +442,11 @@ class JudgeHelpers:
         for name, helper in self.by_name().items():
             if name in names and helper.process is None:
                 helper.launch()
+
+    def fresh(self) -> None:
+        """A new notebook's judging begins: each helper as no earlier notebook left it."""
+        for helper in self.by_name().values():
+            helper.fresh()
 
     def used(self) -> list[str]:
         """The helpers that got a request."""

@@ -209,7 +209,11 @@ class SandboxedExecute(Execute):
 
     def _preprocess_in(self, session: SandboxSession, nb, resources, km):
         settings = JudgeSettings(self.judge_source, self.judge_checks_module, self.judge_seed)
-        self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline)
+        # What the notebook's cells need at the budget's pace (the budget but its floor): no single
+        # request of the judge's may take it (judge.Judge._deadline).
+        limits = session.sandbox.limits
+        reserve = max(0.0, self.notebook_budget - limits.time_floor) if self.notebook_budget else 0.0
+        self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline, reserve)
         self.record.ledger = self._judged.ledger
         started, troubles_before = time.perf_counter(), len(self.record.trouble)
         try:

@@ -116,6 +116,9 @@ def main(config: dict) -> None:
 
     reply(writer, config["start"], {"ready": True})
     for nonce, request in requests(reader):
+        if request.get("op") == "fresh":  # a new notebook: nothing of an earlier one is kept here
+            reply(writer, nonce, {"fresh": True})
+            continue
         try:
             response = answer(request)
         except WireError as error:

@@ -24,14 +24,14 @@ request, a second one after an answer, one with another number) is not passed on
 judge is told (`{"unrequested": ...}`); a worker that ends answers `{"ended": ...}`.
 
 Requests: {"op": "load", "cell": id, "source": text}, then {"op": "call", "cell": id, "name":
-..., "args": [...]}. Sent as text after wire.py's and confine.py's; `main()` answers one per line,
+..., "args": [...]}; {"op": "fresh"} as a new notebook begins. Sent as text after wire.py's and confine.py's; `main()` answers one per line,
 each with its nonce (confine.py).
 """
 
 from __future__ import annotations
 
 try:  # imported as part of the grader (its tests); sent as text, the two files come first
-    from .confine import child_ended, confine, reply, requests
+    from .confine import child_ended, confine, end_the_others, reply, requests
     from .wire import WireError, decode, dumps, encode, loads
 except ImportError:  # pragma: no cover - the sandbox's copy
     pass
@@ -237,7 +237,13 @@ def _serve_cell(requests_fd: int, answers_fd: int) -> None:
 
 
 def serve(request: dict, workers: dict) -> dict:
-    """One request of the judge's, passed on to its cell's worker (a load starts the worker)."""
+    """One request of the judge's, passed on to its cell's worker (a load starts the worker); at a
+    new notebook ("fresh"), every worker and whatever they left ended."""
+    if request.get("op") == "fresh":
+        while workers:
+            workers.popitem()[1].end()
+        end_the_others()
+        return {"fresh": True}
     cell = str(request.get("cell"))
     if request.get("op") == "load":
         if cell in workers:

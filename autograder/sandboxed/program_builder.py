@@ -32,7 +32,7 @@ reads one request per line.
 from __future__ import annotations
 
 try:  # imported as part of the grader (its tests); sent as text, the three files come first
-    from .confine import child_ended, confine, reply, requests
+    from .confine import child_ended, confine, end_the_others, reply, requests
     from .program_data import program_as_data
     from .wire import WireError, decode, dumps, loads, shipped
 except ImportError:  # pragma: no cover - the sandbox's copy
@@ -245,6 +245,11 @@ def _serve(config: dict) -> tuple:
     builder = Builder()  # JAX imported, its functions taken: before the first request and any cell
     reply(writer, config["start"], {"ready": True})
     for nonce, request in requests(reader):
+        if request.get("op") == "fresh":  # a new notebook: nothing an earlier one's cells left is kept
+            end_the_others()
+            _as_a_kernel(config)
+            reply(writer, nonce, {"fresh": True})
+            continue
         if _fork():
             _fork_state["line"] = (reader, writer)
             return request, builder.snapshot()
@@ -265,13 +270,15 @@ def _as_a_kernel(config: dict) -> None:
     import sys
 
     scratch = config["scratch"]
+    for name in ("submission", "home", "ipython", "matplotlib", "cache"):
+        shutil.rmtree(os.path.join(scratch, name), ignore_errors=True)
     for name in ("home", "ipython", "matplotlib", "cache"):
-        os.makedirs(os.path.join(scratch, name), exist_ok=True)
+        os.makedirs(os.path.join(scratch, name))
     connection = os.path.join(scratch, ".kernel.json")
     with open(connection, "w") as handle:  # the shape of a kernel's, and nothing it could use
         json.dump({"transport": "ipc", "ip": "/run/kernel/kernel", "key": secrets.token_hex(16)}, handle)
     workdir = os.path.join(scratch, "submission")
-    shutil.copytree(config["assignment"], workdir, symlinks=False, dirs_exist_ok=True)
+    shutil.copytree(config["assignment"], workdir, symlinks=False)
     os.chdir(workdir)
     sys.argv = ["ipykernel_launcher", "-f", connection, *config.get("kernel_args", [])]
     for name in KERNELS_STACK:

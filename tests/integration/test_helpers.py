@@ -251,3 +251,84 @@ def test_no_helper_request_past_deadline():
     with pytest.raises(LearnerRaised, match="time budget ran out"):
         judge.numpy_only("f")
     assert helpers.requests == []
+
+
+def test_earlier_notebooks_limit_not_told_to_next(tmp_path):
+    """A limit hit after a notebook's last request is not the next notebook's: fresh() clears it."""
+    helper = FakeHelper(tmp_path, "answers")
+    assert finished(lambda: helper.request({"op": "first"}, 30))[0] == {"ok": True}
+    helper.kill("it started more than 32 processes at once (the process limit)")
+    helper.fresh()  # the next notebook's judge begins
+    assert finished(lambda: helper.request({"op": "second"}, 30))[0] == {"ok": True}
+    helper.stop()
+
+
+LEAVES_A_PROCESS = """import os as _os
+import time as _time
+
+if _os.fork() == 0:  # a process of its own session, outside the cell's process group
+    _os.setsid()
+    with open("/tmp/submission/remat_lesson.py", "w") as _shadow:
+        _shadow.write("SHADOWED = True\\n")
+    _time.sleep(3600)
+    _os._exit(0)
+_time.sleep(0.5)
+
+
+def left(x):
+    return x
+"""
+READS_THE_LESSON = "def probe(x):\n    raise RuntimeError(open('/tmp/submission/remat_lesson.py').read()[:40])\n"
+
+
+def _builder_request(name: str, source: str) -> dict:
+    return {
+        "op": "program",
+        "cells": {name: source},
+        "target": {"$learner": name},
+        "bind": None,
+        "avals": [[[3], "float32"]],
+    }
+
+
+@pytest.mark.parametrize("which", ["numpy_only", "builder"])
+def test_fresh_helper_keeps_nothing_of_earlier_notebook(tmp_path, which):
+    """A cell that leaves a process of its own session (out of reach of its process group) and
+    shadows a shipped module: at the next notebook the helper's sandbox holds its first process
+    alone again, and the shipped files as shipped."""
+    from autograder.course.defaults import SHIPPED_MODULES
+    from autograder.course.paths import RELEASE
+    from autograder.kernel.helpers import ProgramBuilder
+    from autograder.kernel.sandbox import find_sandbox
+
+    assignment = tmp_path / "assignment"
+    assignment.mkdir()
+    for name in SHIPPED_MODULES:
+        (assignment / name).write_bytes((RELEASE / name).read_bytes())
+    kind = NumpyOnlyRunner if which == "numpy_only" else ProgramBuilder
+    helper = kind(find_sandbox(), tmp_path / which, assignment=assignment)
+    try:
+        if which == "numpy_only":
+            assert helper.request({"op": "load", "cell": 1, "source": LEAVES_A_PROCESS}, 60) == {"loaded": True}
+        else:
+            assert "program" in helper.request(_builder_request("left", LEAVES_A_PROCESS), 120)
+        assert len(helper.processes()) >= 2  # its first process, and what the cell left
+        first = helper.processes()[0]
+        helper.fresh()
+        assert helper.processes() == [first]  # the same helper, alone in its sandbox
+        if which == "builder":
+            answer = helper.request(_builder_request("probe", READS_THE_LESSON), 120)
+            assert "SHADOWED" not in answer["raised"]["message"], answer
+    finally:
+        helper.stop()
+
+
+def test_helper_started_ahead_is_taken_when_first_asked(tmp_path):
+    """A helper started ahead that said it was ready long before its first request (a notebook's
+    cell ran past its start deadline meanwhile) is taken, not ended as one that did not start."""
+    helper = FakeHelper(tmp_path, "answers")
+    helper.launch()
+    time.sleep(1)  # its "ready" is waiting by now
+    helper._ready_by = time.monotonic() - 1  # ... and the deadline for it long gone
+    assert finished(lambda: helper.request({"op": "first"}, 30))[0] == {"ok": True}
+    helper.stop()

@@ -242,6 +242,9 @@ class InProcessHelpers:
         self.numpy_only = InProcessHelper(numpy_runner)
         self.builder = InProcessHelper(program_builder, builder_tamper)
 
+    def fresh(self):
+        pass
+
 
 @pytest.fixture(scope="module")
 def trusted(tmp_path_factory):
