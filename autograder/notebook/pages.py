@@ -145,10 +145,103 @@ def _safe_attribute(tag: str, attribute: str, value: str) -> str | None:
 
 
 def clean_html(html: str) -> str:
-    """HTML cleaned to nh3's allow-list with the grader's rules for addresses (_safe_attribute)."""
-    return nh3.clean(
-        html, tags=set(_TAGS), url_schemes={"http", "https", "mailto", "data"}, attribute_filter=_safe_attribute
+    """HTML cleaned to nh3's allow-list with the grader's rules for addresses (_safe_attribute), its
+    text's TeX commands outside TEX_COMMANDS written so that MathJax does not run them (neutral_tex)."""
+    return neutral_tex(
+        nh3.clean(
+            html, tags=set(_TAGS), url_schemes={"http", "https", "mailto", "data"}, attribute_filter=_safe_attribute
+        )
     )
+
+
+#: The TeX commands a learner's math keeps, as MathJax reads them: letters and symbols, operators,
+#: fonts, accents, spacing, sizes, layout. Any other control word (`\href`, `\unicode`, `\style`,
+#: `\class`, `\cssId`, `\require`, `\mathtip`, `\bbox`, `\color`, and `\def`, `\newcommand`,
+#: `\let`, `\begingroup`, `\csname`, which would make one of them from other names) is written
+#: with NEUTRAL after its backslash: MathJax reads a backslash and then letters, and runs nothing.
+_TEX_COMMAND_NAMES = """
+    alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi pi varpi rho
+    varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi
+    Psi Omega ell hbar nabla partial infty emptyset varnothing Re Im aleph imath jmath wp
+    sum prod coprod int iint iiint oint lim limsup liminf sup inf max min arg det dim ker exp log ln lg sin cos
+    tan cot sec csc arcsin arccos arctan sinh cosh tanh coth gcd deg hom Pr operatorname limits nolimits
+    frac dfrac tfrac binom dbinom tbinom sqrt cdot cdots ldots dots dotsc dotsb vdots ddots times div pm mp
+    ast star circ bullet oplus ominus otimes oslash odot cap cup setminus wedge vee land lor lnot neg
+    le leq ge geq ne neq lt gt approx sim simeq cong equiv propto ll gg prec succ preceq succeq subset supset
+    subseteq supseteq in notin ni mid nmid parallel perp models vdash dashv top bot forall exists nexists
+    to gets mapsto rightarrow leftarrow leftrightarrow Rightarrow Leftarrow Leftrightarrow longrightarrow
+    longleftarrow longmapsto implies impliedby iff uparrow downarrow updownarrow Uparrow Downarrow
+    nearrow searrow swarrow nwarrow hookrightarrow hookleftarrow rightharpoonup leftharpoonup
+    langle rangle lvert rvert lVert rVert vert Vert lceil rceil lfloor rfloor backslash prime angle
+    triangle square Box diamond lozenge clubsuit spadesuit heartsuit diamondsuit flat natural sharp
+    left right middle big Big bigg Bigg bigl bigr Bigl Bigr biggl biggr Biggl Biggr
+    mathrm mathbf mathit mathsf mathtt mathcal mathbb mathfrak mathscr boldsymbol bm rm bf it sf tt cal
+    text textrm textbf textit textsf texttt textnormal mbox
+    hat widehat bar overline underline tilde widetilde vec dot ddot acute grave breve check overrightarrow
+    overleftarrow overbrace underbrace stackrel overset underset substack
+    quad qquad enspace thinspace negthinspace hspace vspace space
+    displaystyle textstyle scriptstyle scriptscriptstyle
+    begin end hline cr intercal transpose dagger ddagger checkmark
+"""
+TEX_COMMANDS = frozenset(_TEX_COMMAND_NAMES.split())
+#: What neutral_tex writes after a backslash: TeX reads `\` and it as one symbol, MathJax shows it.
+NEUTRAL = "\u200b"
+#: A tag, or a text between tags (in HTML made by nh3: every `<` of the text is written `&lt;`).
+_TAG_OR_TEXT = re.compile(r"<[^<>]*>|[^<]+")
+
+
+def neutral_tex(cleaned: str) -> str:
+    """Clean HTML whose text holds no TeX command but those of TEX_COMMANDS: read as MathJax reads a
+    page (the text between tags joined, entities decoded), each other control word gets NEUTRAL
+    after its backslash. Idempotent: a neutral backslash starts no control word."""
+    pieces = [match.group(0) for match in _TAG_OR_TEXT.finditer(cleaned)]
+    # Each text's characters as a browser reads them, with where each came from.
+    decoded, where = [], []
+    for index, piece in enumerate(pieces):
+        if not piece.startswith("<"):
+            for offset, ch in _decoded_characters(piece):
+                decoded.append(ch)
+                where.append((index, offset))
+    text, neutral, at = "".join(decoded), set(), 0
+    while at < len(text):
+        if text[at] != "\\":
+            at += 1
+            continue
+        end = at + 1
+        while end < len(text) and text[end].isascii() and text[end].isalpha():
+            end += 1
+        if end == at + 1:  # a control symbol (`\\`, `\{`, `\(`...): nothing is run
+            at += 2
+            continue
+        if text[at + 1 : end] not in TEX_COMMANDS:
+            neutral.add(where[at])
+        at = end
+    if not neutral:
+        return cleaned
+    for index in sorted({index for index, _ in neutral}):
+        offsets = sorted(offset for i, offset in neutral if i == index)
+        piece = pieces[index]
+        for offset in reversed(offsets):  # after the backslash as written (`\\` or a reference)
+            piece = piece[:offset] + NEUTRAL + piece[offset:]
+        pieces[index] = piece
+    return "".join(pieces)
+
+
+_REFERENCE = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[a-zA-Z][a-zA-Z0-9]*);")
+
+
+def _decoded_characters(text: str):
+    """(offset just after it, character) of each character of HTML text as a browser decodes it."""
+    at = 0
+    while at < len(text):
+        reference = _REFERENCE.match(text, at) if text[at] == "&" else None
+        if reference is not None:
+            for ch in html.unescape(reference.group(0)):
+                yield reference.end(), ch
+            at = reference.end()
+        else:
+            yield at + 1, text[at]
+            at += 1
 
 
 def _markdown_html(source: str, attachments: dict | None = None) -> str:
@@ -676,4 +769,54 @@ class PageExporter(HTMLExporter):
         html, missing = with_alt_text_and_tab_stops(html)
         if missing:
             self.log.warning("Alternative text is missing on %s image(s).", missing)
-        return html, resources
+        return with_script_policy(html), resources
+
+
+#: A script element of a page: its attributes and its text.
+_SCRIPT = re.compile(r"<script\b(?P<attributes>[^>]*)>(?P<text>.*?)</script\s*>", re.IGNORECASE | re.DOTALL)
+#: Script types a browser runs (no type, or a JavaScript one).
+_RUN_TYPES = frozenset({"", "text/javascript", "application/javascript", "module"})
+
+
+def script_policy(page: str) -> str:
+    """The Content-Security-Policy a page carries: the scripts it ships and no other. Each inline
+    script by its hash, each script file's folder (MathJax loads its extensions from there);
+    nothing else runs: no script a learner's text could add, no handler, no `javascript:` link
+    (MathJax's `\\href` included). MathJax runs its configuration block (`text/x-mathjax-config`)
+    through eval: a page with one allows eval, of what its own scripts pass it."""
+    import base64
+    import hashlib
+
+    sources, configured = set(), False
+    for match in _SCRIPT.finditer(page):
+        attributes = {name: value for name, value, _ in _attributes(match.group("attributes"))}
+        kind = (attributes.get("type") or "").strip().lower()
+        if attributes.get("src"):
+            sources.add(_script_folder(html.unescape(attributes["src"])))
+        elif kind in _RUN_TYPES:
+            digest = hashlib.sha256(match.group("text").encode()).digest()
+            sources.add(f"'sha256-{base64.b64encode(digest).decode()}'")
+        elif kind == "text/x-mathjax-config":
+            configured = True
+    allowed = " ".join(sorted(sources) + (["'unsafe-eval'"] if configured else [])) or "'none'"
+    return f"script-src {allowed}; object-src 'none'; base-uri 'none'; form-action 'none'"
+
+
+def _script_folder(address: str) -> str:
+    """Where a page's script file loads its own scripts from: its folder; for MathJax's
+    `latest.js`, which loads the newest MathJax 2 of its CDN, the folder of MathJax's versions."""
+    if "/" not in address.partition("://")[2]:
+        return address
+    folder, _, name = address.partition("?")[0].rpartition("/")
+    if name == "latest.js" and "/" in folder.partition("://")[2]:
+        folder = folder.rpartition("/")[0]
+    return folder + "/"
+
+
+def with_script_policy(page: str) -> str:
+    """The page with its script_policy in a meta element, first in its head (before any script)."""
+    head = re.search(r"<head\b[^>]*>", page, re.IGNORECASE)
+    if head is None:
+        return page
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{html.escape(script_policy(page))}">'
+    return page[: head.end()] + "\n" + meta + page[head.end() :]

@@ -4,7 +4,8 @@ HTMLExporter renders a page, then reads it back through BeautifulSoup's pure-Pyt
 add an alt text to every image without one and a tab stop to each cell's input and output
 inside `.jp-Notebook`; `with_alt_text_and_tab_stops` adds the same to the start tags. Two pages
 are the same document when BeautifulSoup reads them the same, so each comparison here reads the
-grader's page through it and compares the result with HTMLExporter's, byte for byte.
+grader's page through it and compares the result with HTMLExporter's, byte for byte, once the
+one element the grader adds is taken out: its script policy, first in the head.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ PIXEL = base64.b64encode(
 
 
 def _read_back(page: str) -> str:
-    return str(BeautifulSoup(page, features="html.parser"))
+    """The page as BeautifulSoup reads it, without the script policy the grader adds (checked there)."""
+    policy = re.search(r'\n<meta http-equiv="Content-Security-Policy" content="[^"]*">', page)
+    assert policy is not None, "the page carries no script policy"
+    return str(BeautifulSoup(page[: policy.start()] + page[policy.end() :], features="html.parser"))
 
 
 def _notebook_with_every_kind_of_output():
@@ -458,3 +462,117 @@ def test_learner_text_past_bounds_shown_as_text():
         new_output("stream", name="stdout", text="\x1b[" + "1;" * 5000 + "mok \x1b[31mred\x1b[0m")
     )
     assert stream["text"] == "ok \x1b[31mred\x1b[0m"
+
+
+# ---------------------------------------------------------------------------------------
+# TeX: MathJax runs no command of a learner's but math.
+# ---------------------------------------------------------------------------------------
+#: TeX a learner could write for MathJax to run: the commands that make links, styles, classes,
+#: ids, tooltips, extensions and characters, and the spellings that reach them (spaces, entities,
+#: markup between the letters, macros and groups that make one from another name).
+TEX_SPELLINGS = {
+    "href": r"$\href{javascript:alert(1)}{click}$",
+    "href, spaced": "$\\href {javascript:alert(1)}\n{click}$",
+    "unicode": r"$\unicode{x3c}script\unicode{x3e}$",
+    "style": r"$\style{background:url(javascript:alert(1))}{x}$",
+    "class": r"$\class{jp-Dialog}{x}$",
+    "cssId": r"$\cssId{notebook}{x}$",
+    "require": r"$\require{action}\toggle{a}{b}\endtoggle$",
+    "mathtip": r"$\mathtip{x}{tip}\texttip{x}{tip}$",
+    "bbox": r"$\bbox[background:url(javascript:alert(1))]{x}$",
+    "def": r"$\def\h{\href}\h{javascript:alert(1)}{x}$",
+    "newcommand": r"$\newcommand{\h}[1]{\href{#1}{x}}\h{javascript:alert(1)}$",
+    "let": r"$\let\h=\href \h{javascript:alert(1)}{x}$",
+    "begingroup": r"$\begingroup\def\h{\href}\h{javascript:alert(1)}{x}\endgroup$",
+    "entity": "$&#92;href{javascript:alert(1)}{x}$ $&bsol;unicode{x3c}$",
+    "delimiters": r"\(\href{javascript:alert(1)}{x}\) \[\class{x}{y}\]",
+    "in text": r"$\text{\href{javascript:alert(1)}{x}}$",
+}
+#: Math a learner writes, which keeps every command.
+TEX_MATH = r"$\frac{\partial f}{\partial x} = \sum_{i} \alpha_i \cdot \mathbf{v}_i^\top$"
+#: Elements whose text MathJax does not read (its tex2jax skipTags).
+_MATHJAX_SKIPS = ("script", "noscript", "style", "textarea", "pre", "code", "annotation", "annotation-xml")
+
+
+def live_tex(page: str) -> list[str]:
+    """The control words MathJax would read on the page, beyond TEX_COMMANDS: in the text of the
+    page as a browser decodes it (the text between tags joined), outside the elements it skips."""
+    from autograder.notebook.pages import TEX_COMMANDS
+
+    soup = BeautifulSoup(page, features="html.parser")
+    for element in soup.find_all(_MATHJAX_SKIPS):
+        element.decompose()
+    text = soup.get_text()
+    found, at = [], 0
+    while at < len(text):
+        if text[at] != "\\":
+            at += 1
+            continue
+        end = at + 1
+        while end < len(text) and text[end].isascii() and text[end].isalpha():
+            end += 1
+        if end == at + 1:
+            at += 2
+            continue
+        if text[at + 1 : end] not in TEX_COMMANDS:
+            found.append(text[at:end])
+        at = end
+    return found
+
+
+@pytest.mark.parametrize("spelling", sorted(TEX_SPELLINGS))
+def test_no_learner_tex_command_survives(spelling):
+    """A written answer, a Markdown output and an HTML output with TeX that MathJax would run: after
+    sanitizing, neither formgrader's page nor the feedback page holds a command MathJax would run,
+    and the learner's math keeps its commands. The unsanitized pages hold the commands (the check
+    sees them)."""
+    tex = TEX_SPELLINGS[spelling]
+    outputs = [
+        new_output("display_data", data={"text/markdown": f"{PROSE_MARK} {tex}", "text/plain": "<Markdown>"}),
+        new_output("display_data", data={"text/html": f"<p>{PROSE_MARK} {tex}</p>"}),
+    ]
+    notebook = _answer_notebook(f"{PROSE_MARK} {tex} {TEX_MATH}", outputs)
+    for where, page in _pages(notebook).items():
+        assert live_tex(page), (where, "the check sees no command on the unsanitized page")
+    sanitize_notebook(notebook)
+    for where, page in _pages(notebook).items():
+        assert live_tex(page) == [], (spelling, where)
+        assert PROSE_MARK in page and r"\frac{" in html_text(page) and r"\mathbf{v}" in html_text(page), where
+    assert sanitize_notebook(copy.deepcopy(notebook)) == 0, "sanitizing twice changes the notebook"
+
+
+def html_text(page: str) -> str:
+    return BeautifulSoup(page, features="html.parser").get_text()
+
+
+def test_tex_split_by_markup_is_read_whole():
+    """A command whose letters an HTML output splits with markup is read as MathJax reads it, whole."""
+    from autograder.notebook.pages import clean_html
+
+    cleaned = clean_html(r"<p>$\hr<b>e</b>f{javascript:alert(1)}{x}$ and $\al<i></i>pha$</p>")
+    assert live_tex(cleaned) == [] and "\\\u200bhr" in cleaned and "\\al" in cleaned
+
+
+def test_feedback_page_runs_only_its_own_scripts():
+    """The feedback page carries a script policy, first in its head: the scripts it ships (each
+    inline one by its hash, MathJax's own files) and no other; no inline script, handler or
+    `javascript:` link of anyone else's runs."""
+    import base64
+    import hashlib
+
+    from autograder.notebook.pages import script_policy, with_script_policy
+
+    page = _pages(_answer_notebook(f"{PROSE_MARK} {TEX_MATH}"))["feedback"]
+    head = page[page.index("<head>") : page.index("</head>")]
+    policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', head)
+    assert policy is not None and head.index(policy.group(0)) < head.index("<script"), head[:400]
+    rules = dict(rule.strip().split(" ", 1) for rule in policy.group(1).replace("&#x27;", "'").split(";"))
+    assert rules["object-src"] == "'none'" and rules["base-uri"] == "'none'"
+    allowed = rules["script-src"].split()
+    assert "'unsafe-inline'" not in allowed and not [a for a in allowed if a in ("*", "https:", "http:", "data:")]
+    assert "https://cdnjs.cloudflare.com/ajax/libs/mathjax/" in allowed  # MathJax, from where it loads itself
+    # An inline script is allowed by its own hash, and only it.
+    shipped = "<html><head></head><body><script>var shipped = 1;</script></body></html>"
+    digest = base64.b64encode(hashlib.sha256(b"var shipped = 1;").digest()).decode()
+    assert script_policy(shipped).startswith(f"script-src 'sha256-{digest}';")
+    assert with_script_policy(shipped).startswith('<html><head>\n<meta http-equiv="Content-Security-Policy"')
