@@ -250,6 +250,7 @@ def _serve(config: dict) -> tuple:
             _as_a_kernel(config)
             reply(writer, nonce, {"fresh": True})
             continue
+        _import_ahead(request.get("prelude") or ())
         if _fork():
             _fork_state["line"] = (reader, writer)
             return request, builder.snapshot()
@@ -287,6 +288,20 @@ def _as_a_kernel(config: dict) -> None:
         except ImportError:  # an environment without ipykernel: its kernels lack it too
             pass
     _KERNEL_ENV.update({**config["env"], **SHELL_ENV})
+
+
+def _import_ahead(modules) -> None:
+    """The prelude's modules (the shipped ones a notebook imports first), imported by the builder
+    from the shipped files before any fork could write over them: every fork finds them imported,
+    as the kernel has them by the time its answer cells run."""
+    import importlib
+
+    for name in modules:
+        if isinstance(name, str) and name.isidentifier():
+            try:
+                importlib.import_module(name)
+            except Exception:  # not importable here: the prelude leaves it out, as before
+                pass
 
 
 #: The environment an answer cell finds (a kernel's), set in each fork (JAX's import adds to this

@@ -267,11 +267,14 @@ LEAVES_A_PROCESS = """import os as _os
 import time as _time
 
 if _os.fork() == 0:  # a process of its own session, outside the cell's process group
-    _os.setsid()
-    with open("/tmp/submission/remat_lesson.py", "w") as _shadow:
-        _shadow.write("SHADOWED = True\\n")
-    _time.sleep(3600)
-    _os._exit(0)
+    try:
+        _os.setsid()
+        if _os.path.isdir("/tmp/submission"):  # the builder's workspace
+            with open("/tmp/submission/remat_lesson.py", "w") as _shadow:
+                _shadow.write("SHADOWED = True\\n")
+        _time.sleep(3600)
+    finally:
+        _os._exit(0)
 _time.sleep(0.5)
 
 
@@ -332,3 +335,28 @@ def test_helper_started_ahead_is_taken_when_first_asked(tmp_path):
     helper._ready_by = time.monotonic() - 1  # ... and the deadline for it long gone
     assert finished(lambda: helper.request({"op": "first"}, 30))[0] == {"ok": True}
     helper.stop()
+
+
+def test_builder_forks_find_the_shipped_modules_as_shipped(tmp_path):
+    """A fork that writes over a shipped module in its working directory changes nothing for the
+    next fork: the builder imported the notebook's prelude from the shipped files before forking."""
+    from autograder.course.defaults import SHIPPED_MODULES
+    from autograder.course.paths import RELEASE
+    from autograder.kernel.helpers import ProgramBuilder
+    from autograder.kernel.sandbox import find_sandbox
+
+    assignment = tmp_path / "assignment"
+    assignment.mkdir()
+    for name in SHIPPED_MODULES:
+        (assignment / name).write_bytes((RELEASE / name).read_bytes())
+    helper = ProgramBuilder(find_sandbox(), tmp_path / "builder", assignment=assignment)
+    probe = "def probe(x):\n    raise RuntimeError(f'shadowed: {hasattr(remat_lesson, \"SHADOWED\")}')\n"
+    try:
+        shadowing = {**_builder_request("left", LEAVES_A_PROCESS), "prelude": ["remat_lesson"]}
+        assert "program" in helper.request(shadowing, 120)
+        answer = helper.request(
+            {**_builder_request("probe", "import remat_lesson\n\n" + probe), "prelude": ["remat_lesson"]}, 120
+        )
+        assert answer["raised"]["message"] == "shadowed: False", answer
+    finally:
+        helper.stop()
