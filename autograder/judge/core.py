@@ -679,8 +679,8 @@ class Judge:
         """A helper that sent a line the judge did not ask for breaks the notebook (said once)."""
         if error.unrequested:
             trouble = (
-                f"the judge's {helper} sent a line the grader did not ask for ({error}): it was refused and "
-                "the process ended; the checks that needed it scored 0"
+                f"the judge's {helper}: {error}: it was refused and the process ended; the checks that needed "
+                "it scored 0"
             )
             if trouble not in self.troubles:
                 self.troubles.append(report_line(trouble[:600]))
@@ -716,7 +716,7 @@ class Judge:
         )
         if not same:
             raise ProgramDisagrees(
-                f"at the grader's own inputs your notebook's {function._name} computes other values than the program "
+                f"at the grader's own inputs your notebook's {_named(function)} computes other values than the program "
                 "rebuilt from your answer cells"
             )
 
@@ -729,7 +729,7 @@ class Judge:
         )
         if kept != count:
             raise ProgramDisagrees(
-                f"your notebook's {function._name} keeps {kept!r} values for its backward pass, the program rebuilt "
+                f"your notebook's {_named(function)} keeps {kept!r} values for its backward pass, the program rebuilt "
                 f"from your answer cells {count}"
             )
 
@@ -751,9 +751,27 @@ class Judge:
             return self._result(self.kernel_request(message), decode)
         except LearnerRaised as raised:
             raise ProgramDisagrees(
-                f"at the grader's own inputs your notebook's {function._name} {fails}, where the program rebuilt "
+                f"at the grader's own inputs your notebook's {_named(function)} {fails}, where the program rebuilt "
                 f"from your answer cells does ({raised})"
             ) from None
+
+
+def _named(learner: LearnerObject) -> str:
+    """How the notebook came by a learner's object, for a report: a name, a call of one, an item of
+    that (a key the learner's code chose is shown only when it is a plain name or a number)."""
+
+    def spelled(origin) -> str:
+        if origin is None:
+            return "an object"
+        if origin[0] == "name":
+            return learner_name(origin[1])
+        if origin[0] == "item":
+            key = origin[2]
+            plain = type(key) is int or (isinstance(key, str) and _PLAIN_NAME.fullmatch(key))
+            return f"{spelled(origin[1])}[{key!r}]" if plain else f"{spelled(origin[1])}[...]"
+        return f"{spelled(origin[1]._origin)}(...)"
+
+    return spelled(learner._origin)
 
 
 class FreshPoint:
