@@ -599,20 +599,86 @@ def test_output_marker_changes_nothing(graded, tmp_path):
 #: whichever comes first, ends that helper (the watcher's memory check is tested on fakes, in
 #: tests/integration/test_helpers.py).
 HELPER_ENDED = {
-    # A helper that parks its reader is ended at its write deadline or, when its answer never
-    # comes, at its read deadline: either is the deadline working.
-    "hostile-numpy-helper-stall": ("stopped taking the judge's requests", "ran past its time limit"),
+    # The stall's cell answers the load itself on its worker's own line: a line nobody asked for,
+    # refused (the notebook is then broken, saying so).
+    "hostile-numpy-helper-stall": ("did not ask for",),
     "hostile-numpy-helper-silent": ("ran past its time limit",),
     "hostile-numpy-helper-forks": ("the process limit",),
     "hostile-numpy-helper-memory": ("the memory limit", "ran past its time limit"),
 }
+#: Of those, the helpers that sent a line nobody asked for: their notebook is broken, and named.
+SAID_UNASKED = ("hostile-numpy-helper-stall",)
 
 
 @pytest.mark.parametrize("student", sorted(HELPER_ENDED))
 def test_stalled_helper_ended_and_reported(graded, student):
-    """The helper was ended at its deadline or by the watcher, and that cell's later items failed at
-    once with the same reason (one deadline, not one per item); the notebook finished in its budget."""
+    """The helper was ended at its deadline, by the watcher or at a line nobody asked for, and that
+    cell's later items failed at once with the same reason (one deadline, not one per item); the
+    notebook finished in its budget."""
     text = _autograded_cell_text(graded, student, "04-exercise", "test-central-difference")
     ended = [line for line in text.splitlines() if "the answer cell's process:" in line]
     assert len(ended) == 3 and any(all(why in line for line in ended) for why in HELPER_ENDED[student]), text
+    if student in SAID_UNASKED:
+        assert [line for line in graded.broken[student] if "did not ask for" in line], graded.broken.get(student)
+    else:
+        assert student not in graded.broken, graded.broken.get(student)
+
+
+# ---------------------------------------------------------------------------------------
+# Nothing of the grader's within reach; the program judged is the notebook's; pages run no TeX.
+# ---------------------------------------------------------------------------------------
+def test_no_process_of_the_grader_reached(graded):
+    """hostile-reaches-other-processes tried every handle of every other process it saw, from each
+    kernel and each helper its cells ran in: each kernel found none (it printed an empty list),
+    nothing it wrote reached a line of the grader's (no notebook broken, full marks), and no path of
+    the grader's host (in a command line it could have read) is in its notebooks or pages."""
+    student = "hostile-reaches-other-processes"
     assert student not in graded.broken, graded.broken.get(student)
+    texts = []
+    for notebook in ("01-understand", "02-build", "04-exercise"):
+        path = graded.out / "course" / "autograded" / student / "performance-05" / f"{notebook}.ipynb"
+        printed = _printed(path)
+        assert "reached of other processes: []" in printed and "reached of other processes: ['" not in printed, (
+            notebook,
+            printed[-2000:],
+        )
+        texts.append(path.read_text())
+    texts += [page.read_text() for page in (graded.out / "feedback" / student).glob("*.html")]
+    for host_path in (str(graded.submissions), str(graded.out)):
+        assert [text for text in texts if host_path in text] == [], host_path
+
+
+def test_unasked_line_breaks_its_notebook_only(graded):
+    """The NumPy-only worker's answer ahead, a line nobody asked for: its notebook is broken, named,
+    with the reason; the student's other notebooks are graded as usual (their scores: the table)."""
+    reasons = graded.broken["hostile-numpy-worker-answers-ahead"]
+    assert [r for r in reasons if r.startswith("01-understand.ipynb: ") and "did not ask for" in r], reasons
+    assert [r for r in reasons if not r.startswith("01-understand.ipynb: ")] == [], reasons
+
+
+def test_judged_program_is_the_notebooks(graded):
+    """A builder told apart from the kernel hands over another program than the notebook runs: the
+    judge refuses it and says so. One that cannot tell them apart hands over the notebook's own."""
+    shipped = _autograded_cell_text(
+        graded, "hostile-builder-hands-shipped-program", "02-build", "test-policy-gradients"
+    )
+    assert "the program the grader judged is not the one your notebook runs" in shipped, shipped
+    assert "keeps 9 values for its backward pass, the program rebuilt from your answer cells 6" in shipped, shipped
+    switch = _autograded_cell_text(graded, "hostile-builder-name-switch", "02-build", "test-policy-gradients")
+    assert "expected [9, 6], found [9, 9]" in switch, switch
+
+
+def test_no_learner_tex_reaches_mathjax(graded):
+    """hostile-tex-commands: its feedback page holds no TeX command MathJax would run but the math's
+    (which keeps its commands), and carries a script policy; formgrader's page is made from the
+    autograded notebook, whose written answer and outputs hold none either."""
+    from tests.reports import live_tex
+
+    page = (graded.out / "feedback" / "hostile-tex-commands" / "04-exercise.html").read_text()
+    assert live_tex(page) == [] and "\\frac{" in page.replace("&#92;", "\\"), live_tex(page)[:10]
+    assert '<meta http-equiv="Content-Security-Policy" content="script-src ' in page
+    path = graded.out / "course" / "autograded" / "hostile-tex-commands" / "performance-05" / "04-exercise.ipynb"
+    for cell in nbformat.read(path, as_version=4).cells:
+        shown = [cell.source] if cell.cell_type == "markdown" else []
+        shown += [out.get("data", {}).get("text/html", "") for out in cell.get("outputs", [])]
+        assert [live_tex(html) for html in shown if live_tex(html)] == [], cell.get("id")

@@ -23,7 +23,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from autograder.course.paths import SOLUTIONS
 from autograder.notebook.pages import MISSING_ALT, PageExporter, sanitize_notebook, with_alt_text_and_tab_stops
-from tests.fixtures.build import script_html_spellings, script_link_spellings
+from tests.fixtures.build import TEX_COMMAND_SPELLINGS, TEX_MATH, script_html_spellings, script_link_spellings
+from tests.reports import live_tex
 
 PIXEL = base64.b64encode(
     bytes.fromhex(
@@ -467,66 +468,13 @@ def test_learner_text_past_bounds_shown_as_text():
 # ---------------------------------------------------------------------------------------
 # TeX: MathJax runs no command of a learner's but math.
 # ---------------------------------------------------------------------------------------
-#: TeX a learner could write for MathJax to run: the commands that make links, styles, classes,
-#: ids, tooltips, extensions and characters, and the spellings that reach them (spaces, entities,
-#: markup between the letters, macros and groups that make one from another name).
-TEX_SPELLINGS = {
-    "href": r"$\href{javascript:alert(1)}{click}$",
-    "href, spaced": "$\\href {javascript:alert(1)}\n{click}$",
-    "unicode": r"$\unicode{x3c}script\unicode{x3e}$",
-    "style": r"$\style{background:url(javascript:alert(1))}{x}$",
-    "class": r"$\class{jp-Dialog}{x}$",
-    "cssId": r"$\cssId{notebook}{x}$",
-    "require": r"$\require{action}\toggle{a}{b}\endtoggle$",
-    "mathtip": r"$\mathtip{x}{tip}\texttip{x}{tip}$",
-    "bbox": r"$\bbox[background:url(javascript:alert(1))]{x}$",
-    "def": r"$\def\h{\href}\h{javascript:alert(1)}{x}$",
-    "newcommand": r"$\newcommand{\h}[1]{\href{#1}{x}}\h{javascript:alert(1)}$",
-    "let": r"$\let\h=\href \h{javascript:alert(1)}{x}$",
-    "begingroup": r"$\begingroup\def\h{\href}\h{javascript:alert(1)}{x}\endgroup$",
-    "entity": "$&#92;href{javascript:alert(1)}{x}$ $&bsol;unicode{x3c}$",
-    "delimiters": r"\(\href{javascript:alert(1)}{x}\) \[\class{x}{y}\]",
-    "in text": r"$\text{\href{javascript:alert(1)}{x}}$",
-}
-#: Math a learner writes, which keeps every command.
-TEX_MATH = r"$\frac{\partial f}{\partial x} = \sum_{i} \alpha_i \cdot \mathbf{v}_i^\top$"
-#: Elements whose text MathJax does not read (its tex2jax skipTags).
-_MATHJAX_SKIPS = ("script", "noscript", "style", "textarea", "pre", "code", "annotation", "annotation-xml")
-
-
-def live_tex(page: str) -> list[str]:
-    """The control words MathJax would read on the page, beyond TEX_COMMANDS: in the text of the
-    page as a browser decodes it (the text between tags joined), outside the elements it skips."""
-    from autograder.notebook.pages import TEX_COMMANDS
-
-    soup = BeautifulSoup(page, features="html.parser")
-    for element in soup.find_all(_MATHJAX_SKIPS):
-        element.decompose()
-    text = soup.get_text()
-    found, at = [], 0
-    while at < len(text):
-        if text[at] != "\\":
-            at += 1
-            continue
-        end = at + 1
-        while end < len(text) and text[end].isascii() and text[end].isalpha():
-            end += 1
-        if end == at + 1:
-            at += 2
-            continue
-        if text[at + 1 : end] not in TEX_COMMANDS:
-            found.append(text[at:end])
-        at = end
-    return found
-
-
-@pytest.mark.parametrize("spelling", sorted(TEX_SPELLINGS))
+@pytest.mark.parametrize("spelling", sorted(TEX_COMMAND_SPELLINGS))
 def test_no_learner_tex_command_survives(spelling):
     """A written answer, a Markdown output and an HTML output with TeX that MathJax would run: after
     sanitizing, neither formgrader's page nor the feedback page holds a command MathJax would run,
     and the learner's math keeps its commands. The unsanitized pages hold the commands (the check
     sees them)."""
-    tex = TEX_SPELLINGS[spelling]
+    tex = TEX_COMMAND_SPELLINGS[spelling]
     outputs = [
         new_output("display_data", data={"text/markdown": f"{PROSE_MARK} {tex}", "text/plain": "<Markdown>"}),
         new_output("display_data", data={"text/html": f"<p>{PROSE_MARK} {tex}</p>"}),
