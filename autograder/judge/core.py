@@ -598,6 +598,8 @@ class Judge:
         result = self._result(self._artifact_request(request), decode)
         if operation == "residuals":
             self._agree_on_residuals(function, bind, fresh, wrap, len(result))
+        if operation == "plan" and isinstance(result, dict):
+            self._agree_on_plan(function, bind, fresh, result, request["argnums"])
         return result
 
     def _artifact_request(self, request: dict) -> dict:
@@ -733,7 +735,21 @@ class Judge:
                 f"from your answer cells {count}"
             )
 
-    def _from_the_kernel(self, function: LearnerFunction, bind, fresh: FreshPoint, op: str, fails: str, wrap=None):
+    def _agree_on_plan(self, function, bind, fresh: FreshPoint, plan: dict, argnums: list) -> None:
+        """The compiler plans the gradient of the kernel's own function as it plans the program's
+        (a plan is the program's shape's, not its inputs'); ProgramDisagrees where it does not.
+        Nothing to compare where the kernel's backend has no memory analysis."""
+        kept = self._from_the_kernel(function, bind, fresh, "memory_plan", "cannot be compiled there", argnums=argnums)
+        if isinstance(kept, dict) and kept != plan:
+            raise ProgramDisagrees(
+                f"the compiler plans {kept.get('temp_size_in_bytes')!r} temporary bytes for the gradient of your "
+                f"notebook's {_named(function)}, {plan.get('temp_size_in_bytes')} for the program rebuilt from "
+                "your answer cells"
+            )
+
+    def _from_the_kernel(
+        self, function: LearnerFunction, bind, fresh: FreshPoint, op: str, fails: str, wrap=None, argnums=None
+    ):
         """What the kernel's own function gives at the fresh point (`op`: call it, or count what its
         VJP keeps); ProgramDisagrees when it raises where the program did not."""
         import jax.numpy as jnp
@@ -744,9 +760,10 @@ class Judge:
         message = {"op": op, "target": {"$handle": function._handle}, "args": [self.outbound(a) for a in args]}
         if op == "call":
             message["kwargs"] = []
-        else:  # the VJP with respect to the program's inputs only, as the artifact runner takes it
+        else:  # with respect to the program's inputs only, as the artifact runner takes it
             message["inputs"] = [at for at, item in enumerate(template) if item is self.modules.checks.ARG]
             message["wrap"] = None if wrap is None else self.outbound(wrap)
+            message["argnums"] = list(argnums or [0])
         try:
             return self._result(self.kernel_request(message), decode)
         except LearnerRaised as raised:

@@ -18,6 +18,7 @@ Requests (JSON):
                                          with respect to the args at `inputs`, the others fixed:
                                          what the judge compares with the program it rebuilt from
                                          the answer cells
+    {"op": "memory_plan", ...}           the same function's gradient, compiled: its memory plan
 
 A timed executable ({"$timed": ...}) asks the judge, through the kernel's stdin channel, at each
 call and at each wait for a result: the judge answers when it chooses, and notes when it was
@@ -166,7 +167,10 @@ def _call(request) -> dict:
     return {"result": encode(target(*args, **kwargs), keep=_keep)}
 
 
-def _residual_count(request) -> dict:
+def _traced(request):
+    """(the kernel's function of the request's inputs, the other arguments fixed, traced as the
+    program builder traces a program and run from its jaxpr, wrapped as the request says; the
+    inputs' values)."""
     import jax
     import jax.extend
 
@@ -174,14 +178,12 @@ def _residual_count(request) -> dict:
     args = [_value(item) for item in request.get("args", [])]
     inputs = [int(at) for at in request["inputs"]]
 
-    def program(*values):  # the function of its inputs, the other arguments fixed
+    def program(*values):
         given = dict(zip(inputs, values))
         return function(*[given.get(at, arg) for at, arg in enumerate(args)])
 
     values = [args[at] for at in inputs]
-    # Traced first, as the program builder traces it: the program the judge counts is this jaxpr.
-    closed = jax.make_jaxpr(program)(*values)
-    run = jax.extend.core.jaxpr_as_fun(closed)
+    run = jax.extend.core.jaxpr_as_fun(jax.make_jaxpr(program)(*values))
 
     def traced(*values):
         outputs = run(*values)
@@ -189,13 +191,40 @@ def _residual_count(request) -> dict:
 
     if request.get("wrap") is not None:
         traced = _value(request["wrap"])(traced)
+    return traced, values
+
+
+def _residual_count(request) -> dict:
+    import jax
+
+    traced, values = _traced(request)
     return {"result": len(jax.tree_util.tree_leaves(jax.vjp(traced, *values)[1]))}
+
+
+#: The compiler's memory plan, field by field (the artifact runner's MEMORY_FIELDS).
+PLAN_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes")
+
+
+def _memory_plan(request) -> dict:
+    import jax
+
+    traced, values = _traced(request)
+    argnums = [int(at) for at in request.get("argnums", [0])]
+    which = argnums[0] if len(argnums) == 1 else tuple(argnums)
+    analysis = jax.jit(jax.grad(traced, argnums=which)).lower(*values).compile().memory_analysis()
+    plan = None if analysis is None else {name: int(getattr(analysis, name)) for name in PLAN_FIELDS}
+    return {"result": encode(plan)}
 
 
 def respond(line: str) -> dict:
     """The response to one request line (raised exceptions of the learner's code included)."""
     request = loads(line)
-    operations = {"describe": lambda r: _describe(r["names"]), "call": _call, "residual_count": _residual_count}
+    operations = {
+        "describe": lambda r: _describe(r["names"]),
+        "call": _call,
+        "residual_count": _residual_count,
+        "memory_plan": _memory_plan,
+    }
     try:
         return operations[request["op"]](request)
     except WireError as error:

@@ -906,3 +906,16 @@ def test_answer_cell_finds_earlier_imports(monkeypatch, trusted):
     }
     earned, report = judge.run_cell(_source("02-build.ipynb", "test-policy-gradients"), 3)
     assert earned == 2, report
+
+
+@pytest.mark.parametrize("checked", ["residuals", "plan"])
+def test_evidence_of_another_program_refused(checked, monkeypatch, trusted):
+    """The answer cell builds rightly checkpointed segments, the notebook's kernel runs them plain
+    (a cell that tells the builder from the kernel): the values agree, but the residuals the
+    kernel's function keeps, and the compiler's plan of its gradient, are not the program's, so
+    the items judged on them fail, saying so; the loss and the ValueError keep their points."""
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    exec(compile(_segments_answer("none"), "<the kernel's cell>", "exec"), kernel.namespace)
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-sqrt-segments"), 4)
+    says = {"residuals": "values for its backward pass", "plan": "the compiler plans"}[checked]
+    assert earned == 2 and says in report and "is not the one your notebook runs" in report, report
