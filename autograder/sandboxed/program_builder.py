@@ -15,7 +15,15 @@ Learner code runs here, so what this process sends is the learner's to choose. T
 sends a program and nothing else: the judge's artifact runner, which never runs learner code,
 makes the program again from JAX's own primitives and applies every transform itself (the
 gradient, the VJP's saved values, the compiler's plan). A program can only be judged for what it
-is, never stand in for the evidence of another.
+is, never stand in for the evidence of another; and the judge compares it with the kernel's own
+function (judge/core.py), so a program that is not the notebook's earns nothing.
+
+An answer cell runs here as the notebook's kernel runs it (`_as_a_kernel`): as `__main__`, in
+the kernel's working directory with the shipped files, its command line, environment and
+modules; learner code that looks for a difference finds none of these. Each fork leaves the
+builder's loop before any learner code runs (`_serve` returns into it): no frame of a cell's
+holds the judge's line, the request's line or nonce, or the builder, and its only descriptor
+besides /dev/null is its own answer's.
 
 JAX's own functions this process traces with are taken before any answer cell runs; a cell that
 rebinds any function or class of JAX's modules is refused (and the static scan flags it for review).
@@ -25,8 +33,8 @@ Requests: {"op": "program", "cells": {name: source}, "target": <value>, "bind": 
 defining name binds it to), {"$call": <value>, "args": [...], "kwargs": [[name, value], ...]},
 {"$item": <value>, "key": <value>}, {"$shipped": ...} and {"$arg": i} (where bind puts the
 program's inputs). Answer: {"program": data as JSON text}, from a fork of this process made before any answer
-cell ran (`main`). Sent as text after wire.py's, confine.py's and program_data.py's; `main()`
-reads one request per line.
+cell ran (`main`); {"op": "fresh"} as a new notebook begins. Sent as text after wire.py's,
+confine.py's and program_data.py's; `main()` answers one request per line, each with its nonce.
 """
 
 from __future__ import annotations
@@ -80,8 +88,7 @@ SHELL_ENV = {
 
 class Builder:
     """JAX's functions, taken before any answer cell ran, and what an answer cell may not change.
-
-    Immutable once made: a fork that runs answer cells finds nothing here to change."""
+    A fork is handed its snapshot (immutable), never the builder."""
 
     def __init__(self):
         import importlib
