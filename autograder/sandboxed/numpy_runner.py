@@ -130,7 +130,7 @@ class Worker:
         into, self._requests = os.pipe()
         self._answers, out = os.pipe()
         self.pid = os.fork()
-        if self.pid == 0:  # pragma: no cover - the worker's side (tests/integration/test_sandbox.py runs it)
+        if self.pid == 0:  # pragma: no cover - the worker's side (tests/integration/test_reach.py runs it)
             code = 0
             try:
                 os.setpgid(0, 0)
@@ -164,7 +164,7 @@ class Worker:
                 return {"ended": "the answer cell's process ended (it crashed, exited, or ran into a limit)"}
             self._buffer += chunk
             if len(self._buffer) > MAX_WORKER_LINE:
-                return {"refused": "the answer was larger than the judge takes"}
+                return {"ended": "the answer cell's process answered more than the judge takes"}
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
             response = loads(line)
