@@ -599,7 +599,9 @@ class Judge:
         if operation == "residuals":
             self._agree_on_residuals(function, bind, fresh, wrap, len(result))
         if operation == "plan" and isinstance(result, dict):
-            self._agree_on_plan(function, bind, fresh, result, request["argnums"])
+            self._agree_on_plan(
+                function, bind, fresh, result, list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)]
+            )
         return result
 
     def _artifact_request(self, request: dict) -> dict:
@@ -757,7 +759,7 @@ class Judge:
         inputs = iter([jnp.asarray(a) for a in fresh.inputs])
         template = list(bind) if bind is not None else [self.modules.checks.ARG] * len(fresh.inputs)
         args = [next(inputs) if item is self.modules.checks.ARG else item for item in template]
-        message = {"op": op, "target": {"$handle": function._handle}, "args": [self.outbound(a) for a in args]}
+        message: dict = {"op": op, "target": {"$handle": function._handle}, "args": [self.outbound(a) for a in args]}
         if op == "call":
             message["kwargs"] = []
         else:  # with respect to the program's inputs only, as the artifact runner takes it

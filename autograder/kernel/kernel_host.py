@@ -180,7 +180,7 @@ class KernelHost:
             time.sleep(0.005)
         raise KernelHostError(f"the kernel {inner} could not be found")
 
-    def _host_pid(self) -> int | None:
+    def _host_pid(self) -> int:
         """The host's pid as the grader sees it: bubblewrap's child in the sandbox's PID namespace
         (the sandbox's first process), or, unsandboxed, the process the grader started."""
         assert self.process is not None

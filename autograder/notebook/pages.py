@@ -789,8 +789,8 @@ def script_policy(page: str) -> str:
 
     sources, configured = set(), False
     for match in _SCRIPT.finditer(page):
-        attributes = {name: value for name, value, _ in _attributes(match.group("attributes"))}
-        kind = (attributes.get("type") or "").strip().lower()
+        attributes = {name: value or "" for name, value, _ in _attributes(match.group("attributes"))}
+        kind = attributes.get("type", "").strip().lower()
         if attributes.get("src"):
             sources.add(_script_folder(html.unescape(attributes["src"])))
         elif kind in _RUN_TYPES:
