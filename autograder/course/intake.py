@@ -14,9 +14,11 @@ dict too, or none), a unique valid id; code cells' outputs go (grading clears th
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,15 +146,72 @@ def read_notebook(data: bytes) -> nbformat.NotebookNode:
     return normalized(parsed)
 
 
+class NotGradedKind(enum.StrEnum):
+    """Why a notebook of the assignment was not graded for a student (it scores 0 either way)."""
+
+    UNREADABLE = "unreadable"  # handed in, but not a notebook the grader can read
+    MISSING = "missing"  # not handed in
+    RENAMED = "renamed"  # a notebook handed in under a name the assignment does not have
+
+
+@dataclass(frozen=True)
+class NotGraded:
+    """One notebook not graded for a student: its kind, the file's name as handed in (as the
+    assignment names it, for a missing one) and, for an unreadable one, why; for a renamed one,
+    the assignment's notebook it may be."""
+
+    kind: NotGradedKind
+    notebook: str
+    detail: str = ""
+
+    def reason(self) -> str:
+        """Why, in words (without the notebook's name)."""
+        if self.kind is NotGradedKind.UNREADABLE:
+            return f"{self.detail}; graded 0"
+        if self.kind is NotGradedKind.MISSING:
+            return "not handed in; graded 0"
+        maybe = f" (perhaps {self.detail}, renamed)" if self.detail else ""
+        return f"not a notebook of the assignment{maybe}; not graded"
+
+    def words(self) -> str:
+        """The problem in words, for the terminal, the report and the feedback."""
+        return f"{self.notebook}: {self.reason()}"
+
+    def as_data(self) -> dict:
+        return {"kind": self.kind.value, "notebook": self.notebook, "detail": self.detail}
+
+    @classmethod
+    def from_data(cls, data: dict) -> NotGraded:
+        return cls(NotGradedKind(data["kind"]), str(data["notebook"]), str(data.get("detail", "")))
+
+
+def not_graded(notebooks: Sequence[str], handed_in: Iterable[str], unreadable: dict[str, str]) -> list[NotGraded]:
+    """What of an assignment's `notebooks` is not graded for a student who handed in the
+    notebook files `handed_in` (any name), of which `unreadable` ({name: why}) could not be read:
+    the unreadable ones, the missing ones, and the files under another name (each matched to a
+    missing notebook its name starts with, when there is one). In the assignment's order."""
+    handed = {printable(name) if name not in notebooks else name for name in handed_in}
+    found = [NotGraded(NotGradedKind.UNREADABLE, printable(name), why) for name, why in sorted(unreadable.items())]
+    missing = [name for name in notebooks if name not in handed]
+    found += [NotGraded(NotGradedKind.MISSING, name) for name in missing]
+    for name in sorted(handed - set(notebooks)):
+        like = next((m for m in missing if name.startswith(Path(m).stem)), "")
+        found.append(NotGraded(NotGradedKind.RENAMED, name, like))
+    order = {name: index for index, name in enumerate(notebooks)}
+    return sorted(found, key=lambda item: (order.get(item.notebook, len(order)), item.notebook))
+
+
 @dataclass
 class TakenIn:
     """One student's files as grading takes them: notebooks (normalized, as bytes), other files
-    it keeps (timestamp.txt), each notebook left out and why, what the scan found."""
+    it keeps (timestamp.txt), each notebook left out and why (as lines, and as {name: why} in
+    `unreadable`), what the scan found."""
 
     notebooks: dict[str, bytes] = field(default_factory=dict)
     extra: dict[str, bytes] = field(default_factory=dict)
     broken: list[str] = field(default_factory=list)
     findings: dict[str, list[str]] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
 
 
 def take_in(files: dict[str, Path]) -> TakenIn:
@@ -166,14 +225,14 @@ def take_in(files: dict[str, Path]) -> TakenIn:
                 continue
             notebook = read_notebook(data)
             taken.notebooks[name] = nbformat.writes(notebook).encode()
-        except NotANotebook as why:
-            taken.broken.append(f"{printable(name)}: {why}; graded 0")
-        except Exception as error:  # anything else about this file: its notebook alone loses
+        except Exception as error:  # this file's notebook alone loses: scored 0, named
             taken.notebooks.pop(name, None)
-            taken.broken.append(
-                f"{printable(name)}: the grader could not take it in ({type(error).__name__}: "
-                f"{printable(error, 200)}); graded 0"
+            taken.unreadable[name] = (
+                str(error)
+                if isinstance(error, NotANotebook)
+                else f"the grader could not take it in ({type(error).__name__}: {printable(error, 200)})"
             )
+            taken.broken.append(NotGraded(NotGradedKind.UNREADABLE, printable(name), taken.unreadable[name]).words())
             continue
         try:  # for review only: a scan that fails costs no point
             findings = scan_notebook(notebook)

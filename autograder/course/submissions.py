@@ -33,6 +33,8 @@ class Submissions:
     students: dict[str, dict[str, Path]] = field(default_factory=dict)  # id -> file name -> path
     rejected: dict[str, str] = field(default_factory=dict)  # folder name -> why it was not graded
     notes: dict[str, list[str]] = field(default_factory=dict)  # id -> files left out, and why
+    #: id -> notebook files left out because the assignment has no notebook of their name
+    other_notebooks: dict[str, list[str]] = field(default_factory=dict)
 
 
 def student_id_problem(name: str) -> str | None:
@@ -97,6 +99,9 @@ def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissio
         found.students[entry.name] = files
         if notes:
             found.notes[entry.name] = notes
+        renamed = [name for name in others if name.endswith(".ipynb")]
+        if renamed:
+            found.other_notebooks[entry.name] = renamed
     if not found.students:
         reasons = "".join(f"\n  {name!r}: {why}" for name, why in found.rejected.items())
         raise UsageError(f"{folder} holds no student folder that can be graded; {layout}{reasons}")

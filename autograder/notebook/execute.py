@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 import shutil
 import sys
 import tempfile
@@ -206,7 +207,19 @@ class SandboxedExecute(Execute):
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _preprocess_in(self, session: SandboxSession, nb, resources, km):
-        settings = JudgeSettings(self.judge_source, self.judge_checks_module, self.judge_seed)
+        # A seed drawn here (none was configured: `nbgrader autograde`) is logged and kept with
+        # the notebook's record, so that a failure can be graded again with the same inputs.
+        seed = self.judge_seed or secrets.randbits(62)
+        if self.judge_source and not self.judge_seed:
+            where = (resources or {}).get("nbgrader", {})
+            self.log.info(
+                "judge seed %d for %s's %s (c.SandboxedExecute.judge_seed = %d grades it again with the same inputs)",
+                seed,
+                where.get("student", "?"),
+                where.get("notebook", "?"),
+                seed,
+            )
+        settings = JudgeSettings(self.judge_source, self.judge_checks_module, seed)
         self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline)
         self.record.ledger = self._judged.ledger
         started, troubles_before = time.perf_counter(), len(self.record.trouble)
@@ -223,6 +236,7 @@ class SandboxedExecute(Execute):
                 "budget": self.notebook_budget or None,
                 "past_budget": past_budget(self.record.trouble[troubles_before:]),
                 "trouble": list(self.record.trouble[troubles_before:]),
+                "judge_seed": seed if settings.source else None,
             }
         if session.sandbox.unsafe:
             _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed

@@ -51,6 +51,8 @@ class StudentTask:
     #: Whether this process is likely to grade another student after this one (the runner knows):
     #: only then is a sandbox made ahead for it.
     another_follows: bool = True
+    #: The student's notebooks not graded (intake.NotGraded): every page of theirs names them.
+    not_graded: list = field(default_factory=list)
 
 
 @dataclass
@@ -72,9 +74,10 @@ class StudentResult:
     worker: str = ""
 
 
-def autograde_api(course: Path, options: GradingOptions, limits: Limits):
+def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_graded: list | None = None):
     """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides
-    (the settings of this run: the same for every notebook of every student)."""
+    (the settings of this run: the same for every notebook of every student; `not_graded`, the
+    student's notebooks not graded, which the grader found when it took their files in)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -104,6 +107,10 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits):
     config.Autograde.permissions = 644
     config.SandboxedExecute.judge_seed = options.judge_seed
     config.MetadataFromSource.source_folder = str(source)
+    # The grader took the files in and writes its own class report: the exporter only notes, on
+    # each page, which notebooks were not graded.
+    config.TakenInExporter.not_graded = [item.as_data() for item in not_graded or []]
+    config.TakenInExporter.class_report = False
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
@@ -341,7 +348,7 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
         session = student_session(task, template)
-        api = autograde_api(course, task.options, session.sandbox.limits)
+        api = autograde_api(course, task.options, session.sandbox.limits, task.not_graded)
         # No Execute.kernel_name: nbgrader runs the kernel the notebooks name.
         kernel_name = nbgrader_setting(api.config, "Execute", "kernel_name") or notebook_kernel(
             template.source.notebook(assignment.notebooks[0])
