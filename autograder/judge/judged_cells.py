@@ -43,7 +43,8 @@ class Ledger:
     points: dict = field(default_factory=dict)  # grade_id -> the judge's points
     cells: dict = field(default_factory=dict)  # index of a cell holding a verdict -> its grade_id
     findings: list = field(default_factory=list)  # for review, one line each
-    #: grade_id -> {"earned", "max", "items": judge.item_records, "error"}: what the class report reads
+    #: grade_id -> {"earned", "max", "items": judge.item_records, "error", "unanswered"}: what the class
+    #: report reads
     items: dict = field(default_factory=dict)
 
     def note(self, finding: str) -> None:
@@ -175,12 +176,20 @@ class JudgedCells:
         earned, report = await asyncio.to_thread(judge.run_cell, cell.source, points)
         write_verdict(cell, earned, report)
         self.ledger.enter(cell, index, earned)
-        self._keep_items(cell, earned, points, judge.items, judge.cell_error)
+        self._keep_items(cell, earned, points, judge.items, judge.cell_error, judge.cell_unanswered)
         dead = judge.kernel.dead
         return time.perf_counter() - start, (
             f"the kernel stopped answering while this cell was checked ({dead})" if dead else None
         )
 
-    def _keep_items(self, cell, earned: float, points: float, items: list[dict], error: str | None) -> None:
+    def _keep_items(
+        self, cell, earned: float, points: float, items: list[dict], error: str | None, unanswered: bool = False
+    ) -> None:
         grade_id = str(cell.metadata["nbgrader"].get("grade_id"))
-        self.ledger.items[grade_id] = {"earned": float(earned), "max": points, "items": items, "error": error}
+        self.ledger.items[grade_id] = {
+            "earned": float(earned),
+            "max": points,
+            "items": items,
+            "error": error,
+            "unanswered": unanswered,
+        }
