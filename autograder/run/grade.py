@@ -4,7 +4,7 @@
                                  [--jobs N] [--scheduler tls://host:port --tls-ca-file F
                                  --tls-cert F --tls-key F] [--cell-timeout S] [--limit NAME=VALUE ...]
                                  [--no-compile-cache] [--no-fork] [--fresh-gradebook] [--judge-seed N]
-                                 [--reference-cache DIR] [--unsafe-no-sandbox]
+                                 [--reference-cache DIR] [--no-reference-cache] [--unsafe-no-sandbox]
 
 (`python -m autograder.run.grade` is the same command; every option is explained in
 autograder/run/options.py and by `autograder grade --help`.)
@@ -33,6 +33,7 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -46,7 +47,8 @@ from autograder.course.assignment import (
     assignment_of_origin,
     put_venv_on_path,
 )
-from autograder.course.intake import printable, take_in
+from autograder.course.intake import NotGraded, NotGradedKind, printable, take_in
+from autograder.course.intake import not_graded as not_graded_of
 from autograder.course.paths import ROOT
 from autograder.course.submissions import UsageError, find_submissions
 from autograder.course.task_template import CourseSource
@@ -65,7 +67,7 @@ from autograder.kernel.sandbox import (
 from autograder.run.console import show_log
 from autograder.run.feedback import regenerate_feedback
 from autograder.run.options import GradingOptions, limits_from
-from autograder.run.progress import Progress
+from autograder.run.progress import Progress, Summary
 from autograder.run.reference import (
     KeptReference,
     ReferenceProblem,
@@ -82,6 +84,9 @@ log = logging.getLogger(__name__)
 #: Under --course COURSE without --out: COURSE/<this>/<assignment> (the course folder is never
 #: shown to a kernel; nbgrader's own folders of it are refused all the same).
 OUT_IN_COURSE = "autograder"
+#: Beside OUT: where a clean reference run is kept for the next run (unless --reference-cache says
+#: where, or --no-reference-cache)
+REFERENCE_CACHE = "reference-cache"
 
 
 def default_out(origin) -> Path:
@@ -116,6 +121,24 @@ class CannotGradeSafely(RuntimeError):
     """This host or this course cannot grade anyone fairly and safely (exit 3)."""
 
 
+class Stopped(BaseException):
+    """The run was told to stop by a signal: raised in the main thread, as Ctrl-C raises
+    KeyboardInterrupt, so that the same cleanup runs on the way out (temporary folders, sandboxes,
+    workers, an --out the run made)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum, frame) -> None:
+    raise Stopped(signum)
+
+
+#: The exit status of a run stopped by a signal, as a shell reports one: 128 + its number.
+STOPPED_EXIT = {signal.SIGINT: 128 + signal.SIGINT, signal.SIGTERM: 128 + signal.SIGTERM}
+
+
 @dataclass
 class GradingResult:
     cells: list[dict]
@@ -135,9 +158,9 @@ class GradingResult:
     #: manual grades kept on answers that changed since they were given, to look at again in formgrader
     rechecks: list[str] = field(default_factory=list)
     assignment: Assignment = BUNDLE
-    #: scores kept for cells awaiting a manual grade (a manual grade kept through a RECHECK), by
-    #: (student, notebook, cell): grades.csv and nbgrader's export count them, so the table does
-    kept: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    #: each student's notebooks not graded (unreadable, missing, renamed), in the assignment's order
+    not_graded: dict[str, list[NotGraded]] = field(default_factory=dict)
+    judge_seed: int = 0  # the seed of the judge's inputs this run: --judge-seed repeats them
 
 
 # ----------------------------------------------------------------------------------------
@@ -179,6 +202,10 @@ def grade(
     except SandboxUnavailable as error:
         raise CannotGradeSafely(str(error)) from None
     course = out / "course"
+    if not options.keep_reference or options.scheduler is not None:
+        options = options.replace(reference_cache=None)  # a scheduler's workers are other hosts: they run their own
+    elif options.reference_cache is None:
+        options = options.replace(reference_cache=out.parent / REFERENCE_CACHE)
     made_here = not out.exists()
     try:
         return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
@@ -219,6 +246,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         flagged: dict[str, list[str]] = {}
         findings_by_nb: dict[str, dict[str, list[str]]] = {}
         failed: dict[str, list[str]] = {}
+        not_graded: dict[str, list[NotGraded]] = {}
         for student, files in found.students.items():
             taken = take_in(files)  # never raises: what it cannot take in is named, graded 0
             if taken.broken:
@@ -226,10 +254,18 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
             if taken.findings:
                 findings_by_nb[student] = taken.findings
                 flagged[student] = [f"{name}: {f}" for name, found_here in taken.findings.items() for f in found_here]
-            tasks.append(StudentTask(student, taken.notebooks, tasks_options, extra_files=taken.extra))
+            handed_in = [name for name in files if name.endswith(".ipynb")] + found.other_notebooks.get(student, [])
+            not_graded[student] = missed = not_graded_of(assignment.notebooks, handed_in, taken.unreadable)
+            tasks.append(
+                StudentTask(student, taken.notebooks, tasks_options, extra_files=taken.extra, not_graded=missed)
+            )
         phases["setup"] = time.perf_counter() - started
 
-        progress = Progress(len(tasks), stream=progress_stream)
+        progress = Progress(len(tasks), stream=progress_stream, problems=not_graded)
+        progress.note(
+            f"judge seed: {options.judge_seed} (grading again with --judge-seed {options.judge_seed} gives the same "
+            "inputs and messages)"
+        )
         mark = time.perf_counter()
         runs = kept if kept is not None else runner.reference_runs()
         if kept is not None:
@@ -280,13 +316,20 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     for result in graded_now:  # what the class report reads of them; their last run's is kept as the one before
         student = result.student_id
         try:
-            write_judged(out, student, result.judged, broken.get(student, []), flagged.get(student, []))
+            write_judged(
+                out,
+                student,
+                result.judged,
+                broken.get(student, []),
+                flagged.get(student, []),
+                not_graded.get(student, []),
+                options.judge_seed,
+            )
         except OSError as error:  # their grades are stored; only the report misses them
             log.warning("the class report's record of %s was not written: %s", student, error)
     students = sorted(found.students)
     stored = sorted(result.student_id for result in graded_now)
     cells = read_cells(course, stored)
-    kept_scores = _kept_while_pending(course, stored)
     if class_students(course):  # the class files hold what the gradebook holds: nothing before anyone is graded
         write_class_files(out, course, {k: v for k, v in flagged.items() if k in stored}, stored)
         write_run_report(out, course)
@@ -297,10 +340,8 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         log.info("feedback of %s regenerated with the manual grades kept in the gradebook", ", ".join(by_hand))
     phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
-    progress.finish(seconds)
-    return GradingResult(
+    outcome = GradingResult(
         cells=cells,
-        kept=kept_scores,
         broken={k: broken[k] for k in sorted(broken)},
         flagged=flagged,
         seconds=seconds,
@@ -314,40 +355,42 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         failed={k: failed[k] for k in sorted(failed)},
         rechecks=merged.rechecks,
         assignment=assignment,
+        not_graded={k: v for k, v in sorted(not_graded.items()) if v},
+        judge_seed=options.judge_seed,
+    )
+    progress.finish(seconds, summary_of(outcome))
+    return outcome
+
+
+def summary_of(result: GradingResult) -> Summary:
+    """The run's counts, from its result (the summary line says what the lines after it name)."""
+    stored = {row["student_id"] for row in result.cells}
+    kinds = {
+        kind: {s for s, items in result.not_graded.items() if any(i.kind is kind for i in items)}
+        for kind in NotGradedKind
+    }
+    return Summary(
+        graded=len(stored),
+        broken=len({s for s in result.broken if s in stored}),
+        unreadable=len(kinds[NotGradedKind.UNREADABLE] & stored),
+        missing=len(kinds[NotGradedKind.MISSING] & stored),
+        renamed=len(kinds[NotGradedKind.RENAMED] & stored),
+        flagged=len(set(result.flagged) & stored),
+        rechecks=len(result.rechecks),
+        failed=len(result.failed),
+        rejected=len(result.rejected),
     )
 
 
-def _kept_while_pending(course: Path, students: list[str]) -> dict[tuple[str, str, str], float]:
-    """The scores the gradebook keeps for cells awaiting a manual grade (a manual grade kept
-    through a RECHECK): what nbgrader's export and grades.csv count for them."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from autograder.course.assignment import assignment_of
-    from autograder.gradebook.class_gradebook import db_url
-
-    found = {}
-    with Gradebook(db_url(course)) as gb:
-        for student in students:
-            try:
-                submission = gb.find_submission(assignment_of(course).id, student)
-            except MissingEntry:
-                continue
-            for notebook in submission.notebooks:
-                for grade in notebook.grades:
-                    if grade.needs_manual_grade and grade.score:
-                        found[(student, notebook.name, grade.name)] = float(grade.score)
-    return found
-
-
 def score_table(result: GradingResult) -> str:
-    """Students x notebooks, points/max; * marks cells still waiting for a manual grade."""
+    """Students x notebooks, points/max as the gradebook counts them (cells.csv's rows: pending
+    cells at the score they hold); * marks notebooks with cells still waiting for a person."""
     totals: dict[tuple[str, str], list] = {}
     for row in result.cells:
         entry = totals.setdefault((row["student_id"], row["notebook"]), [0.0, 0.0, False])
-        key = (row["student_id"], row["notebook"], row["grade_id"])
-        entry[0] += row["score"] if row["score"] != "" else result.kept.get(key, 0.0)
+        entry[0] += row["score"]
         entry[1] += row["max_score"]
-        entry[2] |= row["score"] == ""
+        entry[2] |= row["pending"] == "yes"
     stems = result.assignment.stems
     width = max([len("student")] + [len(s) for s in result.students])
     header = f"{'student':<{width}}  " + "  ".join(f"{s[:13]:>13}" for s in stems) + f"  {'total':>11}"
@@ -361,10 +404,12 @@ def score_table(result: GradingResult) -> str:
         if student in result.failed and not any(row["student_id"] == student for row in result.cells):
             lines.append(f"{student:<{width}}  not graded (FAILED below)")
             continue
-        mark = " !" if student in result.broken else (" ?" if student in result.flagged else "")
+        troubled = student in result.broken or student in result.not_graded
+        mark = " !" if troubled else (" ?" if student in result.flagged else "")
         lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
     lines.append(
-        "* includes cells awaiting manual grading (formgrader on OUT/course); ! broken submission; ? flagged for review"
+        "* cells awaiting a person, counted as they stand (formgrader on OUT/course); ! a notebook broken, unreadable or "
+        "missing; ? flagged for review"
     )
     return "\n".join(lines)
 
@@ -432,6 +477,7 @@ def main(argv=None) -> int:
     if args.unsafe:
         print(UNSAFE_WARNING, file=sys.stderr, flush=True)
     show_log()
+    signal.signal(signal.SIGTERM, _stop)  # SIGTERM cleans up as Ctrl-C does
     try:
         if args.reference_cache is not None:
             args.reference_cache = args.reference_cache.resolve()
@@ -452,6 +498,14 @@ def main(argv=None) -> int:
     except CannotGradeSafely as error:
         print(f"error: nobody was graded: {error}", file=sys.stderr)
         return 3
+    except (KeyboardInterrupt, Stopped) as stop:
+        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+        how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        print(
+            f"stopped by {how} before the run finished: its temporary folders, and an --out it made, are removed",
+            file=sys.stderr,
+        )
+        return STOPPED_EXIT.get(signal.Signals(signum), 128 + signum)
     print(score_table(result))
     # Everything after the table may quote a submission: each line goes out with its control
     # characters escaped, so no learner's text acts on the instructor's terminal.
@@ -463,6 +517,10 @@ def main(argv=None) -> int:
     for student, reasons in result.broken.items():
         for reason in reasons:
             print(printable(f"BROKEN  {student}: {reason}", 1000))
+    for student, items in result.not_graded.items():
+        missing = [item.notebook for item in items if item.kind is NotGradedKind.MISSING]
+        if missing:
+            print(printable(f"MISSING {student}: {', '.join(missing)}: not handed in; graded 0", 1000))
     for student, findings in result.flagged.items():
         for finding in findings:
             print(printable(f"REVIEW  {student}: {finding}", 1000))

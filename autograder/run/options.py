@@ -77,9 +77,15 @@ class GradingOptions:
     reference_cache: Path | None = option(
         None,
         "a folder where a clean reference run is kept and reused by the next run with the same source, grader, "
-        "host and options (None: the instructor's notebooks run every time)",
+        "host and options (None: reference-cache/ beside OUT)",
         "--reference-cache",
         Path,
+    )
+    keep_reference: bool = option(
+        True,
+        "a clean reference run is kept (in --reference-cache, or reference-cache/ beside OUT) and reused by the "
+        "next run with the same source, grader, host and options, instead of running the instructor's notebooks",
+        "--no-reference-cache",
     )
     origin: CourseOrigin | BundleOrigin | None = option(
         None, "an instructor's course folder and assignment to grade (None: this bundle's own assignment)"
