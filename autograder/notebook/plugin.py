@@ -345,10 +345,14 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
         OverwriteKernelspec,
     )
 
+    from autograder.gradebook.class_gradebook import quiet_gradebook_warnings
     from autograder.notebook.execute import RequireSandbox, SandboxedExecute
     from autograder.notebook.pages import ForPages
     from autograder.notebook.repair import DeduplicateIdsCleanly, MetadataFromSource, RestoreMissingCells
 
+    # nbgrader's own gradebook code trips SQLAlchemy's autoflush warnings in every run: they say
+    # nothing to an instructor, and fill the log (the config file runs in nbgrader's process).
+    quiet_gradebook_warnings()
     c.Autograde.sanitize_preprocessors = [
         RequireSandbox,
         ClearOutput,

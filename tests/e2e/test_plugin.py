@@ -291,7 +291,8 @@ def test_both_routes_agree_on_a_class_with_problems(tmp_path, instructor_home):
     first_a = _nbgrader(course, "autograde", assignment, env=env, timeout=600)
     log_a = first_a.stdout + first_a.stderr
     assert first_a.returncode == 0, log_a[-3000:]
-    assert "NotJSONError" not in log_a and "SAWarning" not in log_a
+    assert "NotJSONError" not in log_a, log_a[-3000:]
+    assert "SAWarning" not in log_a, log_a[-3000:]
     for line in (
         "BROKEN  erin: text.ipynb: not a readable notebook",
         "MISSING fay: arithmetic.ipynb: not handed in; graded 0",
