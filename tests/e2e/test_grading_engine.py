@@ -114,11 +114,11 @@ def test_perfect_submission_gets_full_marks(serial):
     assert auto, "no autograded cells found"
     for name, score, maximum, _, _ in auto:
         assert score == maximum, f"{name}: {score}/{maximum}"
-    # Written answers wait for a human, and cells.csv leaves their score empty.
+    # Written answers wait for a human, and cells.csv says they are pending.
     manual = {g[0] for grades in stored.values() for g in grades if g[3]}
     assert manual == {"answer-why-hvp", "explanation"}
     rows = [r for r in serial.cells if r["student_id"] == "perfect"]
-    assert {r["grade_id"] for r in rows if r["score"] == ""} == manual
+    assert {r["grade_id"] for r in rows if r["pending"] == "yes"} == manual
     assert "perfect" not in serial.broken and "perfect" not in serial.flagged
 
 
@@ -141,7 +141,7 @@ def test_malformed_notebook_reported_rest_graded(serial):
 def test_output_files(serial):
     with open(serial.out / "cells.csv") as handle:
         reader = csv.DictReader(handle)
-        assert reader.fieldnames == ["student_id", "notebook", "grade_id", "score", "max_score"]
+        assert reader.fieldnames == ["student_id", "notebook", "grade_id", "score", "max_score", "pending"]
         rows = list(reader)
     graded_cells = sum(
         1

@@ -114,8 +114,11 @@ def test_plugin_autograde_scores_as_make(tmp_path, instructor_home):
     assert all(student in (report / "report.html").read_text() for student in STUDENTS)
     items = list(csv.DictReader(open(report / "report" / "items.csv")))
     oracle = [row for row in items if row["cell"] == "test-reverse-oracle"]
-    assert oracle and all(row["of"] == str(len(STUDENTS)) for row in oracle)
-    assert min(int(row["passed"]) for row in oracle) <= len(STUDENTS) - 2  # the mistake and the unanswered one
+    counted = ("attempted", "not attempted", "not checked")
+    assert oracle and all(sum(int(row[c]) for c in counted) == len(STUDENTS) for row in oracle)
+    # the mistake fails them; the forged submission's stage 2 is unanswered: not attempted
+    assert min(int(row["attempted"]) - int(row["passed"]) for row in oracle) >= 1
+    assert all(int(row["not attempted"]) >= 1 for row in oracle)
     feedback = _nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", env=env)
     assert feedback.returncode == 0, feedback.stderr[-3000:]
     pages = list((course / "feedback").rglob("*.html"))
