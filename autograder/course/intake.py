@@ -201,6 +201,20 @@ def not_graded(notebooks: Sequence[str], handed_in: Iterable[str], unreadable: d
     return sorted(found, key=lambda item: (order.get(item.notebook, len(order)), item.notebook))
 
 
+#: The word that opens a problem's line on the terminal and in nbgrader's log, by kind.
+LINE_WORD = {NotGradedKind.UNREADABLE: "BROKEN ", NotGradedKind.MISSING: "MISSING", NotGradedKind.RENAMED: "NOTE   "}
+
+
+def not_graded_lines(student: str, items: Sequence[NotGraded]) -> list[str]:
+    """A student's notebooks not graded as lines, escaped (a name is the learner's to choose): one
+    per unreadable or renamed notebook, one for all the missing ones."""
+    lines = [f"{LINE_WORD[i.kind]} {student}: {i.words()}" for i in items if i.kind is not NotGradedKind.MISSING]
+    missing = [item.notebook for item in items if item.kind is NotGradedKind.MISSING]
+    if missing:
+        lines.append(f"{LINE_WORD[NotGradedKind.MISSING]} {student}: {', '.join(missing)}: not handed in; graded 0")
+    return [printable(line, 1000) for line in lines]
+
+
 @dataclass
 class TakenIn:
     """One student's files as grading takes them: notebooks (normalized, as bytes), other files

@@ -33,7 +33,8 @@ class Submissions:
     students: dict[str, dict[str, Path]] = field(default_factory=dict)  # id -> file name -> path
     rejected: dict[str, str] = field(default_factory=dict)  # folder name -> why it was not graded
     notes: dict[str, list[str]] = field(default_factory=dict)  # id -> files left out, and why
-    #: id -> notebook files left out because the assignment has no notebook of their name
+    #: id -> notebook files left out because the assignment has no notebook of their name (named
+    #: as intake.NotGraded, RENAMED)
     other_notebooks: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -91,8 +92,9 @@ def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissio
             if item.name.startswith(".") or item.name == "__pycache__":
                 continue
             others.append(item.name)  # (the release's own files, where nbgrader collect put them there too)
-        if others:
-            notes.append(f"left out, not notebooks of {assignment.id}: {', '.join(others)}")
+        strays = [name for name in others if not name.endswith(".ipynb")]
+        if strays:
+            notes.append(f"left out, not notebooks of {assignment.id}: {', '.join(strays)}")
         if not any(name.endswith(".ipynb") for name in files):
             found.rejected[entry.name] = f"it holds no notebook of {assignment.id} ({', '.join(assignment.notebooks)})"
             continue

@@ -661,8 +661,7 @@ def _review_section(
             if line.split(": ", 1)[0] not in not_read  # named below, by kind
         }
         found |= {
-            (student, item.kind.value, item.notebook.removesuffix(".ipynb"), item.reason())
-            for item in not_graded
+            (student, item.kind.value, item.notebook.removesuffix(".ipynb"), item.reason()) for item in not_graded
         }
     review_rows = [
         [student, notebook, kind, reason, href(student, notebook) if notebook else None]

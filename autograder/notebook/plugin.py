@@ -38,7 +38,15 @@ from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Dict, List
 
-from autograder.course.intake import NotANotebook, NotGraded, NotGradedKind, not_graded, printable, read_notebook
+from autograder.course.intake import (
+    NotANotebook,
+    NotGraded,
+    NotGradedKind,
+    not_graded,
+    not_graded_lines,
+    printable,
+    read_notebook,
+)
 from autograder.gradebook.merge import answer_for, answers_of, recheck_line
 
 #: What a course's nbgrader_config.py needs (autograder configure writes it).
@@ -284,13 +292,8 @@ class TakenInExporter(NotebookExporter):
                     except OSError as error:
                         unreadable[name] = f"the grader could not read it ({type(error).__name__})"
             self._not_graded[key] = found = not_graded(notebooks, handed_in, unreadable)
-            label = {
-                NotGradedKind.UNREADABLE: "BROKEN ",
-                NotGradedKind.MISSING: "MISSING",
-                NotGradedKind.RENAMED: "NOTE   ",
-            }
-            for item in found:
-                self.log.warning("%s", printable(f"{label[item.kind]} {meta['student']}: {item.words()}", 1000))
+            for line in not_graded_lines(meta["student"], found):
+                self.log.warning("%s", line)
         return self._not_graded[key]
 
     def _last_of_student(self, filename) -> bool:

@@ -47,7 +47,7 @@ from autograder.course.assignment import (
     assignment_of_origin,
     put_venv_on_path,
 )
-from autograder.course.intake import NotGraded, NotGradedKind, printable, take_in
+from autograder.course.intake import NotGraded, NotGradedKind, not_graded_lines, printable, take_in
 from autograder.course.intake import not_graded as not_graded_of
 from autograder.course.paths import ROOT
 from autograder.course.submissions import UsageError, find_submissions
@@ -517,10 +517,9 @@ def main(argv=None) -> int:
     for student, reasons in result.broken.items():
         for reason in reasons:
             print(printable(f"BROKEN  {student}: {reason}", 1000))
-    for student, items in result.not_graded.items():
-        missing = [item.notebook for item in items if item.kind is NotGradedKind.MISSING]
-        if missing:
-            print(printable(f"MISSING {student}: {', '.join(missing)}: not handed in; graded 0", 1000))
+    for student, items in result.not_graded.items():  # (the unreadable are among the BROKEN above)
+        for line in not_graded_lines(student, [i for i in items if i.kind is not NotGradedKind.UNREADABLE]):
+            print(line)
     for student, findings in result.flagged.items():
         for finding in findings:
             print(printable(f"REVIEW  {student}: {finding}", 1000))

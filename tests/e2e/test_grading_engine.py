@@ -530,7 +530,7 @@ def test_ungradable_folders_named_rest_graded(tmp_path):
     assert graded == {"zoë", "ok-1"}
     for name in ("ann smith", ".hidden", "empty"):
         assert f"REJECTED {name!r}: not graded:" in run.stdout, run.stdout
-    assert "NOTE    ok-1: left out, not notebooks of performance-05: scratch.ipynb" in run.stdout
+    assert "NOTE    ok-1: scratch.ipynb: not a notebook of the assignment; not graded" in run.stdout
     assert (tmp_path / "out" / "feedback" / "zoë" / "01-understand.html").is_file()
 
 

@@ -318,7 +318,7 @@ def test_both_routes_agree_on_a_class_with_problems(tmp_path, instructor_home):
     for line in (
         "BROKEN  erin: text.ipynb: not a readable notebook",
         "MISSING fay: arithmetic.ipynb: not handed in; graded 0",
-        "NOTE    fay: left out, not notebooks of ps1: arithmetic (1).ipynb",
+        "NOTE    fay: arithmetic (1).ipynb: not a notebook of the assignment (perhaps arithmetic.ipynb, renamed)",
         "1 with a notebook not read (BROKEN), 1 with notebooks missing (MISSING), "
         "1 with a notebook under another name (NOTE)",
         "judge seed: ",

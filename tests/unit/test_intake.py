@@ -159,3 +159,41 @@ def test_notebook_past_source_bound_is_named():
     with pytest.raises(NotANotebook, match=r"MiB of source \(at most 1 MiB are graded\)"):
         read_notebook(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
     read_notebook(json.dumps({"cells": cells[:3], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
+
+
+def test_notebooks_not_graded_named_by_kind():
+    """What is not graded of a student's hand-in, by kind, in the assignment's order, with a renamed
+    notebook matched to the missing one its name starts with; and their lines, names escaped."""
+    from autograder.course.intake import NotGraded, NotGradedKind, not_graded, not_graded_lines
+
+    notebooks = ("01-understand.ipynb", "02-build.ipynb", "03-experiment.ipynb")
+    handed_in = ["01-understand (1).ipynb", "02-build.ipynb", "notes\x1b[2J.ipynb"]
+    found = not_graded(notebooks, handed_in, {"02-build.ipynb": "not a readable notebook (bad JSON)"})
+    assert found == [
+        NotGraded(NotGradedKind.MISSING, "01-understand.ipynb"),
+        NotGraded(NotGradedKind.UNREADABLE, "02-build.ipynb", "not a readable notebook (bad JSON)"),
+        NotGraded(NotGradedKind.MISSING, "03-experiment.ipynb"),
+        NotGraded(NotGradedKind.RENAMED, "01-understand (1).ipynb", "01-understand.ipynb"),
+        NotGraded(NotGradedKind.RENAMED, "notes\\x1b[2J.ipynb"),
+    ]
+    assert [NotGraded.from_data(item.as_data()) for item in found] == found
+    assert not_graded_lines("ann", found) == [
+        "BROKEN  ann: 02-build.ipynb: not a readable notebook (bad JSON); graded 0",
+        "NOTE    ann: 01-understand (1).ipynb: not a notebook of the assignment (perhaps 01-understand.ipynb, "
+        "renamed); not graded",
+        "NOTE    ann: notes\\x1b[2J.ipynb: not a notebook of the assignment; not graded",
+        "MISSING ann: 01-understand.ipynb, 03-experiment.ipynb: not handed in; graded 0",
+    ]
+    assert not_graded(notebooks, list(notebooks), {}) == []
+
+
+def test_an_unreadable_notebook_is_not_scanned_as_another(tmp_path):
+    """A notebook that cannot be read is named once, and no finding of the notebook read before it
+    is counted again under its name."""
+    flagged = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import ctypes\n")])
+    folder = tmp_path
+    (folder / "01-understand.ipynb").write_text(nbformat.writes(flagged))
+    (folder / "02-build.ipynb").write_text('{"cells": [')
+    taken = take_in({name: folder / name for name in ("01-understand.ipynb", "02-build.ipynb")})
+    assert sorted(taken.findings) == ["01-understand.ipynb"]
+    assert list(taken.unreadable) == ["02-build.ipynb"] and len(taken.broken) == 1
