@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -35,11 +34,19 @@ def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
     command = [sys.executable, "-m", "autograder.run.grade", str(submissions), "--bundle", str(ROOT)]
     command += ["--out", str(out), "--no-reference-cache"]  # the instructor's notebooks run: a run to stop
     run = subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         # Stopped while the reference run works in a temporary folder of its own, --out half made.
-        _wait_for(lambda: any(p.name.startswith("autograder-reference-") for p in tmp.iterdir()), 300, "the reference run")
+        _wait_for(
+            lambda: any(p.name.startswith("autograder-reference-") for p in tmp.iterdir()), 300, "the reference run"
+        )
         family = [run.pid, *(child.pid for child in psutil.Process(run.pid).children(recursive=True))]
         if signum == signal.SIGINT:
             os.killpg(run.pid, signum)  # Ctrl-C reaches every process of the terminal's group
