@@ -22,6 +22,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.course.errors import GraderError
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.tampering import scan_notebook
 
 #: The largest notebook file taken in (a bigger one is left out, named).
@@ -39,8 +41,9 @@ _ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-class NotANotebook(ValueError):
-    """What a file holds cannot be graded as a notebook; the message says why, for the instructor."""
+class NotANotebook(GraderError, ValueError):
+    """What a file holds cannot be graded as a notebook; the message says why, for the instructor
+    (the student's notebook is graded 0, the run goes on)."""
 
 
 def printable(text, limit: int = 300) -> str:
@@ -147,12 +150,13 @@ def read_notebook(data: bytes) -> nbformat.NotebookNode:
 @dataclass
 class TakenIn:
     """One student's files as grading takes them: notebooks (normalized, as bytes), other files
-    it keeps (timestamp.txt), each notebook left out and why, what the scan found."""
+    it keeps (timestamp.txt), each notebook left out and why (UNREADABLE), what the scan found
+    (REVIEW, by notebook)."""
 
     notebooks: dict[str, bytes] = field(default_factory=dict)
     extra: dict[str, bytes] = field(default_factory=dict)
-    broken: list[str] = field(default_factory=list)
-    findings: dict[str, list[str]] = field(default_factory=dict)
+    broken: list[Trouble] = field(default_factory=list)
+    findings: list[Trouble] = field(default_factory=list)
 
 
 def take_in(files: dict[str, Path]) -> TakenIn:
@@ -167,18 +171,16 @@ def take_in(files: dict[str, Path]) -> TakenIn:
             notebook = read_notebook(data)
             taken.notebooks[name] = nbformat.writes(notebook).encode()
         except NotANotebook as why:
-            taken.broken.append(f"{printable(name)}: {why}; graded 0")
+            taken.broken.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", printable(name)))
+            continue  # nothing of it to scan
         except Exception as error:  # anything else about this file: its notebook alone loses
             taken.notebooks.pop(name, None)
-            taken.broken.append(
-                f"{printable(name)}: the grader could not take it in ({type(error).__name__}: "
-                f"{printable(error, 200)}); graded 0"
-            )
+            said = f"the grader could not take it in ({type(error).__name__}: {printable(error, 200)}); graded 0"
+            taken.broken.append(Trouble(TroubleKind.UNREADABLE, said, printable(name)))
             continue
         try:  # for review only: a scan that fails costs no point
             findings = scan_notebook(notebook)
         except Exception as error:
             findings = [f"the scan could not read this notebook ({type(error).__name__}): look at it yourself"]
-        if findings:
-            taken.findings[name] = [printable(finding) for finding in findings]
+        taken.findings += [Trouble(TroubleKind.REVIEW, printable(finding), name) for finding in findings]
     return taken

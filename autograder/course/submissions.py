@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course.assignment import BUNDLE, Assignment
+from autograder.course.errors import UsageError
 
 #: Files a collected submission may carry besides notebooks (nbgrader collect writes timestamp.txt).
 EXTRA_FILES = ("timestamp.txt",)
@@ -22,10 +23,6 @@ EXTRA_FILES = ("timestamp.txt",)
 _ID = re.compile(r"^[^\W_][\w.@+-]*$")
 #: The longest student id: nbgrader's gradebook column for it (`Student.id`, String(128)).
 MAX_ID = 128
-
-
-class UsageError(ValueError):
-    """Bad arguments: the command line or the submissions folder is not what grading needs."""
 
 
 @dataclass

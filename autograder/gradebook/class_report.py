@@ -10,10 +10,10 @@ rendered from one `ClassReport`, so they cannot disagree.
 What it reads:
 
 - the class gradebook: every score, and which cells await a manual grade;
-- OUT/judged/<student>.json (`write_judged`, `record_notebook`): per notebook, its seconds and
-  budget, and each judged cell's items as the judge decided them (judge.item_records), with the
-  notebooks of the run before kept as `previous` for the comparison;
-- OUT/flags.csv when there is one (the grader's findings for review).
+- OUT/judged/<student>.json (`write_judged`, `record_notebook`, a `StudentRecord`): per notebook
+  its outcome (seconds, budget, each judged cell's items as the judge decided them, its troubles),
+  the notebooks of the run before kept as `previous` for the comparison, and the student's
+  troubles and flags, each with its kind: the report groups by kinds, never by words.
 
 Learner text (a failure quotes the learner's values) is escaped on the page, never markup.
 """
@@ -33,6 +33,8 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from autograder.course.outcomes import NotebookOutcome, Trouble
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +59,68 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w
 # ---------------------------------------------------------------------------------------
 # What is kept of each student between runs: OUT/judged/<student>.json
 # ---------------------------------------------------------------------------------------
+#: The layout of a kept record: a record of another layout counts as none (the next run writes it anew).
+RECORD_VERSION = 2
+
+
+@dataclass
+class StudentRecord:
+    """What the report keeps of one student between runs: the outcome of each notebook of their
+    last run (by its stem) and when it was graded, the notebooks of the run before (`previous`,
+    what a regrade is compared with), and their troubles and flags (typed, by notebook)."""
+
+    notebooks: dict[str, NotebookOutcome] = field(default_factory=dict)
+    graded_at: dict[str, str] = field(default_factory=dict)
+    previous: dict[str, NotebookOutcome] = field(default_factory=dict)
+    troubles: list[Trouble] = field(default_factory=list)
+    flags: list[Trouble] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "version": RECORD_VERSION,
+            "notebooks": {stem: outcome.to_json() for stem, outcome in self.notebooks.items()},
+            "graded_at": dict(self.graded_at),
+            "previous": {stem: outcome.to_json() for stem, outcome in self.previous.items()},
+            "troubles": [trouble.to_json() for trouble in self.troubles],
+            "flags": [flag.to_json() for flag in self.flags],
+        }
+
+    @classmethod
+    def from_json(cls, data) -> StudentRecord | None:
+        """The record of to_json's data; None when it is not one (another layout, say)."""
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+            return None
+        try:
+            return cls(
+                {str(stem): NotebookOutcome.from_json(o) for stem, o in data["notebooks"].items()},
+                {str(stem): str(when) for stem, when in data.get("graded_at", {}).items()},
+                {str(stem): NotebookOutcome.from_json(o) for stem, o in data.get("previous", {}).items()},
+                [Trouble.from_json(t) for t in data.get("troubles", [])],
+                [Trouble.from_json(t) for t in data.get("flags", [])],
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
 def judged_file(out: Path, student: str) -> Path:
     return Path(out) / JUDGED / f"{student}.json"
 
 
-def read_judged(out: Path) -> dict[str, dict]:
+def read_judged(out: Path) -> dict[str, StudentRecord]:
     """Every student's kept record, by student id ({} when none was kept)."""
     found = {}
     for path in sorted((Path(out) / JUDGED).glob("*.json")):
-        try:
-            found[path.stem] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # a record that cannot be read counts as none
+        record = read_judged_one(out, path.stem)
+        if record is not None:  # a record that cannot be read counts as none
+            found[path.stem] = record
     return found
+
+
+def read_judged_one(out: Path, student: str) -> StudentRecord | None:
+    try:
+        return StudentRecord.from_json(json.loads(judged_file(out, student).read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def _now() -> str:
@@ -80,57 +131,36 @@ def _stem(name: str) -> str:
     return name.removesuffix(".ipynb")
 
 
-def _save(out: Path, student: str, record: dict) -> None:
+def _save(out: Path, student: str, record: StudentRecord) -> None:
     path = judged_file(out, student)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+    path.write_text(json.dumps(record.to_json(), indent=1, sort_keys=True))
 
 
-def write_judged(out: Path, student: str, notebooks: dict, broken: list[str], flags: list[str]) -> None:
-    """After `autograder grade` graded a student: their notebooks of this run (worker's
-    `StudentResult.judged`, by file name), what broke and what was flagged. The notebooks of their
-    last run become `previous`, what a regrade is compared with."""
-    old = read_judged_one(out, student)
+def write_judged(
+    out: Path, student: str, outcomes: dict[str, NotebookOutcome], troubles: list[Trouble], flags: list[Trouble]
+) -> None:
+    """After `autograder grade` graded a student: their notebooks' outcomes of this run (by file
+    name), their troubles and flags. The notebooks of their last run become `previous`, what a
+    regrade is compared with."""
+    old = read_judged_one(out, student) or StudentRecord()
     when = _now()
-    _save(
-        out,
-        student,
-        {
-            "notebooks": {_stem(name): {**record, "graded_at": when} for name, record in notebooks.items()},
-            "previous": old.get("notebooks", {}),
-            "broken": list(broken),
-            "flags": list(flags),
-        },
-    )
+    notebooks = {_stem(name): outcome for name, outcome in outcomes.items()}
+    _save(out, student, StudentRecord(notebooks, dict.fromkeys(notebooks, when), old.notebooks, troubles, flags))
 
 
-def record_notebook(out: Path, student: str, notebook: str, record: dict, broken: list[str], flags: list[str]) -> None:
-    """Under `nbgrader autograde`, one notebook at a time: that notebook's record replaces its
-    last one (kept as `previous`), and its broken parts and flags replace its earlier ones."""
-    old = read_judged_one(out, student)
-    stem, prefix = _stem(notebook), f"{_stem(notebook)}.ipynb: "
-    notebooks, previous = dict(old.get("notebooks", {})), dict(old.get("previous", {}))
-    if stem in notebooks:
-        previous[stem] = notebooks[stem]
-    notebooks[stem] = {**record, "graded_at": _now()}
-    keep = lambda lines: [line for line in lines if not line.startswith(prefix)]  # noqa: E731
-    _save(
-        out,
-        student,
-        {
-            "notebooks": notebooks,
-            "previous": previous,
-            "broken": keep(old.get("broken", [])) + [prefix + line for line in broken],
-            "flags": keep(old.get("flags", [])) + [prefix + line for line in flags],
-        },
-    )
-
-
-def read_judged_one(out: Path, student: str) -> dict:
-    try:
-        return json.loads(judged_file(out, student).read_text())
-    except (OSError, ValueError):
-        return {}
+def record_notebook(out: Path, student: str, notebook: str, outcome: NotebookOutcome, flags: list[Trouble]) -> None:
+    """Under `nbgrader autograde`, one notebook (its stem) at a time: its outcome replaces its last
+    one (kept as `previous`), and its troubles (the outcome's) and flags replace its earlier ones."""
+    record = read_judged_one(out, student) or StudentRecord()
+    stem, name = _stem(notebook), f"{_stem(notebook)}.ipynb"
+    if stem in record.notebooks:
+        record.previous[stem] = record.notebooks[stem]
+    record.notebooks[stem], record.graded_at[stem] = outcome, _now()
+    others = lambda troubles: [t for t in troubles if t.notebook != name]  # noqa: E731
+    record.troubles = others(record.troubles) + list(outcome.troubles)
+    record.flags = others(record.flags) + list(flags)
+    _save(out, student, record)
 
 
 # ---------------------------------------------------------------------------------------
@@ -368,39 +398,40 @@ def _scores_section(notebooks: list[str], rows: list[dict]) -> Section:
     return Section("Scores", lines, [Figure(alt, _histograms(parts, bins), distribution), scores])
 
 
-def _cell_order(judged: dict[str, dict], notebooks: list[str]) -> list[tuple[str, str]]:
+def _cell_order(judged: dict[str, StudentRecord], notebooks: list[str]) -> list[tuple[str, str]]:
     """(notebook, grade_id) of every judged cell in the class, in notebook order, then first seen."""
     seen: dict[tuple[str, str], None] = {}
     for record in judged.values():
-        for nb in sorted(record.get("notebooks", {}), key=lambda n: (notebooks.index(n) if n in notebooks else 99, n)):
-            for grade_id in record["notebooks"][nb].get("cells", {}):
+        for nb in sorted(record.notebooks, key=lambda n: (notebooks.index(n) if n in notebooks else 99, n)):
+            for grade_id in record.notebooks[nb].cells:
                 seen.setdefault((nb, grade_id), None)
     return sorted(seen, key=lambda k: (notebooks.index(k[0]) if k[0] in notebooks else 99, k[0]))
 
 
-def _items_section(judged: dict[str, dict], notebooks: list[str], class_size: int) -> Section:
+def _items_section(judged: dict[str, StudentRecord], notebooks: list[str], class_size: int) -> Section:
     cells = _cell_order(judged, notebooks)
     items: dict[tuple[str, str, str], dict] = {}  # (notebook, grade_id, wording) -> its tally
     for nb, grade_id in cells:
         for record in judged.values():
-            cell = record.get("notebooks", {}).get(nb, {}).get("cells", {}).get(grade_id)
-            for index, item in enumerate(cell["items"] if cell else []):
-                items.setdefault((nb, grade_id, item["what"]), {"order": (cells.index((nb, grade_id)), index)})
+            outcome = record.notebooks.get(nb)
+            cell = outcome.cells.get(grade_id) if outcome is not None else None
+            for index, item in enumerate(cell.items if cell else ()):
+                items.setdefault((nb, grade_id, item.what), {"order": (cells.index((nb, grade_id)), index)})
     for key, tally in items.items():
         nb, grade_id, what = key
         tally.update(passed=0, reasons={}, points=0.0)
         for student in sorted(judged):
-            notebook = judged[student].get("notebooks", {}).get(nb)
-            cell = (notebook or {}).get("cells", {}).get(grade_id)
-            found = next((i for i in (cell or {}).get("items", []) if i["what"] == what), None)
-            if found is not None and found["passed"]:
+            notebook = judged[student].notebooks.get(nb)
+            cell = notebook.cells.get(grade_id) if notebook is not None else None
+            found = next((i for i in (cell.items if cell else ()) if i.what == what), None)
+            if found is not None and found.passed:
                 tally["passed"] += 1
                 continue
             if found is not None:
-                tally["points"] = max(tally["points"], found["points"])
-                failure, reason = found["failure"], reason_of(found["failure"], found.get("hint"))
-            elif cell is not None and cell.get("error"):
-                failure, reason = cell["error"], reason_of(cell["error"])
+                tally["points"] = max(tally["points"], found.points)
+                failure, reason = found.failure, reason_of(found.failure, found.hint)
+            elif cell is not None and cell.error:
+                failure, reason = cell.error, reason_of(cell.error)
             elif notebook is None:
                 failure = reason = "no verdict: this notebook was not handed in or not graded"
             else:
@@ -443,26 +474,18 @@ def _items_section(judged: dict[str, dict], notebooks: list[str], class_size: in
     return Section("Items", lines, blocks)
 
 
-def _kind(line: str) -> str:
-    low = line.lower()
-    if "time budget" in low or "time limit" in low:
-        return "time"
-    if "limit" in low:
-        return "limit"
-    return "broken"
-
-
 def _review_section(
-    judged: dict[str, dict], flags: list[tuple[str, str]], rows: list[dict], href: Callable[[str, str], str | None]
+    judged: dict[str, StudentRecord], rows: list[dict], href: Callable[[str, str], str | None]
 ) -> Section:
-    found = [(student, "review", finding) for student, finding in flags]
-    for student, record in sorted(judged.items()):
-        found += [(student, _kind(line), line) for line in record.get("broken", [])]
-    review_rows = []
-    for student, kind, line in sorted(set(found)):
-        match = re.match(r"^(\S+?)\.ipynb: (.*)$", line, re.S)
-        notebook, reason = (match.group(1), match.group(2)) if match else ("", line)
-        review_rows.append([student, notebook, kind, reason, href(student, notebook) if notebook else None])
+    found = {
+        (student, _stem(trouble.notebook or ""), trouble.kind.value, trouble.message)
+        for student, record in judged.items()
+        for trouble in [*record.flags, *record.troubles]
+    }
+    review_rows = [
+        [student, notebook, kind, reason, href(student, notebook) if notebook else None]
+        for student, notebook, kind, reason in sorted(found)
+    ]
     review = Table(
         "needs-a-person",
         "Flagged submissions: review (code that may tamper with grading), broken parts, limits and budgets hit",
@@ -487,15 +510,14 @@ def _review_section(
     return Section("Needs a person", lines, [review, pending_table])
 
 
-def _time_section(judged: dict[str, dict], notebooks: list[str]) -> Section:
+def _time_section(judged: dict[str, StudentRecord], notebooks: list[str]) -> Section:
     seconds: dict[str, list[float]] = {}
     over = []
     for student, record in sorted(judged.items()):
-        for nb, data in record.get("notebooks", {}).items():
-            if data.get("seconds") is not None:
-                seconds.setdefault(nb, []).append(float(data["seconds"]))
-            if data.get("past_budget"):
-                over.append([student, nb, float(data.get("seconds") or 0.0), data.get("budget")])
+        for nb, outcome in record.notebooks.items():
+            seconds.setdefault(nb, []).append(outcome.seconds)
+            if outcome.past_budget:
+                over.append([student, nb, outcome.seconds, outcome.budget])
     order = sorted(seconds, key=lambda n: (notebooks.index(n) if n in notebooks else 99, n))
     summary_rows, stats = [], []
     for nb in order:
@@ -526,22 +548,18 @@ def _time_section(judged: dict[str, dict], notebooks: list[str]) -> Section:
     return Section("Time", [], blocks)
 
 
-def _passes(notebook: dict) -> dict[tuple[str, str], bool]:
-    return {
-        (grade_id, item["what"]): item["passed"]
-        for grade_id, cell in notebook.get("cells", {}).items()
-        for item in cell.get("items", [])
-    }
+def _passes(notebook: NotebookOutcome) -> dict[tuple[str, str], bool]:
+    return {(grade_id, item.what): item.passed for grade_id, cell in notebook.cells.items() for item in cell.items}
 
 
-def _earned(notebook: dict) -> float:
-    return sum(float(cell.get("earned", 0.0)) for cell in notebook.get("cells", {}).values())
+def _earned(notebook: NotebookOutcome) -> float:
+    return sum(cell.earned for cell in notebook.cells.values())
 
 
-def _changes_section(judged: dict[str, dict]) -> Section:
+def _changes_section(judged: dict[str, StudentRecord]) -> Section:
     rows = []
     for student, record in sorted(judged.items()):
-        before_all, after_all = record.get("previous", {}), record.get("notebooks", {})
+        before_all, after_all = record.previous, record.notebooks
         for nb in sorted(set(before_all) & set(after_all)):
             before, after = before_all[nb], after_all[nb]
             was, now = _passes(before), _passes(after)
@@ -549,7 +567,7 @@ def _changes_section(judged: dict[str, dict]) -> Section:
             broke = [f"{g}: {w}" for (g, w), ok in now.items() if not ok and was.get((g, w)) is True]
             points = (_earned(before), _earned(after))
             if fixed or broke or points[0] != points[1]:
-                when = after.get("graded_at", "")
+                when = record.graded_at.get(nb, "")
                 rows.append([student, nb, when, points[0], points[1], "; ".join(fixed), "; ".join(broke)])
     table = Table(
         "changes",
@@ -558,7 +576,7 @@ def _changes_section(judged: dict[str, dict]) -> Section:
         rows,
         empty="no regrade changed a judged item or point",
     )
-    regraded = sum(1 for r in judged.values() if set(r.get("previous", {})) & set(r.get("notebooks", {})))
+    regraded = sum(1 for r in judged.values() if set(r.previous) & set(r.notebooks))
     lines = [f"{regraded} student(s) were graded again; {len({r[0] for r in rows})} of them changed."]
     return Section("Before and after", lines, [table])
 
@@ -567,13 +585,12 @@ def build_report(
     assignment: str,
     notebooks: list[str],
     rows: list[dict],
-    judged: dict[str, dict],
-    flags: list[tuple[str, str]],
+    judged: dict[str, StudentRecord],
     href: Callable[[str, str], str | None] = lambda student, notebook: None,
 ) -> ClassReport:
     """The report's data: `rows` the gradebook's (gradebook_scores), `judged` the kept records
-    (read_judged) of the students the gradebook holds, `flags` flags.csv's rows, `href` the
-    relative address of a student's feedback page of a notebook (None when there is none)."""
+    (read_judged) of the students the gradebook holds, `href` the relative address of a
+    student's feedback page of a notebook (None when there is none)."""
     class_size = len({r["student_id"] for r in rows})
     judged = {s: r for s, r in judged.items() if not rows or any(row["student_id"] == s for row in rows)}
     sections = []
@@ -583,7 +600,7 @@ def build_report(
         sections.append(Section("Scores", ["Nobody is graded in the class gradebook yet."]))
     sections += [
         _items_section(judged, notebooks, class_size),
-        _review_section(judged, flags, rows, href),
+        _review_section(judged, rows, href),
         _time_section(judged, notebooks),
         _changes_section(judged),
     ]
@@ -684,25 +701,15 @@ def relative_href(out: Path, page: Path) -> str | None:
 
 
 def write_class_report(out: Path, db_url: str, assignment: str, feedback: Callable[[str, str], Path]) -> Path:
-    """The class report in OUT from the gradebook at db_url, OUT/judged/ and OUT/flags.csv;
-    `feedback(student, notebook)`: where that feedback page is (linked when it exists)."""
-    from autograder.gradebook.reports import read_flags
-
+    """The class report in OUT from the gradebook at db_url and OUT/judged/ (each student's
+    outcomes, troubles and flags); `feedback(student, notebook)`: where that feedback page is
+    (linked when it exists)."""
     notebooks, rows = gradebook_scores(db_url, assignment)
-    judged = read_judged(out)
-    # flags.csv is the grading runs' record of findings; without one (`nbgrader autograde`), the
-    # findings kept with each student.
-    flags = (
-        read_flags(out)
-        if (Path(out) / "flags.csv").exists()
-        else [(student, flag) for student, record in judged.items() for flag in record.get("flags", [])]
-    )
     report = build_report(
         assignment,
         notebooks,
         rows,
-        judged,
-        flags,
+        read_judged(out),
         lambda student, notebook: relative_href(Path(out), feedback(student, notebook)),
     )
     return write_report(report, out)

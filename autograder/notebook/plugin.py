@@ -26,8 +26,11 @@ it, many students at once on Dask, one class gradebook merged per student.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
+
+from autograder.course.errors import ExitCode
 
 #: What a course's nbgrader_config.py needs (autograder configure writes it).
 CONFIG_LINES = """
@@ -106,23 +109,20 @@ def _class_report_after(root: Path, meta: dict, resources: dict, db_url: str, lo
     run to wait for). The feedback pages it links
     are nbgrader's own (COURSE/feedback/, once `nbgrader generate_feedback` wrote them). A report
     that cannot be written is logged; the grades are stored already."""
+    from autograder.course.outcomes import NotebookOutcome, Trouble, TroubleKind
     from autograder.gradebook.class_report import record_notebook, write_class_report
     from autograder.judge.judged_cells import LEDGER
-    from autograder.notebook.execute import TIMING
+    from autograder.notebook.execute import OUTCOME
 
-    assignment, student = meta["assignment"], meta["student"]
+    assignment, student, name = meta["assignment"], meta["student"], f"{meta['notebook']}.ipynb"
     out = root / CLASS_REPORT / assignment
-    ledger, timing = resources.get(LEDGER), resources.get(TIMING) or {}
-    record = {
-        "seconds": timing.get("seconds"),
-        "budget": timing.get("budget"),
-        "past_budget": bool(timing.get("past_budget")),
-        "cells": dict(ledger.items) if ledger is not None else {},
-    }
+    ledger, outcome = resources.get(LEDGER), resources.get(OUTCOME) or NotebookOutcome()
+    outcome = dataclasses.replace(
+        outcome, troubles=tuple(dataclasses.replace(trouble, notebook=name) for trouble in outcome.troubles)
+    )
+    flags = [Trouble(TroubleKind.REVIEW, finding, name) for finding in (ledger.findings if ledger else [])]
     try:
-        record_notebook(
-            out, student, meta["notebook"], record, timing.get("trouble", []), ledger.findings if ledger else []
-        )
+        record_notebook(out, student, meta["notebook"], outcome, flags)
         if not write:
             return
         write_class_report(
@@ -193,13 +193,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.course.is_dir():
         print(f"error: {args.course} is not a folder", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     config = args.course / "nbgrader_config.py"
     text = config.read_text() if config.exists() else "c = get_config()  # noqa: F821\n"
     if "autograder.notebook.plugin" in text:
         print(f"{config} already configures the grader")
-        return 0
+        return ExitCode.DONE
     arguments = f", checks_module={args.checks_module!r}" if args.checks_module else ""
     config.write_text(text.rstrip("\n") + "\n" + CONFIG_LINES.format(arguments=arguments))
     print(f"wrote the grader's lines into {config}: `nbgrader autograde` there now grades in a sandbox")
-    return 0
+    return ExitCode.DONE

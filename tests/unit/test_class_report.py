@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from autograder.course.outcomes import CellVerdict, ItemVerdict, NotebookOutcome, Trouble, TroubleKind
 from autograder.gradebook.class_report import (
+    StudentRecord,
     build_report,
     read_judged,
     reason_of,
@@ -28,17 +30,19 @@ NOTEBOOKS = ["01-understand", "04-exercise"]
 HINT = "twice the slope: the quotient is (f(x + εd) − f(x − εd)) divided by 2ε"
 
 
-def _item(what: str, passed: bool, failure: str | None = None, hint: str | None = None, points: float = 1.0) -> dict:
-    return {"what": what, "points": points, "passed": passed, "failure": None if passed else failure, "hint": hint}
+def _item(
+    what: str, passed: bool, failure: str | None = None, hint: str | None = None, points: float = 1.0
+) -> ItemVerdict:
+    return ItemVerdict(what, points, passed, None if passed else failure, hint)
 
 
-def _cell(items: list[dict], error: str | None = None) -> dict:
-    earned = sum(i["points"] for i in items if i["passed"])
-    return {"earned": earned, "max": sum(i["points"] for i in items) or 1.0, "items": items, "error": error}
+def _cell(items: list[ItemVerdict], error: str | None = None) -> CellVerdict:
+    earned = sum(i.points for i in items if i.passed)
+    return CellVerdict(earned, sum(i.points for i in items) or 1.0, tuple(items), error)
 
 
-def _notebook(cells: dict, seconds: float = 10.0, past_budget: bool = False) -> dict:
-    return {"seconds": seconds, "budget": 60.0, "past_budget": past_budget, "cells": cells, "graded_at": "then"}
+def _notebook(cells: dict, seconds: float = 10.0, troubles: tuple[Trouble, ...] = ()) -> NotebookOutcome:
+    return NotebookOutcome(seconds, 60.0, cells, troubles)
 
 
 def _slope_failure(found: float) -> str:
@@ -81,17 +85,13 @@ def _class_of_five() -> dict[str, dict]:
     for index, student in enumerate(["ann", "bob", "cat", "dan", "eve"]):
         misses = student in {"cat", "dan", "eve"}
         slope = _item("the slope along a direction", not misses, _slope_failure(3.0 + index), HINT if misses else None)
-        judged[student] = {
-            "notebooks": {
-                "01-understand": _notebook({"test-a": _cell([_item("a shape", True), _item("a value", True)])}),
-                "04-exercise": _notebook(
-                    {"test-central-difference": _cell([_item("EPSILON is a float", True), slope])}, seconds=20.0 + index
-                ),
-            },
-            "previous": {},
-            "broken": [],
-            "flags": [],
+        notebooks = {
+            "01-understand": _notebook({"test-a": _cell([_item("a shape", True), _item("a value", True)])}),
+            "04-exercise": _notebook(
+                {"test-central-difference": _cell([_item("EPSILON is a float", True), slope])}, seconds=20.0 + index
+            ),
         }
+        judged[student] = StudentRecord(notebooks, dict.fromkeys(notebooks, "then"))
     return judged
 
 
@@ -139,8 +139,8 @@ class _Tables(HTMLParser):
             self._text.append(data)
 
 
-def _write(tmp_path: Path, judged: dict, rows: list[dict], flags=(), href=lambda s, n: None) -> tuple[str, _Tables]:
-    page = write_report(build_report("performance-05", NOTEBOOKS, rows, judged, list(flags), href), tmp_path)
+def _write(tmp_path: Path, judged: dict, rows: list[dict], href=lambda s, n: None) -> tuple[str, _Tables]:
+    page = write_report(build_report("performance-05", NOTEBOOKS, rows, judged, href), tmp_path)
     text = page.read_text()
     tables = _Tables()
     tables.feed(text)
@@ -214,10 +214,14 @@ def test_figures_have_alt_text_and_tables(tmp_path):
 def test_learner_text_is_escaped_never_markup(tmp_path):
     hostile = '<script>alert(1)</script><a href="javascript:alert(2)">x</a><img src=x onerror=alert(3)>'
     judged = _class_of_five()
-    cell = judged["cat"]["notebooks"]["04-exercise"]["cells"]["test-central-difference"]
-    cell["items"][1] = _item("the slope along a direction", False, f"your code raised ValueError: {hostile}")
-    flags = [("cat", f"04-exercise.ipynb: a display update (display_id {hostile}) was refused")]
-    text, tables = _write(tmp_path, judged, _rows(sorted(judged)), flags, lambda s, n: f"feedback/{s}/{n}.html")
+    cells = judged["cat"].notebooks["04-exercise"].cells
+    epsilon = cells["test-central-difference"].items[0]
+    raised = _item("the slope along a direction", False, f"your code raised ValueError: {hostile}")
+    cells["test-central-difference"] = _cell([epsilon, raised])
+    judged["cat"].flags = [
+        Trouble(TroubleKind.REVIEW, f"a display update (display_id {hostile}) was refused", "04-exercise.ipynb")
+    ]
+    text, tables = _write(tmp_path, judged, _rows(sorted(judged)), lambda s, n: f"feedback/{s}/{n}.html")
     _no_markup_escapes(text)
     assert html.escape(hostile) in text
     reasons = {row["reason"]: row for row in _csv(tmp_path, "failure-reasons")}
@@ -241,9 +245,9 @@ def test_a_class_of_one(tmp_path):
 def test_a_class_where_nobody_passed_an_item(tmp_path):
     judged = _class_of_five()
     for student, record in judged.items():
-        record["notebooks"]["01-understand"]["cells"]["test-a"]["items"][1] = _item(
-            "a value", False, f"expected the value: 3, found {len(student)}"
-        )
+        cells = record.notebooks["01-understand"].cells
+        shape = cells["test-a"].items[0]
+        cells["test-a"] = _cell([shape, _item("a value", False, f"expected the value: 3, found {len(student)}")])
     _, tables = _write(tmp_path, judged, _rows(sorted(judged)))
     items = _csv(tmp_path, "items")
     assert (items[0]["wording"], items[0]["passed"], items[0]["share passed"]) == ("a value", "0", "0")
@@ -255,18 +259,22 @@ def test_a_class_where_nobody_passed_an_item(tmp_path):
 def test_broken_submissions_counted_as_missing(tmp_path):
     """Broken submissions are named and counted as missing their items."""
     judged = _class_of_five()
-    judged["dan"]["notebooks"]["04-exercise"] = _notebook(
+    # The words do not decide the kind: each says something another kind would.
+    past = Trouble(TroubleKind.TIME_BUDGET, "it ran past its time limit, in cell 7", "04-exercise.ipynb", 6)
+    judged["dan"].notebooks["04-exercise"] = _notebook(
         {"test-central-difference": _cell([], error="this cell's checks did not run: the kernel died, in cell 7")},
         seconds=60.5,
-        past_budget=True,
+        troubles=(past,),
     )
-    judged["dan"]["broken"] = ["04-exercise.ipynb: the notebook ran past its time budget of 60 s, in cell 7"]
-    del judged["eve"]["notebooks"]["04-exercise"]
-    judged["eve"]["broken"] = ["04-exercise.ipynb: not a notebook nbgrader can read; graded 0"]
-    judged["ann"]["broken"] = ["01-understand.ipynb: the kernel was stopped because it used more than its memory limit"]
+    judged["dan"].troubles = [past]
+    del judged["eve"].notebooks["04-exercise"]
+    judged["eve"].troubles = [
+        Trouble(TroubleKind.UNREADABLE, "not past any limit: not JSON; graded 0", "04-exercise.ipynb")
+    ]
+    judged["ann"].troubles = [Trouble(TroubleKind.LIMIT, "it used more memory than its budget", "01-understand.ipynb")]
     text, tables = _write(tmp_path, judged, _rows(sorted(judged)), href=lambda s, n: f"feedback/{s}/{n}.html")
     review = {(row["student"], row["kind"]) for row in _csv(tmp_path, "needs-a-person")}
-    assert review == {("dan", "time"), ("eve", "broken"), ("ann", "limit")}
+    assert review == {("dan", "time budget"), ("eve", "unreadable"), ("ann", "limit")}
     slope = [r for r in _csv(tmp_path, "failure-reasons") if r["wording"] == "the slope along a direction"]
     by_reason = {r["reason"]: r["students"] for r in slope}
     assert by_reason == {
@@ -339,7 +347,7 @@ def test_item_hint_kept_only_for_own_failure():
         {"points": 1, "what": "raised", "judgments": [judgment], "failure": "your code raised TypeError: no"},
     ]
     kept = item_records(items)
-    assert [(k["passed"], k["hint"], k["points"]) for k in kept] == [
+    assert [(k.passed, k.hint, k.points) for k in kept] == [
         (True, None, 1.0),
         (False, HINT, 2.0),
         (False, None, 1.0),
@@ -349,14 +357,18 @@ def test_item_hint_kept_only_for_own_failure():
 def test_regrade_shows_changes_and_for_whom(tmp_path):
     """A regrade shows what changed and for whom."""
     judged = _class_of_five()
-    first = {f"{nb}.ipynb": data for nb, data in judged["cat"]["notebooks"].items()}
+    first = {f"{nb}.ipynb": data for nb, data in judged["cat"].notebooks.items()}
     write_judged(tmp_path, "cat", first, [], [])
-    fixed = {name: {**data, "cells": dict(data["cells"])} for name, data in first.items()}
-    fixed["04-exercise.ipynb"]["cells"]["test-central-difference"] = _cell(
-        [_item("EPSILON is a float", True), _item("the slope along a direction", True)]
+    fixed = dict(first)
+    fixed["04-exercise.ipynb"] = _notebook(
+        {
+            "test-central-difference": _cell(
+                [_item("EPSILON is a float", True), _item("the slope along a direction", True)]
+            )
+        }
     )
     write_judged(tmp_path, "cat", fixed, [], [])
-    write_judged(tmp_path, "ann", {f"{nb}.ipynb": d for nb, d in judged["ann"]["notebooks"].items()}, [], [])
+    write_judged(tmp_path, "ann", {f"{nb}.ipynb": d for nb, d in judged["ann"].notebooks.items()}, [], [])
     _, tables = _write(tmp_path, read_judged(tmp_path), _rows(["ann", "cat"]))
     changes = _csv(tmp_path, "changes")
     assert [(c["student"], c["notebook"], c["points before"], c["points after"]) for c in changes] == [
@@ -369,15 +381,27 @@ def test_regrade_shows_changes_and_for_whom(tmp_path):
 
 def test_autograde_keeps_one_notebook_at_a_time(tmp_path):
     """nbgrader autograde keeps one notebook at a time."""
-    record = _notebook({"test-a": _cell([_item("a value", False, "expected the value: 3, found 4")])})
-    record_notebook(tmp_path, "ann", "01-understand", record, ["a trouble"], ["a finding"])
-    record_notebook(tmp_path, "ann", "04-exercise", record, [], [])
+    first, name = "01-understand", "01-understand.ipynb"
+    trouble = Trouble(TroubleKind.CELL_TIMEOUT, "a trouble", name, 3)
+    record = _notebook(
+        {"test-a": _cell([_item("a value", False, "expected the value: 3, found 4")])}, troubles=(trouble,)
+    )
+    record_notebook(tmp_path, "ann", first, record, [Trouble(TroubleKind.REVIEW, "a finding", name)])
+    record_notebook(tmp_path, "ann", "04-exercise", _notebook({}), [])
     again = _notebook({"test-a": _cell([_item("a value", True)])})
-    record_notebook(tmp_path, "ann", "01-understand", again, [], ["another finding"])
+    record_notebook(tmp_path, "ann", first, again, [Trouble(TroubleKind.REVIEW, "another finding", name)])
     kept = read_judged(tmp_path)["ann"]
-    assert sorted(kept["notebooks"]) == ["01-understand", "04-exercise"]
-    assert kept["previous"]["01-understand"]["cells"] == record["cells"]
-    assert kept["broken"] == [] and kept["flags"] == ["01-understand.ipynb: another finding"]
+    assert sorted(kept.notebooks) == [first, "04-exercise"]
+    assert kept.previous[first] == record and kept.notebooks[first] == again
+    assert kept.troubles == [] and kept.flags == [Trouble(TroubleKind.REVIEW, "another finding", name)]
+
+
+def test_kept_record_of_another_layout_counts_as_none(tmp_path):
+    """A record written by an earlier grader (its troubles as words) is read as none, not misread."""
+    (tmp_path / "judged").mkdir()
+    (tmp_path / "judged" / "ann.json").write_text('{"notebooks": {}, "broken": ["01.ipynb: time limit"]}')
+    write_judged(tmp_path, "bob", {"01-understand.ipynb": _notebook({})}, [], [])
+    assert sorted(read_judged(tmp_path)) == ["bob"]
 
 
 def test_report_links_existing_feedback(tmp_path):
@@ -406,16 +430,16 @@ def test_report_links_existing_feedback(tmp_path):
                 grade.auto_score, grade.needs_manual_grade = score, False
         gb.db.commit()
     judged = _class_of_five()
+    flags = {"ann": [], "cat": [Trouble(TroubleKind.REVIEW, "imports ctypes", "04-exercise.ipynb")]}
     for student in ("ann", "cat"):
-        write_judged(tmp_path, student, {f"{nb}.ipynb": d for nb, d in judged[student]["notebooks"].items()}, [], [])
+        notebooks = {f"{nb}.ipynb": d for nb, d in judged[student].notebooks.items()}
+        write_judged(tmp_path, student, notebooks, [], flags[student])
     (tmp_path / "feedback" / "cat").mkdir(parents=True)
     (tmp_path / "feedback" / "cat" / "04-exercise.html").write_text("<html></html>")
-    with open(tmp_path / "flags.csv", "w", newline="") as handle:
-        csv.writer(handle).writerows([("student_id", "finding"), ("cat", "04-exercise.ipynb: imports ctypes")])
     page = write_class_report(tmp_path, db, "performance-05", lambda s, n: tmp_path / "feedback" / s / f"{n}.html")
     assert page == tmp_path / "report.html"
     scores = {row["student"]: row["total"] for row in _csv(tmp_path, "scores")}
     assert scores == {"ann": "5", "cat": "3"}
     assert _csv(tmp_path, "needs-a-person")[0]["feedback page"] == "feedback/cat/04-exercise.html"
     assert _csv(tmp_path, "failure-reasons")[0]["students"] == "1"
-    assert "<script" not in render_html(build_report("x", [], [], {}, [])).lower()
+    assert "<script" not in render_html(build_report("x", [], [], {})).lower()

@@ -105,7 +105,7 @@ def test_intake_never_raises(data, tmp_path_factory):
         assert all(isinstance(cell.source, str) for cell in notebook.cells)
         assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
         _every_step(notebook)
-    for line in taken.broken + [f for found in taken.findings.values() for f in found]:
+    for line in [trouble.line() for trouble in taken.broken + taken.findings]:
         assert not any(ord(ch) < 32 and ch != "\t" for ch in line), line
 
 
