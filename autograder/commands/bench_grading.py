@@ -16,6 +16,7 @@ bought by skipping work shows there).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
@@ -28,7 +29,9 @@ from pathlib import Path
 
 from autograder.course.assignment import new_course, put_venv_on_path, stock_nbgrader_env, without_the_grader
 from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS
+from autograder.course.errors import ExitCode
 from autograder.course.hidden_tests import BEGIN as HIDDEN_BEGIN
+from autograder.course.outcomes import NotebookTiming
 from autograder.course.paths import AUTOGRADER, KERNEL_NAME, RUNS, SOLUTIONS
 from autograder.run.grade import grade
 from autograder.run.options import GradingOptions
@@ -160,17 +163,19 @@ def measure_floor(repeats: int = 5) -> dict:
     }
 
 
-#: Where a notebook's seconds go, as each notebook's record names them.
-PARTS = ("total", "kernel_start", "first_cell_imports", "notebook_work", "hidden_and_public_tests", "nbgrader_overhead")
+#: Where a notebook's seconds go, as each notebook's timing names them.
+PARTS = tuple(f.name for f in dataclasses.fields(NotebookTiming) if f.name != "notebook")
 
 
-def cost_breakdown(timings: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
-    """Median seconds per notebook and part, over the students."""
+def cost_breakdown(timings: dict[str, list[NotebookTiming]]) -> dict[str, dict[str, float]]:
+    """Median seconds per notebook and part, over the students (a part none of them spent time
+    in left out: the feedback step has its total alone)."""
     table = {}
     for name in (*NOTEBOOKS, "(feedback)"):
-        rows = [t for student in timings.values() for t in student if t["notebook"] == name]
+        rows = [t for student in timings.values() for t in student if t.notebook == name]
         if rows:
-            table[name] = {p: round(statistics.median(r[p] for r in rows), 3) for p in PARTS if p in rows[0]}
+            medians = {p: round(statistics.median(getattr(r, p) for r in rows), 3) for p in PARTS}
+            table[name] = {p: m for p, m in medians.items() if p == "total" or any(getattr(r, p) for r in rows)}
     return table
 
 
@@ -256,7 +261,7 @@ def main(argv=None) -> int:
     for name, row in report["breakdown_per_notebook_s"].items():
         print(f"{name:22}" + "".join(f"{row[p]:>13.2f}" if p in row else f"{'':>13}" for p in PARTS))
     print(f"\nwrote {BENCH / 'grading.json'}")
-    return 0
+    return ExitCode.DONE
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.course.defaults import ASSIGNMENT, CHECKS_MODULE, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.errors import ExitCode
 from autograder.course.paths import ROOT
 
 
@@ -294,15 +295,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.course.is_dir():
         print(f"error: {args.course} is not a folder", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     try:
         target = install_assignment(args.checkout, args.course, force=args.force)
     except (FileNotFoundError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print(f"installed into {target}: {', '.join(sorted(p.name for p in target.iterdir()))}")
     print(
         f"next: `autograder configure {args.course} --checks-module {CHECKS_MODULE}`, then in {args.course}: "
         f"`nbgrader generate_assignment {ASSIGNMENT}`"
     )
-    return 0
+    return ExitCode.DONE

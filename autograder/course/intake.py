@@ -14,7 +14,6 @@ dict too, or none), a unique valid id; code cells' outputs go (grading clears th
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 import uuid
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.course.errors import GraderError
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.tampering import scan_notebook
 
 #: The largest notebook file taken in (a bigger one is left out, named).
@@ -41,8 +42,9 @@ _ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-class NotANotebook(ValueError):
-    """What a file holds cannot be graded as a notebook; the message says why, for the instructor."""
+class NotANotebook(GraderError, ValueError):
+    """What a file holds cannot be graded as a notebook; the message says why, for the instructor
+    (the student's notebook is graded 0, the run goes on)."""
 
 
 def printable(text, limit: int = 300) -> str:
@@ -146,86 +148,52 @@ def read_notebook(data: bytes) -> nbformat.NotebookNode:
     return normalized(parsed)
 
 
-class NotGradedKind(enum.StrEnum):
-    """Why a notebook of the assignment was not graded for a student (it scores 0 either way)."""
-
-    UNREADABLE = "unreadable"  # handed in, but not a notebook the grader can read
-    MISSING = "missing"  # not handed in
-    RENAMED = "renamed"  # a notebook handed in under a name the assignment does not have
-
-
-@dataclass(frozen=True)
-class NotGraded:
-    """One notebook not graded for a student: its kind, the file's name as handed in (as the
-    assignment names it, for a missing one) and, for an unreadable one, why; for a renamed one,
-    the assignment's notebook it may be."""
-
-    kind: NotGradedKind
-    notebook: str
-    detail: str = ""
-
-    def reason(self) -> str:
-        """Why, in words (without the notebook's name)."""
-        if self.kind is NotGradedKind.UNREADABLE:
-            return f"{self.detail}; graded 0"
-        if self.kind is NotGradedKind.MISSING:
-            return "not handed in; graded 0"
-        maybe = f" (perhaps {self.detail}, renamed)" if self.detail else ""
-        return f"not a notebook of the assignment{maybe}; not graded"
-
-    def words(self) -> str:
-        """The problem in words, for the terminal, the report and the feedback."""
-        return f"{self.notebook}: {self.reason()}"
-
-    def as_data(self) -> dict:
-        return {"kind": self.kind.value, "notebook": self.notebook, "detail": self.detail}
-
-    @classmethod
-    def from_data(cls, data: dict) -> NotGraded:
-        return cls(NotGradedKind(data["kind"]), str(data["notebook"]), str(data.get("detail", "")))
-
-
-def not_graded(notebooks: Sequence[str], handed_in: Iterable[str], unreadable: dict[str, str]) -> list[NotGraded]:
-    """What of an assignment's `notebooks` is not graded for a student who handed in the
-    notebook files `handed_in` (any name), of which `unreadable` ({name: why}) could not be read:
-    the unreadable ones, the missing ones, and the files under another name (each matched to a
-    missing notebook its name starts with, when there is one). In the assignment's order."""
-    handed = {printable(name) if name not in notebooks else name for name in handed_in}
-    found = [NotGraded(NotGradedKind.UNREADABLE, printable(name), why) for name, why in sorted(unreadable.items())]
+def not_graded(notebooks: Sequence[str], handed_in: Iterable[str], unreadable: Iterable[Trouble]) -> list[Trouble]:
+    """What of an assignment's `notebooks` is not graded for a student who handed in the notebook
+    files `handed_in` (any name), of which those troubled in `unreadable` could not be read: the
+    unreadable ones, the missing ones (MISSING), and the files under another name (RENAMED, each
+    matched to a missing notebook its name starts with, when there is one). In the assignment's
+    order."""
+    found = [trouble for trouble in unreadable if trouble.kind is TroubleKind.UNREADABLE]
+    handed = {name if name in notebooks else printable(name) for name in handed_in}
     missing = [name for name in notebooks if name not in handed]
-    found += [NotGraded(NotGradedKind.MISSING, name) for name in missing]
+    found += [Trouble(TroubleKind.MISSING, "not handed in; graded 0", name) for name in missing]
     for name in sorted(handed - set(notebooks)):
-        like = next((m for m in missing if name.startswith(Path(m).stem)), "")
-        found.append(NotGraded(NotGradedKind.RENAMED, name, like))
+        like = next((m for m in missing if name.startswith(Path(m).stem)), None)
+        maybe = f" (perhaps {like}, renamed)" if like else ""
+        found.append(Trouble(TroubleKind.RENAMED, f"not a notebook of the assignment{maybe}; not graded", name))
     order = {name: index for index, name in enumerate(notebooks)}
-    return sorted(found, key=lambda item: (order.get(item.notebook, len(order)), item.notebook))
+    return sorted(found, key=lambda item: (order.get(item.notebook or "", len(order)), item.notebook or ""))
 
 
-#: The word that opens a problem's line on the terminal and in nbgrader's log, by kind.
-LINE_WORD = {NotGradedKind.UNREADABLE: "BROKEN ", NotGradedKind.MISSING: "MISSING", NotGradedKind.RENAMED: "NOTE   "}
+#: The word that opens a notebook-not-graded line on the terminal and in nbgrader's log.
+LINE_WORD = {TroubleKind.UNREADABLE: "BROKEN ", TroubleKind.MISSING: "MISSING", TroubleKind.RENAMED: "NOTE   "}
 
 
-def not_graded_lines(student: str, items: Sequence[NotGraded]) -> list[str]:
-    """A student's notebooks not graded as lines, escaped (a name is the learner's to choose): one
-    per unreadable or renamed notebook, one for all the missing ones."""
-    lines = [f"{LINE_WORD[i.kind]} {student}: {i.words()}" for i in items if i.kind is not NotGradedKind.MISSING]
-    missing = [item.notebook for item in items if item.kind is NotGradedKind.MISSING]
+def not_graded_lines(student: str, troubles: Sequence[Trouble]) -> list[str]:
+    """A student's notebooks not graded (not_graded's troubles) as lines, escaped (a name is the
+    learner's to choose): one per unreadable or renamed notebook, one for all the missing ones."""
+    lines = [
+        f"{LINE_WORD[t.kind]} {student}: {t.line()}"
+        for t in troubles
+        if t.kind in (TroubleKind.UNREADABLE, TroubleKind.RENAMED)
+    ]
+    missing = [t.notebook or "" for t in troubles if t.kind is TroubleKind.MISSING]
     if missing:
-        lines.append(f"{LINE_WORD[NotGradedKind.MISSING]} {student}: {', '.join(missing)}: not handed in; graded 0")
+        lines.append(f"{LINE_WORD[TroubleKind.MISSING]} {student}: {', '.join(missing)}: not handed in; graded 0")
     return [printable(line, 1000) for line in lines]
 
 
 @dataclass
 class TakenIn:
     """One student's files as grading takes them: notebooks (normalized, as bytes), other files
-    it keeps (timestamp.txt), each notebook left out and why (as lines, and as {name: why} in
-    `unreadable`), what the scan found."""
+    it keeps (timestamp.txt), each notebook left out and why (UNREADABLE), what the scan found
+    (REVIEW, by notebook)."""
 
     notebooks: dict[str, bytes] = field(default_factory=dict)
     extra: dict[str, bytes] = field(default_factory=dict)
-    broken: list[str] = field(default_factory=list)
-    findings: dict[str, list[str]] = field(default_factory=dict)
-    unreadable: dict[str, str] = field(default_factory=dict)
+    broken: list[Trouble] = field(default_factory=list)
+    findings: list[Trouble] = field(default_factory=list)
 
 
 def take_in(files: dict[str, Path]) -> TakenIn:
@@ -239,19 +207,17 @@ def take_in(files: dict[str, Path]) -> TakenIn:
                 continue
             notebook = read_notebook(data)
             taken.notebooks[name] = nbformat.writes(notebook).encode()
-        except Exception as error:  # this file's notebook alone loses: scored 0, named
+        except NotANotebook as why:
+            taken.broken.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", printable(name)))
+            continue  # nothing of it to scan
+        except Exception as error:  # anything else about this file: its notebook alone loses
             taken.notebooks.pop(name, None)
-            taken.unreadable[name] = (
-                str(error)
-                if isinstance(error, NotANotebook)
-                else f"the grader could not take it in ({type(error).__name__}: {printable(error, 200)})"
-            )
-            taken.broken.append(NotGraded(NotGradedKind.UNREADABLE, printable(name), taken.unreadable[name]).words())
+            said = f"the grader could not take it in ({type(error).__name__}: {printable(error, 200)}); graded 0"
+            taken.broken.append(Trouble(TroubleKind.UNREADABLE, said, printable(name)))
             continue
         try:  # for review only: a scan that fails costs no point
             findings = scan_notebook(notebook)
         except Exception as error:
             findings = [f"the scan could not read this notebook ({type(error).__name__}): look at it yourself"]
-        if findings:
-            taken.findings[name] = [printable(finding) for finding in findings]
+        taken.findings += [Trouble(TroubleKind.REVIEW, printable(finding), name) for finding in findings]
     return taken

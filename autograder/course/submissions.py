@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course.assignment import BUNDLE, Assignment
+from autograder.course.errors import UsageError
 
 #: Files a collected submission may carry besides notebooks (nbgrader collect writes timestamp.txt).
 EXTRA_FILES = ("timestamp.txt",)
@@ -24,17 +25,13 @@ _ID = re.compile(r"^[^\W_][\w.@+-]*$")
 MAX_ID = 128
 
 
-class UsageError(ValueError):
-    """Bad arguments: the command line or the submissions folder is not what grading needs."""
-
-
 @dataclass
 class Submissions:
     students: dict[str, dict[str, Path]] = field(default_factory=dict)  # id -> file name -> path
     rejected: dict[str, str] = field(default_factory=dict)  # folder name -> why it was not graded
     notes: dict[str, list[str]] = field(default_factory=dict)  # id -> files left out, and why
     #: id -> notebook files left out because the assignment has no notebook of their name (named
-    #: as intake.NotGraded, RENAMED)
+    #: as a RENAMED trouble, intake.not_graded)
     other_notebooks: dict[str, list[str]] = field(default_factory=dict)
 
 

@@ -12,10 +12,13 @@ import warnings
 from pathlib import Path
 
 from autograder.course.assignment import assignment_of, resolve_in_course
+from autograder.course.errors import ExitCode, GraderError
 
 
-class GradebookError(ValueError):
+class GradebookError(GraderError, ValueError):
     """The class gradebook cannot be used as asked (missing, or built from another structure)."""
+
+    exit_code = ExitCode.USAGE
 
 
 def db_url(course: Path) -> str:

@@ -15,11 +15,11 @@ What it reads:
 
 - the class gradebook, through gradebook/totals.py: every score as every other output counts it,
   and which cells await a person;
-- OUT/judged/<student>.json (`write_judged`, `record_notebook`, `record_not_graded`): per
-  notebook, its seconds and budget and each judged cell's items as the judge decided them
-  (judge.item_records), the notebooks of the run before as `previous`, the notebooks not graded
-  (intake.NotGraded) and the judge's seed;
-- OUT/flags.csv when there is one (the grader's findings for review).
+- OUT/judged/<student>.json (`write_judged`, `record_notebook`, `record_not_graded`: a
+  `StudentRecord`): per notebook its outcome (seconds, budget, each judged cell's items as the
+  judge decided them, its troubles, the judge's seed), the notebooks of the run before kept as
+  `previous` for the comparison, and the student's troubles (notebooks not graded among them)
+  and flags, each with its kind.
 
 Each item of each student has an `Outcome`, decided by kind (whether it passed, whether the
 checks said the answer was never given, whether the notebook was graded, whether the cell's
@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.course.intake import NotGraded, NotGradedKind
+from autograder.course.outcomes import NOT_GRADED, NotebookOutcome, Trouble, TroubleKind
 from autograder.gradebook import svg
 from autograder.gradebook.totals import ClassTotals
 
@@ -71,19 +71,73 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w
 # ---------------------------------------------------------------------------------------
 # What is kept of each student between runs: OUT/judged/<student>.json
 # ---------------------------------------------------------------------------------------
+#: The layout of a kept record: a record of another layout counts as none (the next run writes it anew).
+RECORD_VERSION = 2
+
+
+@dataclass
+class StudentRecord:
+    """What the report keeps of one student between runs: the outcome of each notebook of their
+    last run (by its stem) and when it was graded, the notebooks of the run before (`previous`,
+    what a regrade is compared with), their troubles and flags (typed, by notebook), and the
+    judge's seed of their last `autograder grade` run (None under `nbgrader autograde`, where each
+    notebook's outcome has its own)."""
+
+    notebooks: dict[str, NotebookOutcome] = field(default_factory=dict)
+    graded_at: dict[str, str] = field(default_factory=dict)
+    previous: dict[str, NotebookOutcome] = field(default_factory=dict)
+    troubles: list[Trouble] = field(default_factory=list)
+    flags: list[Trouble] = field(default_factory=list)
+    judge_seed: int | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "version": RECORD_VERSION,
+            "notebooks": {stem: outcome.to_json() for stem, outcome in self.notebooks.items()},
+            "graded_at": dict(self.graded_at),
+            "previous": {stem: outcome.to_json() for stem, outcome in self.previous.items()},
+            "troubles": [trouble.to_json() for trouble in self.troubles],
+            "flags": [flag.to_json() for flag in self.flags],
+            "judge_seed": self.judge_seed,
+        }
+
+    @classmethod
+    def from_json(cls, data) -> StudentRecord | None:
+        """The record of to_json's data; None when it is not one (another layout, say)."""
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+            return None
+        try:
+            return cls(
+                {str(stem): NotebookOutcome.from_json(o) for stem, o in data["notebooks"].items()},
+                {str(stem): str(when) for stem, when in data.get("graded_at", {}).items()},
+                {str(stem): NotebookOutcome.from_json(o) for stem, o in data.get("previous", {}).items()},
+                [Trouble.from_json(t) for t in data.get("troubles", [])],
+                [Trouble.from_json(t) for t in data.get("flags", [])],
+                None if data.get("judge_seed") is None else int(data["judge_seed"]),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
 def judged_file(out: Path, student: str) -> Path:
     return Path(out) / JUDGED / f"{student}.json"
 
 
-def read_judged(out: Path) -> dict[str, dict]:
+def read_judged(out: Path) -> dict[str, StudentRecord]:
     """Every student's kept record, by student id ({} when none was kept)."""
     found = {}
     for path in sorted((Path(out) / JUDGED).glob("*.json")):
-        try:
-            found[path.stem] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # a record that cannot be read counts as none
+        record = read_judged_one(out, path.stem)
+        if record is not None:  # a record that cannot be read counts as none
+            found[path.stem] = record
     return found
+
+
+def read_judged_one(out: Path, student: str) -> StudentRecord | None:
+    try:
+        return StudentRecord.from_json(json.loads(judged_file(out, student).read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def _now() -> str:
@@ -94,87 +148,56 @@ def _stem(name: str) -> str:
     return name.removesuffix(".ipynb")
 
 
-def _save(out: Path, student: str, record: dict) -> None:
+def _save(out: Path, student: str, record: StudentRecord) -> None:
     path = judged_file(out, student)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+    path.write_text(json.dumps(record.to_json(), indent=1, sort_keys=True))
 
 
 def write_judged(
     out: Path,
     student: str,
-    notebooks: dict,
-    broken: list[str],
-    flags: list[str],
-    not_graded: Iterable[NotGraded] = (),
+    outcomes: dict[str, NotebookOutcome],
+    troubles: list[Trouble],
+    flags: list[Trouble],
     judge_seed: int | None = None,
 ) -> None:
-    """After `autograder grade` graded a student: their notebooks of this run (worker's
-    `StudentResult.judged`, by file name), what broke, what was flagged, their notebooks not
-    graded and the run's judge seed. The notebooks of their last run become `previous`, what a
-    regrade is compared with."""
-    old = read_judged_one(out, student)
+    """After `autograder grade` graded a student: their notebooks' outcomes of this run (by file
+    name), their troubles (notebooks not graded among them) and flags, and the run's judge seed.
+    The notebooks of their last run become `previous`, what a regrade is compared with."""
+    old = read_judged_one(out, student) or StudentRecord()
     when = _now()
-    _save(
-        out,
-        student,
-        {
-            "notebooks": {_stem(name): {**record, "graded_at": when} for name, record in notebooks.items()},
-            "previous": old.get("notebooks", {}),
-            "broken": list(broken),
-            "flags": list(flags),
-            "not_graded": [item.as_data() for item in not_graded],
-            "judge_seed": judge_seed,
-        },
-    )
+    notebooks = {_stem(name): outcome for name, outcome in outcomes.items()}
+    record = StudentRecord(notebooks, dict.fromkeys(notebooks, when), old.notebooks, troubles, flags, judge_seed)
+    _save(out, student, record)
 
 
-def record_notebook(out: Path, student: str, notebook: str, record: dict, broken: list[str], flags: list[str]) -> None:
-    """Under `nbgrader autograde`, one notebook at a time: that notebook's record replaces its
-    last one (kept as `previous`), and its broken parts and flags replace its earlier ones."""
-    old = read_judged_one(out, student)
-    stem, prefix = _stem(notebook), f"{_stem(notebook)}.ipynb: "
-    notebooks, previous = dict(old.get("notebooks", {})), dict(old.get("previous", {}))
-    if stem in notebooks:
-        previous[stem] = notebooks[stem]
-    notebooks[stem] = {**record, "graded_at": _now()}
-    keep = lambda lines: [line for line in lines if not line.startswith(prefix)]  # noqa: E731
-    _save(
-        out,
-        student,
-        {
-            "notebooks": notebooks,
-            "previous": previous,
-            "broken": keep(old.get("broken", [])) + [prefix + line for line in broken],
-            "flags": keep(old.get("flags", [])) + [prefix + line for line in flags],
-        },
-    )
+def record_notebook(out: Path, student: str, notebook: str, outcome: NotebookOutcome, flags: list[Trouble]) -> None:
+    """Under `nbgrader autograde`, one notebook (its stem) at a time: its outcome replaces its last
+    one (kept as `previous`), and its troubles (the outcome's) and flags replace its earlier ones."""
+    record = read_judged_one(out, student) or StudentRecord()
+    stem, name = _stem(notebook), f"{_stem(notebook)}.ipynb"
+    if stem in record.notebooks:
+        record.previous[stem] = record.notebooks[stem]
+    record.notebooks[stem], record.graded_at[stem] = outcome, _now()
+    others = lambda troubles: [t for t in troubles if t.notebook != name]  # noqa: E731
+    record.troubles = others(record.troubles) + list(outcome.troubles)
+    record.flags = others(record.flags) + list(flags)
+    _save(out, student, record)
 
 
-def record_not_graded(out: Path, student: str, not_graded: Iterable[NotGraded]) -> None:
+def record_not_graded(out: Path, student: str, not_graded: Iterable[Trouble]) -> None:
     """Under `nbgrader autograde`, after a student's last notebook: their notebooks not graded this
-    time (missing, unreadable, renamed). A notebook not graded now loses the record of an earlier
-    run (kept as `previous`): its items count as not handed in."""
-    old = read_judged_one(out, student)
-    items = list(not_graded)
-    gone = {_stem(item.notebook) for item in items if item.kind is not NotGradedKind.RENAMED}
-    notebooks = {nb: data for nb, data in old.get("notebooks", {}).items() if nb not in gone}
-    previous = {
-        **old.get("previous", {}),
-        **{nb: old["notebooks"][nb] for nb in gone if nb in old.get("notebooks", {})},
-    }
-    _save(
-        out,
-        student,
-        {**old, "notebooks": notebooks, "previous": previous, "not_graded": [item.as_data() for item in items]},
-    )
-
-
-def read_judged_one(out: Path, student: str) -> dict:
-    try:
-        return json.loads(judged_file(out, student).read_text())
-    except (OSError, ValueError):
-        return {}
+    time (intake.not_graded: unreadable, missing, renamed) replace the earlier ones. A notebook not
+    graded now loses the outcome of an earlier run (kept as `previous`): its items count as not
+    handed in."""
+    record = read_judged_one(out, student) or StudentRecord()
+    troubles = list(not_graded)
+    gone = {_stem(t.notebook or "") for t in troubles if t.kind in (TroubleKind.UNREADABLE, TroubleKind.MISSING)}
+    for stem in gone & set(record.notebooks):
+        record.previous[stem] = record.notebooks.pop(stem)
+    record.troubles = [t for t in record.troubles if t.kind not in NOT_GRADED] + troubles
+    _save(out, student, record)
 
 
 # ---------------------------------------------------------------------------------------
@@ -312,46 +335,47 @@ class Verdict:
     reason: str = ""
 
 
-def _items(judged: dict[str, dict], notebooks: list[str]) -> list[Item]:
+def _items(judged: dict[str, StudentRecord], notebooks: list[str]) -> list[Item]:
     """Every judged item any student's record holds, in notebook order, then cell, then item."""
     rank = {nb: index for index, nb in enumerate(notebooks)}
     cells: dict[tuple[str, str], None] = {}
     for record in judged.values():
-        for nb in sorted(record.get("notebooks", {}), key=lambda n: (rank.get(n, len(rank)), n)):
-            for grade_id in record["notebooks"][nb].get("cells", {}):
+        for nb in sorted(record.notebooks, key=lambda n: (rank.get(n, len(rank)), n)):
+            for grade_id in record.notebooks[nb].cells:
                 cells.setdefault((nb, grade_id), None)
     ordered = sorted(cells, key=lambda key: (rank.get(key[0], len(rank)), key[0]))
     found: dict[tuple[str, str, str], Item] = {}
     for place, (nb, grade_id) in enumerate(ordered):
         for record in judged.values():
-            cell = record.get("notebooks", {}).get(nb, {}).get("cells", {}).get(grade_id) or {}
-            for index, item in enumerate(cell.get("items", [])):
-                key = (nb, grade_id, item["what"])
-                if key not in found or found[key].points < float(item.get("points", 0)):
-                    found[key] = Item(nb, grade_id, item["what"], (place, index), float(item.get("points", 0)))
+            outcome = record.notebooks.get(nb)
+            cell = outcome.cells.get(grade_id) if outcome is not None else None
+            for index, judged_item in enumerate(cell.items if cell is not None else ()):
+                key = (nb, grade_id, judged_item.what)
+                if key not in found or found[key].points < judged_item.points:
+                    found[key] = Item(nb, grade_id, judged_item.what, (place, index), judged_item.points)
     return sorted(found.values(), key=lambda item: item.position)
 
 
-def verdict(record: dict, item: Item) -> Verdict:
+def verdict(record: StudentRecord, item: Item) -> Verdict:
     """What became of `item` in one student's record, by kind: a notebook without a record was not
     handed in, not readable, or not graded; a cell whose checks did not run, or an item its cell
     does not hold, was not checked; an item the checks marked as never answered (the release's
     stub, a name never defined) was not attempted."""
-    notebook = record.get("notebooks", {}).get(item.notebook)
+    notebook = record.notebooks.get(item.notebook)
     if notebook is None:
         return Verdict(Outcome.NOT_HANDED_IN)
-    cell = notebook.get("cells", {}).get(item.grade_id)
+    cell = notebook.cells.get(item.grade_id)
     if cell is None:
         return Verdict(Outcome.NOT_CHECKED)
-    found = next((i for i in cell.get("items", []) if i["what"] == item.what), None)
+    found = next((i for i in cell.items if i.what == item.what), None)
     if found is None:
-        return Verdict(Outcome.UNANSWERED if cell.get("unanswered") else Outcome.NOT_CHECKED, cell.get("error") or "")
-    if found["passed"]:
+        return Verdict(Outcome.UNANSWERED if cell.unanswered else Outcome.NOT_CHECKED, cell.error or "")
+    if found.passed:
         return Verdict(Outcome.PASSED)
-    if found.get("unanswered"):
-        return Verdict(Outcome.UNANSWERED, found.get("failure") or "")
-    failure = found.get("failure") or "no verdict"
-    return Verdict(Outcome.WRONG, failure, reason_of(failure, found.get("hint")))
+    if found.unanswered:
+        return Verdict(Outcome.UNANSWERED, found.failure or "")
+    failure = found.failure or "no verdict"
+    return Verdict(Outcome.WRONG, failure, reason_of(failure, found.hint))
 
 
 @dataclass
@@ -376,7 +400,7 @@ class ClassItems:
         return sum(i.points for i in self.items if self.verdicts[(student, i)].outcome is Outcome.PASSED)
 
 
-def class_items(judged: dict[str, dict], notebooks: list[str]) -> ClassItems:
+def class_items(judged: dict[str, StudentRecord], notebooks: list[str]) -> ClassItems:
     items = _items(judged, notebooks)
     students = sorted(judged)
     return ClassItems(items, students, {(s, i): verdict(judged[s], i) for s in students for i in items})
@@ -634,43 +658,22 @@ def _scores_section(totals: ClassTotals) -> Section:
     return Section("Scores", lines, [Figure(alt, figure, distribution), scores])
 
 
-def _kind(line: str) -> str:
-    """The kind of a line of what broke while a notebook was graded (until troubles carry theirs)."""
-    low = line.lower()
-    if "time budget" in low or "time limit" in low:
-        return "time"
-    if "limit" in low:
-        return "limit"
-    return "broken"
-
-
 def _review_section(
-    judged: dict[str, dict], flags: list[tuple[str, str]], totals: ClassTotals, href: Callable[[str, str], str | None]
+    judged: dict[str, StudentRecord], totals: ClassTotals, href: Callable[[str, str], str | None]
 ) -> Section:
-    def parsed(student: str, kind: str, line: str) -> tuple[str, str, str, str]:
-        match = re.match(r"^(\S+?)\.ipynb: (.*)$", line, re.S)
-        return (student, kind, *((match.group(1), match.group(2)) if match else ("", line)))
-
-    found = {parsed(student, "review", finding) for student, finding in flags}
-    for student, record in sorted(judged.items()):
-        not_graded = [NotGraded.from_data(item) for item in record.get("not_graded", [])]
-        not_read = {item.notebook for item in not_graded if item.kind is NotGradedKind.UNREADABLE}
-        found |= {
-            parsed(student, _kind(line), line)
-            for line in record.get("broken", [])
-            if line.split(": ", 1)[0] not in not_read  # named below, by kind
-        }
-        found |= {
-            (student, item.kind.value, item.notebook.removesuffix(".ipynb"), item.reason()) for item in not_graded
-        }
+    found = {
+        (student, trouble.kind.value, _stem(trouble.notebook or ""), trouble.message)
+        for student, record in judged.items()
+        for trouble in [*record.flags, *record.troubles]
+    }
     review_rows = [
         [student, notebook, kind, reason, href(student, notebook) if notebook else None]
         for student, kind, notebook, reason in sorted(found)
     ]
     review = Table(
         "needs-a-person",
-        "Flagged code (review), notebooks that could not be read (unreadable), were not handed in (missing) or "
-        "came under another name (renamed), and notebooks that broke, hit a limit or ran past their time",
+        "Flagged code (review); notebooks that could not be read (unreadable), were not handed in (missing) or "
+        "came under another name (renamed); notebooks that broke, hit a limit or ran past their time",
         ["student", "notebook", "kind", "reason", "feedback page"],
         review_rows,
         links=("feedback page",),
@@ -695,15 +698,14 @@ def _review_section(
     return Section("Needs a person", lines, [review, pending_table])
 
 
-def _time_section(judged: dict[str, dict], notebooks: list[str]) -> Section:
+def _time_section(judged: dict[str, StudentRecord], notebooks: list[str]) -> Section:
     seconds: dict[str, list[float]] = {}
     over = []
     for student, record in sorted(judged.items()):
-        for nb, data in record.get("notebooks", {}).items():
-            if data.get("seconds") is not None:
-                seconds.setdefault(nb, []).append(float(data["seconds"]))
-            if data.get("past_budget"):
-                over.append([student, nb, float(data.get("seconds") or 0.0), data.get("budget")])
+        for nb, outcome in record.notebooks.items():
+            seconds.setdefault(nb, []).append(outcome.seconds)
+            if outcome.past_budget:
+                over.append([student, nb, outcome.seconds, outcome.budget])
     order = sorted(seconds, key=lambda n: (notebooks.index(n) if n in notebooks else 99, n))
     summary_rows, stats = [], []
     for nb in order:
@@ -734,22 +736,18 @@ def _time_section(judged: dict[str, dict], notebooks: list[str]) -> Section:
     return Section("Time", [], blocks)
 
 
-def _passes(notebook: dict) -> dict[tuple[str, str], bool]:
-    return {
-        (grade_id, item["what"]): item["passed"]
-        for grade_id, cell in notebook.get("cells", {}).items()
-        for item in cell.get("items", [])
-    }
+def _passes(notebook: NotebookOutcome) -> dict[tuple[str, str], bool]:
+    return {(grade_id, item.what): item.passed for grade_id, cell in notebook.cells.items() for item in cell.items}
 
 
-def _earned(notebook: dict) -> float:
-    return sum(float(cell.get("earned", 0.0)) for cell in notebook.get("cells", {}).values())
+def _earned(notebook: NotebookOutcome) -> float:
+    return sum(cell.earned for cell in notebook.cells.values())
 
 
-def _changes_section(judged: dict[str, dict]) -> Section:
+def _changes_section(judged: dict[str, StudentRecord]) -> Section:
     rows = []
     for student, record in sorted(judged.items()):
-        before_all, after_all = record.get("previous", {}), record.get("notebooks", {})
+        before_all, after_all = record.previous, record.notebooks
         for nb in sorted(set(before_all) & set(after_all)):
             before, after = before_all[nb], after_all[nb]
             was, now = _passes(before), _passes(after)
@@ -757,7 +755,7 @@ def _changes_section(judged: dict[str, dict]) -> Section:
             broke = [f"{g}: {w}" for (g, w), ok in now.items() if not ok and was.get((g, w)) is True]
             points = (_earned(before), _earned(after))
             if fixed or broke or points[0] != points[1]:
-                when = after.get("graded_at", "")
+                when = record.graded_at.get(nb, "")
                 rows.append([student, nb, when, points[0], points[1], "; ".join(fixed), "; ".join(broke)])
     table = Table(
         "changes",
@@ -766,20 +764,15 @@ def _changes_section(judged: dict[str, dict]) -> Section:
         rows,
         empty="no regrade changed a judged item or point",
     )
-    regraded = sum(1 for r in judged.values() if set(r.get("previous", {})) & set(r.get("notebooks", {})))
+    regraded = sum(1 for r in judged.values() if set(r.previous) & set(r.notebooks))
     lines = [f"{regraded} student(s) were graded again; {len({r[0] for r in rows})} of them changed."]
     return Section("Before and after", lines, [table])
 
 
-def _seeds(judged: dict[str, dict]) -> list[str]:
+def _seeds(judged: dict[str, StudentRecord]) -> list[str]:
     """The judge's seeds the records name: a run's (`autograder grade`), or each notebook's."""
-    seeds = {record["judge_seed"] for record in judged.values() if record.get("judge_seed")}
-    seeds |= {
-        nb["judge_seed"]
-        for record in judged.values()
-        for nb in record.get("notebooks", {}).values()
-        if nb.get("judge_seed")
-    }
+    seeds = {record.judge_seed for record in judged.values() if record.judge_seed}
+    seeds |= {nb.judge_seed for record in judged.values() for nb in record.notebooks.values() if nb.judge_seed}
     if not seeds:
         return []
     shown = ", ".join(str(seed) for seed in sorted(seeds)[:5]) + (" ..." if len(seeds) > 5 else "")
@@ -792,13 +785,12 @@ def _seeds(judged: dict[str, dict]) -> list[str]:
 def build_report(
     assignment: str,
     totals: ClassTotals,
-    judged: dict[str, dict],
-    flags: list[tuple[str, str]],
+    judged: dict[str, StudentRecord],
     href: Callable[[str, str], str | None] = lambda student, notebook: None,
 ) -> ClassReport:
     """The report's data: `totals` the gradebook's (gradebook/totals.py), `judged` the kept records
-    (read_judged) of the students the gradebook holds, `flags` flags.csv's rows, `href` the
-    relative address of a student's feedback page of a notebook (None when there is none)."""
+    (read_judged) of the students the gradebook holds, `href` the relative address of a student's
+    feedback page of a notebook (None when there is none)."""
     in_gradebook = set(totals.students)
     judged = {s: r for s, r in judged.items() if not in_gradebook or s in in_gradebook}
     found = class_items(judged, totals.notebooks)
@@ -808,7 +800,7 @@ def build_report(
     else:
         sections.append(Section("Scores", ["Nobody is graded in the class gradebook yet."]))
     sections += [
-        _review_section(judged, flags, totals, href),
+        _review_section(judged, totals, href),
         _time_section(judged, totals.notebooks),
         _changes_section(judged),
     ]
@@ -908,25 +900,15 @@ def relative_href(out: Path, page: Path) -> str | None:
 
 
 def write_class_report(out: Path, db_url: str, assignment: str, feedback: Callable[[str, str], Path]) -> Path:
-    """The class report in OUT from the gradebook at db_url, OUT/judged/ and OUT/flags.csv;
-    `feedback(student, notebook)`: where that feedback page is (linked when it exists)."""
-    from autograder.gradebook.reports import read_flags
+    """The class report in OUT from the gradebook at db_url and OUT/judged/ (each student's
+    outcomes, troubles and flags); `feedback(student, notebook)`: where that feedback page is
+    (linked when it exists)."""
     from autograder.gradebook.totals import class_totals
 
-    totals = class_totals(db_url, assignment)
-    judged = read_judged(out)
-    # flags.csv is the grading runs' record of findings; without one (`nbgrader autograde`), the
-    # findings kept with each student.
-    flags = (
-        read_flags(out)
-        if (Path(out) / "flags.csv").exists()
-        else [(student, flag) for student, record in judged.items() for flag in record.get("flags", [])]
-    )
     report = build_report(
         assignment,
-        totals,
-        judged,
-        flags,
+        class_totals(db_url, assignment),
+        read_judged(out),
         lambda student, notebook: relative_href(Path(out), feedback(student, notebook)),
     )
     return write_report(report, out)

@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course.assignment import assignment_of
+from autograder.course.outcomes import Trouble
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 
 
@@ -71,7 +72,7 @@ class Merged:
     rechecks: list[str] = field(default_factory=list)
 
 
-def merge_into_gradebook(course: Path, results: list, flagged: dict[str, dict[str, list[str]]]) -> Merged:
+def merge_into_gradebook(course: Path, results: list, flagged: dict[str, list[Trouble]]) -> Merged:
     """Write each student's results into the class gradebook, in one process, in order.
 
     Automatic scores and comments are replaced. A grade entered by hand (manual score or extra
@@ -152,18 +153,18 @@ def _merge_one(gb, course: Path, result, flagged) -> list[str]:
         after = answers_of(result.autograded.get(f"{notebook.name}.ipynb"))
         comments = {c.name: c for c in notebook.comments}
         for grade in notebook.grades:
-            saved = graded["grades"].get(grade.name) if graded else None
+            saved = graded.grades.get(grade.name) if graded else None
             # Not graded (missing, unreadable or broken notebook): 0, like nbgrader does for a missing one.
-            grade.auto_score = saved["auto_score"] if saved else 0.0
+            grade.auto_score = saved.auto_score if saved else 0.0
             by_hand = grade.manual_score is not None or grade.extra_credit is not None
             if not by_hand:
-                grade.needs_manual_grade = saved["needs_manual_grade"] if saved else False
+                grade.needs_manual_grade = saved.needs_manual_grade if saved else False
             elif answer_for(before, grade.name) != answer_for(after, grade.name):
                 grade.needs_manual_grade = True
                 rechecks.append(recheck_line(student, notebook.name, grade, comments.get(grade.name)))
             # else: the same answer: the instructor's grade stands, as it stood.
         for comment in notebook.comments:
-            comment.auto_comment = graded["comments"].get(comment.name) if graded else None
-        notebook.late_submission_penalty = graded["late_penalty"] if graded else None
-        notebook.flagged = bool(flagged.get(student, {}).get(f"{notebook.name}.ipynb"))
+            comment.auto_comment = graded.comments.get(comment.name) if graded else None
+        notebook.late_submission_penalty = graded.late_penalty if graded else None
+        notebook.flagged = any(finding.notebook == f"{notebook.name}.ipynb" for finding in flagged.get(student, []))
     return rechecks

@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course.assignment import assignment_of
+from autograder.course.outcomes import Trouble
 from autograder.gradebook.class_gradebook import db_url, require_gradebook
 from autograder.gradebook.totals import ClassTotals, class_totals
 
@@ -168,13 +169,13 @@ def flag_findings(out: Path, student: str) -> dict[str, list[str]]:
     return found
 
 
-def write_class_files(out: Path, course: Path, flagged: dict[str, list[str]], graded: list[str]) -> list[dict]:
+def write_class_files(out: Path, course: Path, flagged: dict[str, list[Trouble]], graded: list[str]) -> list[dict]:
     """After a grading run: OUT/cells.csv, grades.csv and the LMS file from the class gradebook
     (every student in it, not only those graded now), and OUT/flags.csv: this run's findings for
     the students graded now, the earlier ones for the others. Returns cells.csv's rows."""
     out = Path(out)
     kept = [(who, finding) for who, finding in read_flags(out) if who not in set(graded)]
-    rows = kept + [(student, finding) for student in flagged for finding in flagged[student]]
+    rows = kept + [(student, finding.line()) for student in flagged for finding in flagged[student]]
     by_student = sorted(rows, key=lambda r: r[0])
     with open(out / "flags.csv", "w", newline="") as handle:
         writer = csv.writer(handle)

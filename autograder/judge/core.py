@@ -43,7 +43,9 @@ from pathlib import Path
 import numpy as np
 from nbformat.notebooknode import NotebookNode
 
+from autograder.course.errors import GraderError
 from autograder.course.hidden_tests import strip_source
+from autograder.course.outcomes import ItemVerdict
 from autograder.judge.protocol import EVIDENCE, RECIPE, REMOTE, answer_prelude, lacks
 from autograder.kernel.helpers import HelperError, JudgeHelpers
 from autograder.kernel.kernel_channel import JudgeUnavailable, KernelChannel
@@ -110,7 +112,7 @@ def learner_name(name) -> str:
     return name if _PLAIN_NAME.fullmatch(name) else learner_text(name, 200)
 
 
-class LearnerRaised(Exception):
+class LearnerRaised(GraderError):
     """The learner's code raised in their process; the class names it reported are `learner_mro`.
 
     `said`: what their process said (the exception's message, a refusal), escaped and marked
@@ -332,7 +334,7 @@ class Judge:
         self._programs: dict[str, str] = {}  # a builder request -> its program's text (Judge._program)
         #: The last cell's items as the class report keeps them (`item_records`), and why the cell
         #: could not be checked at all (None when it could).
-        self.items: list[dict] = []
+        self.items: tuple[ItemVerdict, ...] = ()
         self.cell_error: str | None = None
         #: Whether the cell could not be checked because a name of the learner's was never defined
         #: (the answer cell that defines it still stops at the release's stub): not attempted.
@@ -625,8 +627,8 @@ class Judge:
 KEPT_WORDING, KEPT_FAILURE = 300, 1000
 
 
-def item_records(items: list[dict]) -> list[dict]:
-    """A cell's items as plain data for the class report: wording, points, pass or fail, the
+def item_records(items: list[dict]) -> tuple[ItemVerdict, ...]:
+    """A cell's items as the class report keeps them: wording, points, pass or fail, the
     failure's text (already one escaped report line), the hint of the judgment that failed,
     when the failure ends with it (the judge's own diagnosis, which the report groups by), and
     whether it failed because the answer was never given (the checks module says so)."""
@@ -639,16 +641,16 @@ def item_records(items: list[dict]) -> list[dict]:
         if hint is not None and failure is not None and not failure.endswith(f" ({hint})"):
             hint = None  # the failure is not that judgment's (the learner's code raised after it)
         records.append(
-            {
-                "what": report_line(str(item.get("what", ""))[:KEPT_WORDING])[:KEPT_WORDING],
-                "points": float(item.get("points", 0)),
-                "passed": failure is None,
-                "failure": None if failure is None else failure[:KEPT_FAILURE],
-                "hint": hint,
-                "unanswered": failure is not None and item.get("unanswered") is True,
-            }
+            ItemVerdict(
+                what=report_line(str(item.get("what", ""))[:KEPT_WORDING])[:KEPT_WORDING],
+                points=float(item.get("points", 0)),
+                passed=failure is None,
+                failure=None if failure is None else failure[:KEPT_FAILURE],
+                hint=hint,
+                unanswered=failure is not None and item.get("unanswered") is True,
+            )
         )
-    return records
+    return tuple(records)
 
 
 def _mark(value, origin) -> None:

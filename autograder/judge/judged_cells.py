@@ -27,6 +27,7 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import SaveAutoGrades
 
 from autograder.course.defaults import CHECKS_MODULE
+from autograder.course.outcomes import CellVerdict, ItemVerdict
 from autograder.judge.core import Judge, TrustedModules, is_test_cell, kernel_part, learner_text, write_verdict
 from autograder.kernel.kernel_channel import KernelChannel
 
@@ -43,9 +44,8 @@ class Ledger:
     points: dict = field(default_factory=dict)  # grade_id -> the judge's points
     cells: dict = field(default_factory=dict)  # index of a cell holding a verdict -> its grade_id
     findings: list = field(default_factory=list)  # for review, one line each
-    #: grade_id -> {"earned", "max", "items": judge.item_records, "error", "unanswered"}: what the class
-    #: report reads
-    items: dict = field(default_factory=dict)
+    #: grade_id -> its verdict as the class report reads it
+    items: dict[str, CellVerdict] = field(default_factory=dict)
 
     def note(self, finding: str) -> None:
         if len(self.findings) < MAX_FINDINGS:
@@ -169,7 +169,7 @@ class JudgedCells:
         if stopped is not None:
             write_verdict(cell, 0.0, f"this cell's checks did not run: {stopped}\n0 of {points:g} points")
             self.ledger.enter(cell, index, 0.0)
-            self._keep_items(cell, 0.0, points, [], f"this cell's checks did not run: {stopped}")
+            self._keep_items(cell, 0.0, points, (), f"this cell's checks did not run: {stopped}")
             return 0.0, None
         start = time.perf_counter()
         judge = self._judge_on(executor, helpers)
@@ -183,13 +183,13 @@ class JudgedCells:
         )
 
     def _keep_items(
-        self, cell, earned: float, points: float, items: list[dict], error: str | None, unanswered: bool = False
+        self,
+        cell,
+        earned: float,
+        points: float,
+        items: tuple[ItemVerdict, ...],
+        error: str | None,
+        unanswered: bool = False,
     ) -> None:
         grade_id = str(cell.metadata["nbgrader"].get("grade_id"))
-        self.ledger.items[grade_id] = {
-            "earned": float(earned),
-            "max": points,
-            "items": items,
-            "error": error,
-            "unanswered": unanswered,
-        }
+        self.ledger.items[grade_id] = CellVerdict(float(earned), points, items, error, unanswered)

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from autograder.course.errors import GraderError
 from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
 from autograder.kernel.sandbox import CACHE, SCRATCH, Sandbox, kernel_env, launch
 from autograder.sandboxed.wire import WireError, dumps, loads
@@ -57,7 +58,7 @@ NUMPY_ONLY_FOLDERS = ("numpy", "numpy.libs")
 HELPER_NAMES = ("artifacts", "numpy_only", "builder")
 
 
-class HelperError(RuntimeError):
+class HelperError(GraderError, RuntimeError):
     """A helper process did not answer (it died, or ran past its time); the message says which."""
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import zmq
 import zmq.asyncio
 
+from autograder.course.errors import GraderError
 from autograder.kernel.helpers import sent_text
 from autograder.sandboxed.agent import RESPONSE_MIME
 from autograder.sandboxed.wire import WireError, loads
@@ -45,7 +46,7 @@ INSTALL = (
 ASK = f"__import__('sys').__dict__[{AGENT_SLOT!r}]['answer']({{message!r}})\n"
 
 
-class JudgeUnavailable(RuntimeError):
+class JudgeUnavailable(GraderError, RuntimeError):
     """The kernel can no longer answer the judge (it died, or stopped answering)."""
 
 

@@ -18,6 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from autograder.course.errors import GraderError
 from autograder.kernel.helpers import sent_text
 from autograder.kernel.process_limits import descendants
 from autograder.kernel.sandbox import launch
@@ -33,7 +34,7 @@ PROGRAM = (
 START_TIMEOUT = 120
 
 
-class KernelHostError(RuntimeError):
+class KernelHostError(GraderError, RuntimeError):
     """The kernel host could not be started or did not answer."""
 
 

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from autograder.course.errors import ExitCode, GraderError
+
 #: Where the kernel sees things (fixed, so outputs and feedback are the same on every run).
 SCRATCH = "/tmp"
 WORKDIR = "/tmp/submission"
@@ -56,8 +58,10 @@ UNSAFE_HELP = "grade WITHOUT any sandbox: only for submissions you trust"
 LIMITS_HELP = "what one kernel may use, and the time budgets (sandbox.Limits; names: {names}; sizes like 8G)"
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(GraderError, RuntimeError):
     """No working sandbox on this host; the message says what failed and how to fix it."""
+
+    exit_code = ExitCode.UNSAFE
 
 
 def _size(text: str | int) -> int:

@@ -36,6 +36,8 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Float, Integer, Unicode
 
+from autograder.course.errors import ExitCode
+from autograder.course.outcomes import NotebookOutcome, Trouble, TroubleKind
 from autograder.judge.core import answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
 from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession
@@ -54,11 +56,9 @@ ERRNO_NOTES = {
     28: "the kernel filled its scratch space (/tmp)",
     30: "the sandbox's file system is read-only outside /tmp",
 }
-#: Exit status of a grading command that found no usable sandbox.
-NO_SANDBOX_EXIT = 3
-#: Where a notebook's time travels among nbgrader's preprocessors, for the class report under
-#: `nbgrader autograde` (the grader's own runs read the worker's timings instead).
-TIMING = "notebook_time"
+#: Where a notebook's outcome (outcomes.NotebookOutcome) travels among nbgrader's preprocessors,
+#: for the class report under `nbgrader autograde` (the grader's own runs read the worker's instead).
+OUTCOME = "notebook_outcome"
 
 
 @dataclasses.dataclass
@@ -92,7 +92,7 @@ class NotebookRecord:
 
     kernel_start: float = 0.0
     cells: list = dataclasses.field(default_factory=list)  # {"index", "seconds", "test"} per code cell
-    trouble: list = dataclasses.field(default_factory=list)  # why cells stopped or did not run
+    troubles: list[Trouble] = dataclasses.field(default_factory=list)  # why cells stopped or did not run
     current_cell: int | None = None  # the cell running now
     failure: Failure | None = None  # set when the notebook could not be graded at all
     ledger: Ledger | None = None  # the judge's points of its test cells, and what was found against them
@@ -109,11 +109,6 @@ class NotebookContext:
     budget: float = 0.0
 
 
-def past_budget(trouble: list[str]) -> bool:
-    """Whether a notebook's troubles say it ran past its time budget (`SandboxedExecute._stop`'s words)."""
-    return any("time budget" in line for line in trouble)
-
-
 def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
@@ -121,7 +116,7 @@ def _error(ename: str, evalue: str) -> NotebookNode:
 def refuse_to_grade(error) -> None:
     """No sandbox works here: never a silent fallback, nobody is graded."""
     print(f"error: nobody can be graded safely on this machine: {error}", file=sys.stderr, flush=True)
-    raise SystemExit(NO_SANDBOX_EXIT) from None
+    raise SystemExit(ExitCode.UNSAFE) from None
 
 
 class SandboxedExecute(Execute):
@@ -222,7 +217,7 @@ class SandboxedExecute(Execute):
         settings = JudgeSettings(self.judge_source, self.judge_checks_module, seed)
         self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline)
         self.record.ledger = self._judged.ledger
-        started, troubles_before = time.perf_counter(), len(self.record.trouble)
+        started, troubles_before = time.perf_counter(), len(self.record.troubles)
         try:
             nb, resources = super().preprocess(nb, resources, km)
         except Exception as error:
@@ -231,13 +226,13 @@ class SandboxedExecute(Execute):
         if settings.source:  # nbgrader's grades are then checked against it (judged_cells.LedgerGrades)
             resources[LEDGER] = self._judged.ledger
         if resources is not None:
-            resources[TIMING] = {
-                "seconds": time.perf_counter() - started,
-                "budget": self.notebook_budget or None,
-                "past_budget": past_budget(self.record.trouble[troubles_before:]),
-                "trouble": list(self.record.trouble[troubles_before:]),
-                "judge_seed": seed if settings.source else None,
-            }
+            resources[OUTCOME] = NotebookOutcome(
+                time.perf_counter() - started,
+                self.notebook_budget or None,
+                dict(self._judged.ledger.items),
+                tuple(self.record.troubles[troubles_before:]),
+                seed if settings.source else None,
+            )
         if session.sandbox.unsafe:
             _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed
         return nb, resources
@@ -269,9 +264,11 @@ class SandboxedExecute(Execute):
         if self.session is not None:
             self.session.close()
 
-    def _stop(self, why: str, finished: str = "the checks that finished keep their points") -> None:
+    def _stop(
+        self, kind: TroubleKind, why: str, cell: int, finished: str = "the checks that finished keep their points"
+    ) -> None:
         self._stopped = why
-        self.record.trouble.append(f"{why}; {finished}, the rest scored 0")
+        self.record.troubles.append(Trouble(kind, f"{why}; {finished}, the rest scored 0", cell=cell))
 
     # -- kernels -------------------------------------------------------------------------------
     async def async_start_new_kernel(self, **kwargs):
@@ -306,13 +303,15 @@ class SandboxedExecute(Execute):
                 if self._stopped is None:
                     self.record.cells.append({"index": -1, "seconds": seconds, "test": True})
                 if dead and self._stopped is None:
-                    self._stop(dead)
+                    self._stop(TroubleKind.KERNEL_DIED, dead, cell_index)
 
     async def _execute_code_cell(self, cell, cell_index, *args, **kwargs):
         left = self._deadline - time.monotonic()
         if self._stopped is None and left <= 0:
             self._stop(
-                f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, before cell {cell_index + 1}"
+                TroubleKind.TIME_BUDGET,
+                f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, before cell {cell_index + 1}",
+                cell_index,
             )
             self._stop_the_session()
         if self._stopped is not None:
@@ -334,7 +333,12 @@ class SandboxedExecute(Execute):
                     f"message larger than the grader takes, {MAX_KERNEL_MESSAGE >> 20} MiB, or a stalled output "
                     "thread), and the kernel was stopped"
                 )
-                self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
+                self._stop(
+                    TroubleKind.KERNEL_DIED,
+                    f"{why}, in cell {cell_index + 1}",
+                    cell_index,
+                    "the checks that finished before keep their points",
+                )
                 cell.outputs.append(_error("KernelStopped", f"{why}. Later cells did not run."))
                 self._stop_the_session()
         except DeadKernelError:
@@ -345,12 +349,18 @@ class SandboxedExecute(Execute):
         if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
             if self._deadline - time.monotonic() <= 1:  # it was the notebook's budget that ran out
                 self._stop(
-                    f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, in cell {cell_index + 1}"
+                    TroubleKind.TIME_BUDGET,
+                    f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, in cell {cell_index + 1}",
+                    cell_index,
                 )
             else:
-                self.record.trouble.append(
-                    f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
-                    "what it did not finish scored 0"
+                self.record.troubles.append(
+                    Trouble(
+                        TroubleKind.CELL_TIMEOUT,
+                        f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
+                        "what it did not finish scored 0",
+                        cell=cell_index,
+                    )
                 )
         _note_limits(cell)
         return cell
@@ -363,7 +373,10 @@ class SandboxedExecute(Execute):
             if hit
             else "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
         )
-        self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
+        kind = TroubleKind.LIMIT if hit else TroubleKind.KERNEL_DIED
+        self._stop(
+            kind, f"{why}, in cell {cell_index + 1}", cell_index, "the checks that finished before keep their points"
+        )
         cell.outputs.append(
             _error(
                 "KernelDied",

@@ -26,6 +26,7 @@ it, many students at once on Dask, one class gradebook merged per student.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -38,15 +39,9 @@ from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Dict, List
 
-from autograder.course.intake import (
-    NotANotebook,
-    NotGraded,
-    NotGradedKind,
-    not_graded,
-    not_graded_lines,
-    printable,
-    read_notebook,
-)
+from autograder.course.errors import ExitCode
+from autograder.course.intake import NotANotebook, not_graded, not_graded_lines, printable, read_notebook
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.gradebook.merge import answer_for, answers_of, recheck_line
 
 #: What a course's nbgrader_config.py needs (autograder configure writes it).
@@ -65,7 +60,7 @@ ANSWERS_RECORD = ".autograder-answers"
 #: In the course folder: the class report of each assignment `nbgrader autograde` grades
 #: (CLASS_REPORT/<assignment>/report.html; autograder/gradebook/class_report.py).
 CLASS_REPORT = "class-report"
-#: Where a student's notebooks not graded (autograder/course/intake.py's NotGraded) travel among
+#: Where a student's notebooks not graded (intake.not_graded's troubles) travel among
 #: nbgrader's preprocessors, for the note on each of their pages.
 NOT_GRADED = "autograder_not_graded"
 
@@ -147,30 +142,22 @@ def _save_auto_grades_keeping_manual():
 
 
 def _keep_for_report(root: Path, meta: dict, resources: dict, log) -> None:
-    """After one notebook is autograded: keep what the class report reads of it (its time, the
-    judge's items and seed, what broke). A record that cannot be written is logged; the grades
-    are stored already."""
+    """After one notebook is autograded: keep what the class report reads of it (its outcome: time,
+    the judge's items and seed, its troubles; what was flagged). A record that cannot be written
+    is logged; the grades are stored already."""
+    from autograder.course.outcomes import NotebookOutcome
     from autograder.gradebook.class_report import record_notebook
     from autograder.judge.judged_cells import LEDGER
-    from autograder.notebook.execute import TIMING
+    from autograder.notebook.execute import OUTCOME
 
-    ledger, timing = resources.get(LEDGER), resources.get(TIMING) or {}
-    record = {
-        "seconds": timing.get("seconds"),
-        "budget": timing.get("budget"),
-        "past_budget": bool(timing.get("past_budget")),
-        "judge_seed": timing.get("judge_seed"),
-        "cells": dict(ledger.items) if ledger is not None else {},
-    }
+    name = f"{meta['notebook']}.ipynb"
+    ledger, outcome = resources.get(LEDGER), resources.get(OUTCOME) or NotebookOutcome()
+    outcome = dataclasses.replace(
+        outcome, troubles=tuple(dataclasses.replace(trouble, notebook=name) for trouble in outcome.troubles)
+    )
+    flags = [Trouble(TroubleKind.REVIEW, finding, name) for finding in (ledger.findings if ledger else [])]
     try:
-        record_notebook(
-            root / CLASS_REPORT / meta["assignment"],
-            meta["student"],
-            meta["notebook"],
-            record,
-            timing.get("trouble", []),
-            ledger.findings if ledger else [],
-        )
+        record_notebook(root / CLASS_REPORT / meta["assignment"], meta["student"], meta["notebook"], outcome, flags)
     except Exception as error:
         log.warning("the class report's record was not written: %s: %s", type(error).__name__, error)
 
@@ -201,7 +188,7 @@ def markdown_text(text: str) -> str:
 
 def not_graded_note(not_graded: list) -> str:
     """What a learner's pages say of their notebooks that were not graded (markdown)."""
-    lines = "\n".join(f"- {markdown_text(item.words())}" for item in not_graded)
+    lines = "\n".join(f"- {markdown_text(trouble.line())}" for trouble in not_graded)
     return f"**Not graded in this assignment** (each such notebook scores 0):\n\n{lines}"
 
 
@@ -237,20 +224,20 @@ class TakenInExporter(NotebookExporter):
         Dict(),
         default_value=None,
         allow_none=True,
-        help="The student's notebooks not graded (intake.NotGraded.as_data), when the grader found them already",
+        help="The student's notebooks not graded (intake.not_graded's troubles, as JSON), when the grader found them",
     ).tag(config=True)
     class_report = Bool(True, help="Keep the class report of the course (nbgrader autograde)").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._not_graded: dict[tuple[str, str], list[NotGraded]] = {}  # (assignment, student) -> theirs
+        self._not_graded: dict[tuple[str, str], list[Trouble]] = {}  # (assignment, student) -> theirs
 
     def from_filename(self, filename, resources=None, **kw):
         meta = resources["nbgrader"]
         assignment, student, stem = meta["assignment"], meta["student"], meta["notebook"]
         not_graded = self._student(Path(filename), resources)
         unreadable = next(
-            (i for i in not_graded if i.kind is NotGradedKind.UNREADABLE and i.notebook == f"{stem}.ipynb"), None
+            (t for t in not_graded if t.kind is TroubleKind.UNREADABLE and t.notebook == f"{stem}.ipynb"), None
         )
         resources[NOT_GRADED] = not_graded
         if getattr(self.parent, "_sanitizing", True):
@@ -269,28 +256,29 @@ class TakenInExporter(NotebookExporter):
             _write_class_report(root, assignment, student, not_graded, meta["db_url"], self.log)
         return output
 
-    def _student(self, filename: Path, resources) -> list[NotGraded]:
+    def _student(self, filename: Path, resources) -> list[Trouble]:
         """The student's notebooks not graded, found at their first notebook (from the folder they
         handed in), and named in the log then."""
         meta = resources["nbgrader"]
         key = (meta["assignment"], meta["student"])
         if self.not_graded is not None:
-            return [NotGraded.from_data(item) for item in self.not_graded]
+            return [Trouble.from_json(item) for item in self.not_graded]
         if key not in self._not_graded:
             from autograder.course.assignment import assignment_source
 
             folder = filename.parent
             notebooks = sorted(p.name for p in assignment_source(self.config, resources).glob("*.ipynb"))
             handed_in = sorted(p.name for p in folder.glob("*.ipynb"))
-            unreadable = {}
+            unreadable = []  # read as `autograder grade` takes them in (intake.take_in)
             for name in handed_in:
                 if name in notebooks:
                     try:
                         read_notebook((folder / name).read_bytes())
                     except NotANotebook as why:
-                        unreadable[name] = str(why)
+                        unreadable.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", printable(name)))
                     except OSError as error:
-                        unreadable[name] = f"the grader could not read it ({type(error).__name__})"
+                        said = f"the grader could not read it ({type(error).__name__}); graded 0"
+                        unreadable.append(Trouble(TroubleKind.UNREADABLE, said, printable(name)))
             self._not_graded[key] = found = not_graded(notebooks, handed_in, unreadable)
             for line in not_graded_lines(meta["student"], found):
                 self.log.warning("%s", line)
@@ -300,13 +288,13 @@ class TakenInExporter(NotebookExporter):
         names = [os.path.basename(path) for path in getattr(self.parent, "notebooks", [])]
         return not names or os.path.basename(filename) == names[-1]
 
-    def _page_in_place(self, unreadable: NotGraded, not_graded: list, resources):
+    def _page_in_place(self, unreadable: Trouble, not_graded: list, resources):
         """The notebook written in place of one that could not be read: a page that says so."""
         from autograder.notebook.pages import sanitize_notebook
 
         text = (
-            f"# {markdown_text(unreadable.notebook)}\n\nThe grader could not read this notebook: "
-            f"{markdown_text(unreadable.detail)}. Every cell of it scores 0. Hand in the notebook as Jupyter "
+            f"# {markdown_text(unreadable.notebook or '')}\n\nThe grader could not read this notebook "
+            f"({markdown_text(unreadable.message)}): every cell of it scores 0. Hand in the notebook as Jupyter "
             "saves it (File → Save Notebook), under the name the assignment gave it."
         )
         page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(not_graded_note(not_graded))])
@@ -315,7 +303,7 @@ class TakenInExporter(NotebookExporter):
         resources = self._init_resources(resources)
         return nbformat.writes(page), resources
 
-    def _score_zero(self, unreadable: NotGraded, resources) -> None:
+    def _score_zero(self, unreadable: Trouble, resources) -> None:
         """Every cell of the notebook scores 0, as nbgrader scores a notebook not handed in; a
         grade a person gave is kept, and marked for a re-check (its answer can no longer be read)."""
         from nbgrader.api import Gradebook
@@ -402,13 +390,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.course.is_dir():
         print(f"error: {args.course} is not a folder", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     config = args.course / "nbgrader_config.py"
     text = config.read_text() if config.exists() else "c = get_config()  # noqa: F821\n"
     if "autograder.notebook.plugin" in text:
         print(f"{config} already configures the grader")
-        return 0
+        return ExitCode.DONE
     arguments = f", checks_module={args.checks_module!r}" if args.checks_module else ""
     config.write_text(text.rstrip("\n") + "\n" + CONFIG_LINES.format(arguments=arguments))
     print(f"wrote the grader's lines into {config}: `nbgrader autograde` there now grades in a sandbox")
-    return 0
+    return ExitCode.DONE

@@ -28,6 +28,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course.assignment import assignment_of
+from autograder.course.errors import ExitCode, GraderError
 from autograder.course.hidden_tests import strip_hidden_tests
 from autograder.course.intake import printable
 from autograder.course.paths import ROOT
@@ -137,9 +138,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         done = regenerate_feedback(args.out, args.student)
-    except GradebookError as error:
+    except GraderError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return error.exit_code
     out = args.out.resolve()
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     for student, why in done.failed.items():
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
             if pages
             else f"{student}: nothing was autograded, no feedback"
         )
-    return 1 if done.failed else 0
+    return ExitCode.UNFINISHED if done.failed else ExitCode.DONE
 
 
 if __name__ == "__main__":

@@ -47,13 +47,14 @@ from autograder.course.assignment import (
     assignment_of_origin,
     put_venv_on_path,
 )
-from autograder.course.intake import NotGraded, NotGradedKind, not_graded_lines, printable, take_in
-from autograder.course.intake import not_graded as not_graded_of
+from autograder.course.errors import ExitCode, GraderError, UsageError
+from autograder.course.intake import not_graded, not_graded_lines, printable, take_in
+from autograder.course.outcomes import NOT_GRADED, NotebookTiming, Trouble, TroubleKind
 from autograder.course.paths import ROOT
-from autograder.course.submissions import UsageError, find_submissions
+from autograder.course.submissions import find_submissions
 from autograder.course.task_template import CourseSource
 from autograder.gradebook.class_course import clear_outputs, prepare_class_course, update_class_course
-from autograder.gradebook.class_gradebook import GradebookError, class_students, graded_by_hand
+from autograder.gradebook.class_gradebook import class_students, graded_by_hand
 from autograder.gradebook.class_report import write_judged, write_run_report
 from autograder.gradebook.merge import merge_into_gradebook
 from autograder.gradebook.reports import read_cells, write_class_files
@@ -117,8 +118,10 @@ def refused_out(out: Path, submissions: Path, origin) -> str | None:
     return None
 
 
-class CannotGradeSafely(RuntimeError):
-    """This host or this course cannot grade anyone fairly and safely (exit 3)."""
+class CannotGradeSafely(GraderError, RuntimeError):
+    """This host or this course cannot grade anyone fairly and safely."""
+
+    exit_code = ExitCode.UNSAFE
 
 
 class Stopped(BaseException):
@@ -135,18 +138,14 @@ def _stop(signum, frame) -> None:
     raise Stopped(signum)
 
 
-#: The exit status of a run stopped by a signal, as a shell reports one: 128 + its number.
-STOPPED_EXIT = {signal.SIGINT: 128 + signal.SIGINT, signal.SIGTERM: 128 + signal.SIGTERM}
-
-
 @dataclass
 class GradingResult:
     cells: list[dict]
-    broken: dict[str, list[str]]
-    flagged: dict[str, list[str]]
+    broken: dict[str, list[Trouble]]
+    flagged: dict[str, list[Trouble]]
     seconds: float
     students: list[str]
-    timings: dict[str, list[dict]] = field(default_factory=dict)
+    timings: dict[str, list[NotebookTiming]] = field(default_factory=dict)
     student_seconds: dict[str, float] = field(default_factory=dict)
     out: Path | None = None
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds of each step of the run
@@ -154,12 +153,12 @@ class GradingResult:
     notes: dict[str, list[str]] = field(default_factory=dict)  # files left out of a submission
     #: students the grader itself failed (a crashed worker, a gradebook it could not write): not the
     #: submission's doing; the run exits 4 when there is any
-    failed: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, list[Trouble]] = field(default_factory=dict)
     #: manual grades kept on answers that changed since they were given, to look at again in formgrader
     rechecks: list[str] = field(default_factory=list)
     assignment: Assignment = BUNDLE
-    #: each student's notebooks not graded (unreadable, missing, renamed), in the assignment's order
-    not_graded: dict[str, list[NotGraded]] = field(default_factory=dict)
+    #: each student's notebooks not graded (UNREADABLE, MISSING, RENAMED), in the assignment's order
+    not_graded: dict[str, list[Trouble]] = field(default_factory=dict)
     judge_seed: int = 0  # the seed of the judge's inputs this run: --judge-seed repeats them
 
 
@@ -242,26 +241,26 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         tasks_options = options.replace(cell_timeout=options.cell_timeout or configured_timeout)
 
         tasks: list[StudentTask] = []
-        broken: dict[str, list[str]] = {}
-        flagged: dict[str, list[str]] = {}
-        findings_by_nb: dict[str, dict[str, list[str]]] = {}
-        failed: dict[str, list[str]] = {}
-        not_graded: dict[str, list[NotGraded]] = {}
+        broken: dict[str, list[Trouble]] = {}
+        flagged: dict[str, list[Trouble]] = {}
+        failed: dict[str, list[Trouble]] = {}
+        missed: dict[str, list[Trouble]] = {}
         for student, files in found.students.items():
             taken = take_in(files)  # never raises: what it cannot take in is named, graded 0
             if taken.broken:
                 broken.setdefault(student, []).extend(taken.broken)
             if taken.findings:
-                findings_by_nb[student] = taken.findings
-                flagged[student] = [f"{name}: {f}" for name, found_here in taken.findings.items() for f in found_here]
+                flagged[student] = list(taken.findings)
             handed_in = [name for name in files if name.endswith(".ipynb")] + found.other_notebooks.get(student, [])
-            not_graded[student] = missed = not_graded_of(assignment.notebooks, handed_in, taken.unreadable)
+            missed[student] = not_graded(assignment.notebooks, handed_in, taken.broken)
             tasks.append(
-                StudentTask(student, taken.notebooks, tasks_options, extra_files=taken.extra, not_graded=missed)
+                StudentTask(
+                    student, taken.notebooks, tasks_options, extra_files=taken.extra, not_graded=missed[student]
+                )
             )
         phases["setup"] = time.perf_counter() - started
 
-        progress = Progress(len(tasks), stream=progress_stream, problems=not_graded)
+        progress = Progress(len(tasks), stream=progress_stream, problems=missed)
         progress.note(
             f"judge seed: {options.judge_seed} (grading again with --judge-seed {options.judge_seed} gives the same "
             "inputs and messages)"
@@ -290,41 +289,33 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         if result.failed:
             failed.setdefault(result.student_id, []).extend(result.failed)
         # What grading found against the judge's verdicts, reviewed as the scan's findings are.
-        for flag in result.flags:
-            notebook, _, finding = flag.partition(": ")
-            findings_by_nb.setdefault(result.student_id, {}).setdefault(notebook, []).append(finding)
-            flagged.setdefault(result.student_id, []).append(flag)
+        if result.flags:
+            flagged.setdefault(result.student_id, []).extend(result.flags)
     # A student the grader failed is not merged: no zero stands for a grade nobody gave, and a
     # regrade's earlier grades stay as they were until they are graded again.
     graded_now = [result for result in results if not result.failed]
     # Each student's results merged, and their files written, on their own: one that fails is named.
-    merged = merge_into_gradebook(course, graded_now, findings_by_nb)
+    merged = merge_into_gradebook(course, graded_now, flagged)
     for student, why in merged.failed.items():
-        failed.setdefault(student, []).append(f"their results could not be stored: {why}")
+        failed.setdefault(student, []).append(_grader_failed(f"their results could not be stored: {why}"))
     graded_now = [result for result in graded_now if result.student_id not in merged.failed]
     for result in graded_now:
         if result.broken:
             broken.setdefault(result.student_id, []).extend(result.broken)
         try:
             write_student_files(
-                out, course, result, found.students[result.student_id], findings_by_nb.get(result.student_id, {})
+                out, course, result, found.students[result.student_id], flagged.get(result.student_id, [])
             )
         except Exception as error:
             failed.setdefault(result.student_id, []).append(
-                f"their files could not be written: {type(error).__name__}: {printable(error)}"
+                _grader_failed(f"their files could not be written: {type(error).__name__}: {printable(error)}")
             )
     for result in graded_now:  # what the class report reads of them; their last run's is kept as the one before
         student = result.student_id
         try:
-            write_judged(
-                out,
-                student,
-                result.judged,
-                broken.get(student, []),
-                flagged.get(student, []),
-                not_graded.get(student, []),
-                options.judge_seed,
-            )
+            # The unreadable are among the broken; the missing and the renamed are kept beside them.
+            troubles = broken.get(student, []) + [t for t in missed.get(student, []) if t.kind in NOT_GRADED[1:]]
+            write_judged(out, student, result.outcomes, troubles, flagged.get(student, []), options.judge_seed)
         except OSError as error:  # their grades are stored; only the report misses them
             log.warning("the class report's record of %s was not written: %s", student, error)
     students = sorted(found.students)
@@ -336,7 +327,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     by_hand = graded_by_hand(course, stored)
     if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
         for student, why in regenerate_feedback(out, by_hand).failed.items():
-            failed.setdefault(student, []).append(f"their feedback could not be regenerated: {why}")
+            failed.setdefault(student, []).append(_grader_failed(f"their feedback could not be regenerated: {why}"))
         log.info("feedback of %s regenerated with the manual grades kept in the gradebook", ", ".join(by_hand))
     phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
@@ -355,7 +346,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         failed={k: failed[k] for k in sorted(failed)},
         rechecks=merged.rechecks,
         assignment=assignment,
-        not_graded={k: v for k, v in sorted(not_graded.items()) if v},
+        not_graded={k: v for k, v in sorted(missed.items()) if v},
         judge_seed=options.judge_seed,
     )
     progress.finish(seconds, summary_of(outcome))
@@ -365,21 +356,28 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
 def summary_of(result: GradingResult) -> Summary:
     """The run's counts, from its result (the summary line says what the lines after it name)."""
     stored = {row["student_id"] for row in result.cells}
-    kinds = {
-        kind: {s for s, items in result.not_graded.items() if any(i.kind is kind for i in items)}
-        for kind in NotGradedKind
-    }
+
+    def having(kind: TroubleKind) -> int:
+        return len(
+            {s for s, troubles in result.not_graded.items() if s in stored and any(t.kind is kind for t in troubles)}
+        )
+
+    broke = {s for s, troubles in result.broken.items() if any(t.kind is not TroubleKind.UNREADABLE for t in troubles)}
     return Summary(
         graded=len(stored),
-        broken=len({s for s in result.broken if s in stored}),
-        unreadable=len(kinds[NotGradedKind.UNREADABLE] & stored),
-        missing=len(kinds[NotGradedKind.MISSING] & stored),
-        renamed=len(kinds[NotGradedKind.RENAMED] & stored),
+        broken=len(broke & stored),
+        unreadable=having(TroubleKind.UNREADABLE),
+        missing=having(TroubleKind.MISSING),
+        renamed=having(TroubleKind.RENAMED),
         flagged=len(set(result.flagged) & stored),
         rechecks=len(result.rechecks),
         failed=len(result.failed),
         rejected=len(result.rejected),
     )
+
+
+def _grader_failed(why: str) -> Trouble:
+    return Trouble(TroubleKind.GRADER_FAILED, why)
 
 
 def score_table(result: GradingResult) -> str:
@@ -408,8 +406,8 @@ def score_table(result: GradingResult) -> str:
         mark = " !" if troubled else (" ?" if student in result.flagged else "")
         lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
     lines.append(
-        "* cells awaiting a person, counted as they stand (formgrader on OUT/course); ! a notebook broken, unreadable or "
-        "missing; ? flagged for review"
+        "* cells awaiting a person, counted as they stand (formgrader on OUT/course); ! a notebook broken, unreadable "
+        "or missing; ? flagged for review"
     )
     return "\n".join(lines)
 
@@ -463,17 +461,17 @@ def main(argv=None) -> int:
     args = command_line().parse_args(argv)
     if bool(args.course) != bool(args.assignment):
         print("error: --course and --assignment go together", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if bool(args.course) == bool(args.bundle):
         print("error: name the assignment: --course COURSE --assignment ID, or --bundle CHECKOUT", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if args.out is None and not args.course:
         print("error: --out is required without --course", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
     if any(tls) and not all(tls):
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if args.unsafe:
         print(UNSAFE_WARNING, file=sys.stderr, flush=True)
     show_log()
@@ -492,12 +490,10 @@ def main(argv=None) -> int:
             ),
         )
         result = grade(args.submissions, args.out or default_out(options.origin), options)
-    except (UsageError, GradebookError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except CannotGradeSafely as error:
-        print(f"error: nobody was graded: {error}", file=sys.stderr)
-        return 3
+    except GraderError as error:
+        nobody = "nobody was graded: " if error.exit_code is ExitCode.UNSAFE else ""
+        print(f"error: {nobody}{error}", file=sys.stderr)
+        return error.exit_code
     except (KeyboardInterrupt, Stopped) as stop:
         signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
         how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
@@ -505,7 +501,7 @@ def main(argv=None) -> int:
             f"stopped by {how} before the run finished: its temporary folders, and an --out it made, are removed",
             file=sys.stderr,
         )
-        return STOPPED_EXIT.get(signal.Signals(signum), 128 + signum)
+        return 128 + signum  # as a shell reports a process a signal ended
     print(score_table(result))
     # Everything after the table may quote a submission: each line goes out with its control
     # characters escaped, so no learner's text acts on the instructor's terminal.
@@ -516,18 +512,20 @@ def main(argv=None) -> int:
             print(printable(f"NOTE    {student}: {note}", 1000))
     for student, reasons in result.broken.items():
         for reason in reasons:
-            print(printable(f"BROKEN  {student}: {reason}", 1000))
-    for student, items in result.not_graded.items():  # (the unreadable are among the BROKEN above)
-        for line in not_graded_lines(student, [i for i in items if i.kind is not NotGradedKind.UNREADABLE]):
+            print(printable(f"BROKEN  {student}: {reason.line()}", 1000))
+    for student, troubles in result.not_graded.items():  # (the unreadable are among the BROKEN above)
+        for line in not_graded_lines(student, [t for t in troubles if t.kind is not TroubleKind.UNREADABLE]):
             print(line)
     for student, findings in result.flagged.items():
         for finding in findings:
-            print(printable(f"REVIEW  {student}: {finding}", 1000))
+            print(printable(f"REVIEW  {student}: {finding.line()}", 1000))
     for line in result.rechecks:
         print(printable(line, 1000))
     for student, reasons in result.failed.items():
         for reason in reasons:
-            print(printable(f"FAILED  {student}: the grader could not grade them: {reason}", 1000), file=sys.stderr)
+            print(
+                printable(f"FAILED  {student}: the grader could not grade them: {reason.line()}", 1000), file=sys.stderr
+            )
     assert result.out is not None  # grade() names the OUT it wrote
     where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out
     if (result.out / "grades.csv").exists():
@@ -544,8 +542,8 @@ def main(argv=None) -> int:
             "(FAILED lines above): grade them again",
             file=sys.stderr,
         )
-        return 4
-    return 0
+        return ExitCode.GRADER_FAILED
+    return ExitCode.DONE
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.course.assignment import BundleOrigin, CourseOrigin
-from autograder.course.submissions import UsageError
+from autograder.course.errors import UsageError
 from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_FLAG, UNSAFE_HELP, Limits
 from autograder.run.tls import SchedulerSecurity
 

@@ -7,7 +7,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from autograder.course.intake import NotGradedKind
+from autograder.course.outcomes import TroubleKind
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Progress:
     """`total` students to grade; each result as it comes (`update`), then the summary (`finish`).
 
     `problems`: what the grader already knows is wrong with a student's files before grading
-    them ({student: [intake.NotGraded, ...]}): a student with a notebook it could not read is
+    them ({student: [a Trouble of intake.not_graded, ...]}): a student with a notebook it could not read is
     shown as broken from the start. The ETA assumes the students left take as long, on average,
     as those graded so far.
     """
@@ -64,7 +64,7 @@ class Progress:
         self.problems = problems or {}
 
     def _unreadable(self, student: str) -> bool:
-        return any(item.kind is NotGradedKind.UNREADABLE for item in self.problems.get(student, []))
+        return any(trouble.kind is TroubleKind.UNREADABLE for trouble in self.problems.get(student, []))
 
     def update(self, result) -> None:
         self.done += 1

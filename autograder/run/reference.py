@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import nbformat
 
+from autograder.course.errors import ExitCode, GraderError
 from autograder.course.paths import KERNEL_NAME
 from autograder.course.task_template import CompileCache, CourseSource, TaskTemplate
 from autograder.judge.core import is_test_cell
@@ -43,8 +44,10 @@ from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
 from autograder.run.options import GradingOptions
 
 
-class ReferenceProblem(RuntimeError):
+class ReferenceProblem(GraderError, RuntimeError):
     """The instructor's solutions do not pass their own checks: no student can be graded fairly."""
+
+    exit_code = ExitCode.UNSAFE
 
 
 @dataclass
@@ -139,7 +142,9 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
         finally:
             run.helpers = session.judge_helpers().used() if executor.judge_source else []
             session.remove()
-        run.problems += problems_of(executed) + solution_shortfalls(executed) + executor.record.trouble
+        run.problems += (
+            problems_of(executed) + solution_shortfalls(executed) + [t.line() for t in executor.record.troubles]
+        )
         run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
         run.seconds = time.perf_counter() - started
         return run

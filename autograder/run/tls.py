@@ -32,6 +32,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.course.errors import ExitCode
+
 ROLES = ("scheduler", "worker", "client")
 #: The preload (`dask scheduler|worker --preload PRELOAD`) that closes a server's HTTP port.
 PRELOAD = "autograder.run.tls"
@@ -202,7 +204,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.days < 1:
         print("error: --days must be at least 1", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     written = make_tls_files(args.folder, args.host or None, args.days)
     print(f"wrote {', '.join(sorted(written))} into {args.folder}")
-    return 0
+    return ExitCode.DONE

@@ -8,6 +8,7 @@ ever share a gradebook file. The parent merges the results into the class gradeb
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -21,6 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course.assignment import assignment_of, nbgrader_setting, notebook_kernel, put_venv_on_path
+from autograder.course.outcomes import (
+    CellGrade,
+    NotebookGrades,
+    NotebookOutcome,
+    NotebookTiming,
+    Trouble,
+    TroubleKind,
+)
 from autograder.course.task_template import TaskTemplate
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 from autograder.kernel.compile_cache import reading_env, unseal, usable_cache, write_cache
@@ -34,7 +43,6 @@ from autograder.notebook.execute import (
     RequireSandbox,
     SandboxedExecute,
     failure_of,
-    past_budget,
 )
 from autograder.notebook.plugin import configure
 from autograder.run.options import GradingOptions
@@ -51,7 +59,7 @@ class StudentTask:
     #: Whether this process is likely to grade another student after this one (the runner knows):
     #: only then is a sandbox made ahead for it.
     another_follows: bool = True
-    #: The student's notebooks not graded (intake.NotGraded): every page of theirs names them.
+    #: The student's notebooks not graded (intake.not_graded's troubles): every page of theirs names them.
     not_graded: list = field(default_factory=list)
 
 
@@ -59,17 +67,16 @@ class StudentTask:
 class StudentResult:
     student_id: str
     timestamp: str | None = None
-    notebooks: dict = field(default_factory=dict)  # notebook name -> grades, comments, penalty
+    notebooks: dict[str, NotebookGrades] = field(default_factory=dict)  # by notebook name (its stem)
     autograded: dict[str, str] = field(default_factory=dict)  # file name -> notebook JSON
     feedback: dict[str, str] = field(default_factory=dict)  # file name -> HTML
-    broken: list[str] = field(default_factory=list)  # what of the submission could not be graded, and why
-    failed: list[str] = field(default_factory=list)  # what the grader itself failed to do
-    #: For review, "<notebook file>: <finding>": what grading found against the judge's verdicts
-    flags: list[str] = field(default_factory=list)
-    timings: list[dict] = field(default_factory=list)
-    #: notebook name -> what the class report keeps of it: its time and budget, and each judged
-    #: cell's items (autograder/gradebook/class_report.py)
-    judged: dict = field(default_factory=dict)
+    broken: list[Trouble] = field(default_factory=list)  # what of the submission could not be graded, and why
+    failed: list[Trouble] = field(default_factory=list)  # what the grader itself failed to do
+    #: For review: what grading found against the judge's verdicts (kind REVIEW, by notebook)
+    flags: list[Trouble] = field(default_factory=list)
+    timings: list[NotebookTiming] = field(default_factory=list)
+    #: file name -> what the class report keeps of the notebook (autograder/gradebook/class_report.py)
+    outcomes: dict[str, NotebookOutcome] = field(default_factory=dict)
     seconds: float = 0.0
     worker: str = ""
 
@@ -109,7 +116,7 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_gra
     config.MetadataFromSource.source_folder = str(source)
     # The grader took the files in and writes its own class report: the exporter only notes, on
     # each page, which notebooks were not graded.
-    config.TakenInExporter.not_graded = [item.as_data() for item in not_graded or []]
+    config.TakenInExporter.not_graded = [trouble.to_json() for trouble in not_graded or []]
     config.TakenInExporter.class_report = False
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
@@ -283,7 +290,7 @@ def _nbgrader_said(outcome: dict) -> str:
     return lines[0].removeprefix("[ERROR] ").removeprefix("[CRITICAL] ").strip()[:300] if lines else "no reason given"
 
 
-def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
+def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict[str, NotebookGrades]]:
     from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(db_url(course)) as gb:
@@ -292,17 +299,19 @@ def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
         except MissingEntry:
             return None, {}
         timestamp = submission.timestamp.isoformat() if submission.timestamp else None
-        notebooks = {}
-        for nb in submission.notebooks:
-            notebooks[nb.name] = {
-                "grades": {
-                    g.name: {"auto_score": g.auto_score, "needs_manual_grade": bool(g.needs_manual_grade)}
-                    for g in nb.grades
-                },
-                "comments": {c.name: c.auto_comment for c in nb.comments},
-                "late_penalty": nb.late_submission_penalty,
-            }
+        notebooks = {
+            nb.name: NotebookGrades(
+                {g.name: CellGrade(g.auto_score, bool(g.needs_manual_grade)) for g in nb.grades},
+                {c.name: c.auto_comment for c in nb.comments},
+                nb.late_submission_penalty,
+            )
+            for nb in submission.notebooks
+        }
         return timestamp, notebooks
+
+
+#: What the watchdog says when it ends a notebook's sandbox past its budget and grace.
+PAST_THE_BUDGET = "it ran past its time budget and was stopped"
 
 
 def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading.Timer:
@@ -311,12 +320,43 @@ def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading
 
     def fire():
         fired.append(True)
-        session.halt("the notebook ran past its time budget")
+        session.halt(PAST_THE_BUDGET)
 
     timer = threading.Timer(seconds, fire)
     timer.daemon = True
     timer.start()
     return timer
+
+
+def _notebook_troubles(
+    name: str, record: NotebookRecord, failure: Failure | None, fired: bool, graded: bool
+) -> list[Trouble]:
+    """What went wrong in one notebook, by kind: it was not graded at all (nbgrader failed on it,
+    or the watchdog ended it before it was written), it ran past its budget, or the troubles its
+    record noted (a limit, a cell's timeout, the kernel's death)."""
+    if failure is not None or not graded:
+        failure = record.failure or failure
+        if fired:
+            return [Trouble(TroubleKind.TIME_BUDGET, f"{PAST_THE_BUDGET}; graded 0", name)]
+        if failure is None:
+            return [Trouble(TroubleKind.NOT_GRADED, "nbgrader wrote no autograded notebook; graded 0", name)]
+        where = f" (in cell {failure.cell + 1})" if failure.cell is not None else ""
+        return [Trouble(TroubleKind.NOT_GRADED, f"{failure.cause}{where}; graded 0", name, failure.cell)]
+    if fired:
+        finished = "the checks it had finished keep their points, the rest scored 0"
+        return [Trouble(TroubleKind.TIME_BUDGET, f"{PAST_THE_BUDGET}; {finished}", name)]
+    return [dataclasses.replace(trouble, notebook=name) for trouble in record.troubles]
+
+
+def _timing(name: str, seconds: float, record: NotebookRecord) -> NotebookTiming:
+    """Where the notebook's seconds went: starting its kernel, its first cell (the imports), its
+    other cells, its test cells, and the rest (nbgrader's own steps)."""
+    cells = record.cells
+    first = cells[0]["seconds"] if cells else 0.0
+    tests = sum(c["seconds"] for c in cells if c["test"])
+    work = sum(c["seconds"] for c in cells[1:] if not c["test"])
+    rest = max(0.0, seconds - record.kernel_start - first - work - tests)
+    return NotebookTiming(name, seconds, record.kernel_start, first, work, tests, rest)
 
 
 def notebook_budget(own: float, student_deadline: float, now: float) -> float | None:
@@ -366,11 +406,13 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         for position, name in enumerate(submitted_notebooks):
             budget = notebook_budget(own[name], student_deadline, time.monotonic())
             if budget is None:  # the student's time is spent: graded with what finished, the class goes on
-                result.broken.append(
-                    f"{name}: not graded: this student's time budget of {sum(own.values()):.0f} s ran out "
-                    "before it; graded 0"
+                spent = Trouble(
+                    TroubleKind.TIME_BUDGET,
+                    f"not graded: this student's time budget of {sum(own.values()):.0f} s ran out before it; graded 0",
+                    name,
                 )
-                result.judged[name] = {"seconds": 0.0, "budget": 0.0, "past_budget": True, "cells": {}}
+                result.broken.append(spent)
+                result.outcomes[name] = NotebookOutcome(0.0, 0.0, troubles=(spent,))
                 continue
             if position == 1:
                 # After this student's first notebook: the next sandbox's imports then fill the
@@ -387,47 +429,13 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
                 timer.cancel()
             seconds = time.perf_counter() - t0
             if record.ledger is not None:
-                result.flags += [f"{name}: {finding}" for finding in record.ledger.findings]
-            result.judged[name] = {
-                "seconds": seconds,
-                "budget": budget,
-                "past_budget": bool(fired) or past_budget(record.trouble),
-                "cells": dict(record.ledger.items) if record.ledger is not None else {},
-            }
-            cells = record.cells
-            first = cells[0]["seconds"] if cells else 0.0
-            tests = sum(c["seconds"] for c in cells if c["test"])
-            work = sum(c["seconds"] for c in cells[1:] if not c["test"])
-            result.timings.append(
-                {
-                    "notebook": name,
-                    "total": seconds,
-                    "kernel_start": record.kernel_start,
-                    "first_cell_imports": first,
-                    "notebook_work": work,
-                    "hidden_and_public_tests": tests,
-                    "nbgrader_overhead": max(0.0, seconds - record.kernel_start - first - work - tests),
-                }
+                result.flags += [Trouble(TroubleKind.REVIEW, finding, name) for finding in record.ledger.findings]
+            troubles = _notebook_troubles(name, record, failure, fired=bool(fired), graded=(autograded / name).exists())
+            result.broken += troubles
+            result.outcomes[name] = NotebookOutcome(
+                seconds, budget, dict(record.ledger.items) if record.ledger is not None else {}, tuple(troubles)
             )
-            path = autograded / name
-            if failure is not None or not path.exists():
-                failure = record.failure or failure
-                reason = (
-                    "it ran past its time limit and was stopped"
-                    if fired
-                    else failure.cause + (f" (in cell {failure.cell + 1})" if failure.cell is not None else "")
-                    if failure is not None
-                    else "nbgrader wrote no autograded notebook"
-                )
-                result.broken.append(f"{name}: {reason}; graded 0")
-                continue
-            if fired:
-                result.broken.append(
-                    f"{name}: it ran past its time limit and was stopped; the checks it had "
-                    "finished keep their points, the rest scored 0"
-                )
-            else:
-                result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
+            result.timings.append(_timing(name, seconds, record))
 
         if len(submitted_notebooks) < 2:
             _make_next_session_or_log(task, template, kernel_name)
@@ -444,11 +452,13 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         if result.autograded:
             failure = _convert(api, GenerateFeedback, task.student_id)
             if failure is not None:
-                result.broken.append(f"feedback could not be generated: {failure.cause}")
+                result.broken.append(
+                    Trouble(TroubleKind.NO_FEEDBACK, f"feedback could not be generated: {failure.cause}")
+                )
         feedback_dir = course / "feedback" / task.student_id / assignment.id
         for path in sorted(feedback_dir.glob("*.html")) if feedback_dir.exists() else []:
             result.feedback[path.name] = path.read_text()
-        result.timings.append({"notebook": "(feedback)", "total": time.perf_counter() - t0})
+        result.timings.append(NotebookTiming("(feedback)", time.perf_counter() - t0))
     finally:
         if session is not None:
             session.remove()

@@ -28,6 +28,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_MODULES
+from autograder.course.outcomes import TroubleKind
 from autograder.course.paths import RELEASE, ROOT, SOLUTIONS
 from autograder.run.grade import grade
 from autograder.run.options import GradingOptions
@@ -131,7 +132,9 @@ def test_blank_submission_gets_zeros(serial):
 def test_malformed_notebook_reported_rest_graded(serial):
     """A malformed notebook is reported and the class still graded."""
     assert any(
-        "01-understand.ipynb" in reason and "not a readable notebook" in reason for reason in serial.broken["broken"]
+        (trouble.kind, trouble.notebook) == (TroubleKind.UNREADABLE, "01-understand.ipynb")
+        and "not a readable notebook" in trouble.message
+        for trouble in serial.broken["broken"]
     )
     stored = _stored_grades(serial.out, "broken")
     assert all(score == 0 for grades in stored.values() for _, score, *_ in grades)
@@ -450,7 +453,7 @@ def test_a_local_grading_cluster_serves_no_http():
 
 def test_insecure_scheduler_is_refused(klass, tmp_path):
     """An unencrypted or unauthenticated scheduler is refused."""
-    from autograder.course.submissions import UsageError
+    from autograder.course.errors import UsageError
 
     with pytest.raises(UsageError, match="TLS"):
         grade(klass, tmp_path / "out", GradingOptions(scheduler="tcp://127.0.0.1:8786"))
@@ -488,11 +491,13 @@ def test_timeouts_and_hidden_errors_score_zero(tmp_path):
     )
     nbformat.write(sneaky, subs / "sneaky" / "01-understand.ipynb")
     result = grade(subs, tmp_path / "out", options(cell_timeout=8), io.StringIO())
-    assert any("01-understand.ipynb" in r and "limit" in r for r in result.broken["sleepy"]), result.broken
+    assert any(
+        (r.kind, r.notebook) == (TroubleKind.CELL_TIMEOUT, "01-understand.ipynb") for r in result.broken["sleepy"]
+    ), result.broken
     scores = {(r["student_id"], r["grade_id"]): r["score"] for r in result.cells}
     assert scores[("sleepy", "test-layer-backward")] == 0
     assert scores[("sneaky", "test-layer-backward")] == 0
-    assert any("IPython" in f for f in result.flagged["sneaky"])
+    assert any(f.kind is TroubleKind.REVIEW and "IPython" in f.message for f in result.flagged["sneaky"])
     page = (tmp_path / "out" / "feedback" / "sneaky" / "01-understand.html").read_text()
     assert "Flagged for instructor review" in page
     autograded = (
@@ -631,7 +636,7 @@ def test_multithreaded_workers_are_refused(klass, tmp_path):
     from dask.distributed import LocalCluster
     from distributed.security import Security
 
-    from autograder.course.submissions import UsageError
+    from autograder.course.errors import UsageError
 
     files = _tls_files(tmp_path)
     security = Security(

@@ -6,15 +6,18 @@ student, nobody passing, broken submissions) still readable."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html
 import re
+import statistics
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from autograder.course.intake import NotGraded, NotGradedKind
+from autograder.course.outcomes import CellVerdict, ItemVerdict, NotebookOutcome, Trouble, TroubleKind
 from autograder.gradebook.class_report import (
+    StudentRecord,
     build_report,
     read_judged,
     reason_of,
@@ -30,6 +33,7 @@ from autograder.judge.core import item_records
 
 NOTEBOOKS = ["01-understand", "04-exercise"]
 HINT = "twice the slope: the quotient is (f(x + εd) − f(x − εd)) divided by 2ε"
+UNANSWERED = "not answered yet: the answer cell still raises NotImplementedError"
 
 
 def _item(
@@ -39,27 +43,17 @@ def _item(
     hint: str | None = None,
     points: float = 1.0,
     unanswered: bool = False,
-) -> dict:
-    return {
-        "what": what,
-        "points": points,
-        "passed": passed,
-        "failure": None if passed else failure,
-        "hint": hint,
-        "unanswered": unanswered,
-    }
+) -> ItemVerdict:
+    return ItemVerdict(what, points, passed, None if passed else failure, hint, unanswered)
 
 
-UNANSWERED = "not answered yet: the answer cell still raises NotImplementedError"
+def _cell(items: list[ItemVerdict], error: str | None = None, unanswered: bool = False) -> CellVerdict:
+    earned = sum(i.points for i in items if i.passed)
+    return CellVerdict(earned, sum(i.points for i in items) or 1.0, tuple(items), error, unanswered)
 
 
-def _cell(items: list[dict], error: str | None = None) -> dict:
-    earned = sum(i["points"] for i in items if i["passed"])
-    return {"earned": earned, "max": sum(i["points"] for i in items) or 1.0, "items": items, "error": error}
-
-
-def _notebook(cells: dict, seconds: float = 10.0, past_budget: bool = False) -> dict:
-    return {"seconds": seconds, "budget": 60.0, "past_budget": past_budget, "cells": cells, "graded_at": "then"}
+def _notebook(cells: dict, seconds: float = 10.0, troubles: tuple[Trouble, ...] = ()) -> NotebookOutcome:
+    return NotebookOutcome(seconds, 60.0, cells, troubles)
 
 
 def _slope_failure(found: float) -> str:
@@ -83,24 +77,27 @@ def _rows(students: list[str], pending: tuple[str, ...] = ()) -> ClassTotals:
     return totals
 
 
-def _class_of_five() -> dict[str, dict]:
+def _class_of_five() -> dict[str, StudentRecord]:
     """ann and bob pass everything; cat, dan and eve are twice the slope off (each with their own value)."""
     judged = {}
     for index, student in enumerate(["ann", "bob", "cat", "dan", "eve"]):
         misses = student in {"cat", "dan", "eve"}
         slope = _item("the slope along a direction", not misses, _slope_failure(3.0 + index), HINT if misses else None)
-        judged[student] = {
-            "notebooks": {
-                "01-understand": _notebook({"test-a": _cell([_item("a shape", True), _item("a value", True)])}),
-                "04-exercise": _notebook(
-                    {"test-central-difference": _cell([_item("EPSILON is a float", True), slope])}, seconds=20.0 + index
-                ),
-            },
-            "previous": {},
-            "broken": [],
-            "flags": [],
+        notebooks = {
+            "01-understand": _notebook({"test-a": _cell([_item("a shape", True), _item("a value", True)])}),
+            "04-exercise": _notebook(
+                {"test-central-difference": _cell([_item("EPSILON is a float", True), slope])}, seconds=20.0 + index
+            ),
         }
+        judged[student] = StudentRecord(notebooks, dict.fromkeys(notebooks, "then"))
     return judged
+
+
+def _with_item(record: StudentRecord, notebook: str, cell: str, index: int, item: ItemVerdict) -> None:
+    """Replace one item of a student's judged cell."""
+    items = list(record.notebooks[notebook].cells[cell].items)
+    items[index] = item
+    record.notebooks[notebook].cells[cell] = _cell(items)
 
 
 class _Tables(HTMLParser):
@@ -166,8 +163,8 @@ class _Tables(HTMLParser):
             self._text.append(data)
 
 
-def _write(tmp_path: Path, judged: dict, rows: ClassTotals, flags=(), href=lambda s, n: None) -> tuple[str, _Tables]:
-    page = write_report(build_report("performance-05", rows, judged, list(flags), href), tmp_path)
+def _write(tmp_path: Path, judged: dict, rows: ClassTotals, href=lambda s, n: None) -> tuple[str, _Tables]:
+    page = write_report(build_report("performance-05", rows, judged, href), tmp_path)
     text = page.read_text()
     tables = _Tables()
     tables.feed(text)
@@ -244,10 +241,12 @@ def test_figures_have_alt_text_and_tables(tmp_path):
 def test_learner_text_is_escaped_never_markup(tmp_path):
     hostile = '<script>alert(1)</script><a href="javascript:alert(2)">x</a><img src=x onerror=alert(3)>'
     judged = _class_of_five()
-    cell = judged["cat"]["notebooks"]["04-exercise"]["cells"]["test-central-difference"]
-    cell["items"][1] = _item("the slope along a direction", False, f"your code raised ValueError: {hostile}")
-    flags = [("cat", f"04-exercise.ipynb: a display update (display_id {hostile}) was refused")]
-    text, tables = _write(tmp_path, judged, _rows(sorted(judged)), flags, lambda s, n: f"feedback/{s}/{n}.html")
+    raised = _item("the slope along a direction", False, f"your code raised ValueError: {hostile}")
+    _with_item(judged["cat"], "04-exercise", "test-central-difference", 1, raised)
+    judged["cat"].flags = [
+        Trouble(TroubleKind.REVIEW, f"a display update (display_id {hostile}) was refused", "04-exercise.ipynb")
+    ]
+    text, tables = _write(tmp_path, judged, _rows(sorted(judged)), lambda s, n: f"feedback/{s}/{n}.html")
     _no_markup_escapes(text)
     assert html.escape(hostile) in text
     reasons = {row["reason"]: row for row in _csv(tmp_path, "failure-reasons")}
@@ -272,9 +271,8 @@ def test_a_class_of_one(tmp_path):
 def test_a_class_where_nobody_passed_an_item(tmp_path):
     judged = _class_of_five()
     for student, record in judged.items():
-        record["notebooks"]["01-understand"]["cells"]["test-a"]["items"][1] = _item(
-            "a value", False, f"expected the value: 3, found {len(student)}"
-        )
+        value = _item("a value", False, f"expected the value: 3, found {len(student)}")
+        _with_item(record, "01-understand", "test-a", 1, value)
     _, tables = _write(tmp_path, judged, _rows(sorted(judged)))
     items = _csv(tmp_path, "items")
     assert (items[0]["wording"], items[0]["passed"], items[0]["share passed"]) == ("a value", "0", "0")
@@ -284,29 +282,32 @@ def test_a_class_where_nobody_passed_an_item(tmp_path):
 
 
 def test_broken_and_missing_notebooks_named_and_counted_apart(tmp_path):
-    """A notebook that broke while graded, one not read and one not handed in are each named under
-    their kind; their items count as not checked or not attempted, never as wrong."""
+    """A notebook that broke while graded, one not read, one not handed in and one renamed are each
+    named under their kind (never guessed from their words); their items count as not checked or
+    not attempted, never as wrong."""
     judged = _class_of_five()
-    judged["dan"]["notebooks"]["04-exercise"] = _notebook(
+    # The words do not decide the kind: each says something another kind would.
+    past = Trouble(TroubleKind.TIME_BUDGET, "it ran past its time limit, in cell 7", "04-exercise.ipynb", 6)
+    judged["dan"].notebooks["04-exercise"] = _notebook(
         {"test-central-difference": _cell([], error="this cell's checks did not run: the kernel died, in cell 7")},
         seconds=60.5,
-        past_budget=True,
+        troubles=(past,),
     )
-    judged["dan"]["broken"] = ["04-exercise.ipynb: the notebook ran past its time budget of 60 s, in cell 7"]
-    del judged["eve"]["notebooks"]["04-exercise"]
-    unreadable = NotGraded(NotGradedKind.UNREADABLE, "04-exercise.ipynb", "not a readable notebook (bad JSON)")
-    judged["eve"]["broken"] = [unreadable.words()]
-    judged["eve"]["not_graded"] = [unreadable.as_data()]
-    del judged["bob"]["notebooks"]["04-exercise"]
-    judged["bob"]["not_graded"] = [
-        NotGraded(NotGradedKind.MISSING, "04-exercise.ipynb").as_data(),
-        NotGraded(NotGradedKind.RENAMED, "04-exercise (1).ipynb", "04-exercise.ipynb").as_data(),
+    judged["dan"].troubles = [past]
+    del judged["eve"].notebooks["04-exercise"]
+    judged["eve"].troubles = [
+        Trouble(TroubleKind.UNREADABLE, "not past any limit: not JSON; graded 0", "04-exercise.ipynb")
     ]
-    judged["ann"]["broken"] = ["01-understand.ipynb: the kernel was stopped because it used more than its memory limit"]
+    del judged["bob"].notebooks["04-exercise"]
+    judged["bob"].troubles = [
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "04-exercise.ipynb"),
+        Trouble(TroubleKind.RENAMED, "not a notebook of the assignment; not graded", "04-exercise (1).ipynb"),
+    ]
+    judged["ann"].troubles = [Trouble(TroubleKind.LIMIT, "it used more memory than its budget", "01-understand.ipynb")]
     text, tables = _write(tmp_path, judged, _rows(sorted(judged)), href=lambda s, n: f"feedback/{s}/{n}.html")
     review = {(row["student"], row["notebook"], row["kind"]) for row in _csv(tmp_path, "needs-a-person")}
     assert review == {
-        ("dan", "04-exercise", "time"),
+        ("dan", "04-exercise", "time budget"),
         ("eve", "04-exercise", "unreadable"),
         ("bob", "04-exercise", "missing"),
         ("bob", "04-exercise (1)", "renamed"),
@@ -332,20 +333,18 @@ def test_first_screen_is_what_was_got_wrong(tmp_path):
     """The page opens with the attempted-and-wrong reasons, with counts, across items; the not
     attempted (an answer left as released, a name never defined) are counted apart, by kind."""
     judged = _class_of_five()
-    cells = judged["bob"]["notebooks"]["04-exercise"]["cells"]
-    cells["test-central-difference"] = _cell(
+    judged["bob"].notebooks["04-exercise"].cells["test-central-difference"] = _cell(
         [
             _item("EPSILON is a float", False, UNANSWERED, unanswered=True),
             _item("the slope along a direction", False, UNANSWERED, unanswered=True),
         ]
     )
     # ann's cell could not run at all: a name her notebook never defined
-    judged["ann"]["notebooks"]["04-exercise"]["cells"]["test-central-difference"] = {
-        **_cell([], error="the checks could not run: NameError: name 'EPSILON' is not defined"),
-        "unanswered": True,
-    }
-    # and one item a reason words alone would call unanswered, though the checks did not say so
-    judged["cat"]["notebooks"]["01-understand"]["cells"]["test-a"]["items"][1] = _item("a value", False, UNANSWERED)
+    judged["ann"].notebooks["04-exercise"].cells["test-central-difference"] = _cell(
+        [], error="the checks could not run: NameError: name 'EPSILON' is not defined", unanswered=True
+    )
+    # and one item a reason's words alone would call unanswered, though the checks did not say so
+    _with_item(judged["cat"], "01-understand", "test-a", 1, _item("a value", False, UNANSWERED))
     text, tables = _write(tmp_path, judged, _rows(sorted(judged)))
     assert tables.order[:3] == ["h2:What the class got wrong", "table:wrong-reasons", "table:not-attempted"]
     assert text.index("wrong-reasons.csv") < text.index("items.csv")
@@ -366,8 +365,6 @@ def test_first_screen_is_what_was_got_wrong(tmp_path):
 def test_discrimination_is_point_biserial_among_attempts(tmp_path):
     """Discrimination: the correlation between passing an item and the points on the other items,
     among those who attempted it (checked against statistics.correlation)."""
-    import statistics
-
     others = ["o1", "o2", "o3", "o4"]
     passes = {  # student: (passes the item?, how many of the four other items they pass)
         "s1": (True, 4),
@@ -381,13 +378,10 @@ def test_discrimination_is_point_biserial_among_attempts(tmp_path):
     for student, (ok, rest) in passes.items():
         items = [_item("the item", ok, None if ok else "expected 1, found 2")]
         items += [_item(name, i < rest, None if i < rest else "expected 1, found 2") for i, name in enumerate(others)]
-        judged[student] = {"notebooks": {"01-understand": _notebook({"test-a": _cell(items)})}, "previous": {}}
-    judged["s7"] = {  # did not attempt it: not counted
-        "notebooks": {
-            "01-understand": _notebook({"test-a": _cell([_item("the item", False, UNANSWERED, unanswered=True)])})
-        },
-        "previous": {},
-    }
+        judged[student] = StudentRecord({"01-understand": _notebook({"test-a": _cell(items)})})
+    # s7 did not attempt it: not counted
+    unanswered = _item("the item", False, UNANSWERED, unanswered=True)
+    judged["s7"] = StudentRecord({"01-understand": _notebook({"test-a": _cell([unanswered])})})
     _write(tmp_path, judged, _rows(sorted(judged)))
     row = next(r for r in _csv(tmp_path, "items") if r["wording"] == "the item")
     expected = statistics.correlation([float(ok) for ok, _ in passes.values()], [float(r) for _, r in passes.values()])
@@ -399,12 +393,8 @@ def test_items_failed_together(tmp_path):
     """The pairs of items the same students got wrong, most often first."""
     judged = _class_of_five()
     for student in ("cat", "dan", "eve"):
-        judged[student]["notebooks"]["01-understand"]["cells"]["test-a"]["items"][1] = _item(
-            "a value", False, "expected 3, found 4"
-        )
-    judged["cat"]["notebooks"]["01-understand"]["cells"]["test-a"]["items"][0] = _item(
-        "a shape", False, "expected (2,)"
-    )
+        _with_item(judged[student], "01-understand", "test-a", 1, _item("a value", False, "expected 3, found 4"))
+    _with_item(judged["cat"], "01-understand", "test-a", 0, _item("a shape", False, "expected (2,)"))
     _write(tmp_path, judged, _rows(sorted(judged)))
     together = _csv(tmp_path, "failed-together")
     assert together[0] == {
@@ -417,16 +407,19 @@ def test_items_failed_together(tmp_path):
 
 
 def test_record_not_graded_replaces_a_stale_notebook(tmp_path):
-    """Under nbgrader autograde, a notebook not graded now (unreadable) loses its earlier record."""
+    """Under nbgrader autograde, a notebook not graded now (unreadable) loses its earlier outcome,
+    and the notebooks not graded replace the earlier ones, the other troubles kept."""
     record = _notebook({"test-a": _cell([_item("a value", True)])})
-    record_notebook(tmp_path, "ann", "01-understand", record, [], [])
-    record_notebook(tmp_path, "ann", "04-exercise", record, [], [])
-    now = [NotGraded(NotGradedKind.UNREADABLE, "04-exercise.ipynb", "not JSON")]
+    record_notebook(tmp_path, "ann", "01-understand", record, [])
+    limit = Trouble(TroubleKind.LIMIT, "too much memory", "04-exercise.ipynb")
+    record_notebook(tmp_path, "ann", "04-exercise", dataclasses.replace(record, troubles=(limit,)), [])
+    record_not_graded(tmp_path, "ann", [Trouble(TroubleKind.MISSING, "not handed in; graded 0", "05-evidence.ipynb")])
+    now = [Trouble(TroubleKind.UNREADABLE, "not JSON; graded 0", "04-exercise.ipynb")]
     record_not_graded(tmp_path, "ann", now)
     kept = read_judged(tmp_path)["ann"]
-    assert sorted(kept["notebooks"]) == ["01-understand"]
-    assert kept["previous"]["04-exercise"]["cells"] == record["cells"]
-    assert [NotGraded.from_data(item) for item in kept["not_graded"]] == now
+    assert sorted(kept.notebooks) == ["01-understand"]
+    assert kept.previous["04-exercise"].cells == record.cells
+    assert kept.troubles == [limit, *now]
 
 
 def test_student_ids_and_wordings_are_text_in_figures(tmp_path):
@@ -436,6 +429,16 @@ def test_student_ids_and_wordings_are_text_in_figures(tmp_path):
     text, tables = _write(tmp_path, judged, _rows([hostile]))
     _no_markup_escapes(text)
     assert html.escape(hostile, quote=True) in text
+
+
+def test_the_judge_seed_is_on_the_page(tmp_path):
+    """The report names the judge's seed of the run (or of each notebook) that graded the class."""
+    judged = _class_of_five()
+    judged["ann"].judge_seed = 1234
+    bob = judged["bob"].notebooks
+    bob["01-understand"] = dataclasses.replace(bob["01-understand"], judge_seed=99)
+    text, _ = _write(tmp_path, judged, _rows(sorted(judged)))
+    assert "Judge seeds: 99, 1234 (grading again with the same seed" in text
 
 
 def test_ungraded_class_still_gives_page(tmp_path):
@@ -497,7 +500,7 @@ def test_item_hint_kept_only_for_own_failure():
         {"points": 1, "what": "raised", "judgments": [judgment], "failure": "your code raised TypeError: no"},
     ]
     kept = item_records(items)
-    assert [(k["passed"], k["hint"], k["points"]) for k in kept] == [
+    assert [(k.passed, k.hint, k.points) for k in kept] == [
         (True, None, 1.0),
         (False, HINT, 2.0),
         (False, None, 1.0),
@@ -507,14 +510,18 @@ def test_item_hint_kept_only_for_own_failure():
 def test_regrade_shows_changes_and_for_whom(tmp_path):
     """A regrade shows what changed and for whom."""
     judged = _class_of_five()
-    first = {f"{nb}.ipynb": data for nb, data in judged["cat"]["notebooks"].items()}
+    first = {f"{nb}.ipynb": data for nb, data in judged["cat"].notebooks.items()}
     write_judged(tmp_path, "cat", first, [], [])
-    fixed = {name: {**data, "cells": dict(data["cells"])} for name, data in first.items()}
-    fixed["04-exercise.ipynb"]["cells"]["test-central-difference"] = _cell(
-        [_item("EPSILON is a float", True), _item("the slope along a direction", True)]
+    fixed = dict(first)
+    fixed["04-exercise.ipynb"] = _notebook(
+        {
+            "test-central-difference": _cell(
+                [_item("EPSILON is a float", True), _item("the slope along a direction", True)]
+            )
+        }
     )
     write_judged(tmp_path, "cat", fixed, [], [])
-    write_judged(tmp_path, "ann", {f"{nb}.ipynb": d for nb, d in judged["ann"]["notebooks"].items()}, [], [])
+    write_judged(tmp_path, "ann", {f"{nb}.ipynb": d for nb, d in judged["ann"].notebooks.items()}, [], [])
     _, tables = _write(tmp_path, read_judged(tmp_path), _rows(["ann", "cat"]))
     changes = _csv(tmp_path, "changes")
     assert [(c["student"], c["notebook"], c["points before"], c["points after"]) for c in changes] == [
@@ -527,15 +534,27 @@ def test_regrade_shows_changes_and_for_whom(tmp_path):
 
 def test_autograde_keeps_one_notebook_at_a_time(tmp_path):
     """nbgrader autograde keeps one notebook at a time."""
-    record = _notebook({"test-a": _cell([_item("a value", False, "expected the value: 3, found 4")])})
-    record_notebook(tmp_path, "ann", "01-understand", record, ["a trouble"], ["a finding"])
-    record_notebook(tmp_path, "ann", "04-exercise", record, [], [])
+    first, name = "01-understand", "01-understand.ipynb"
+    trouble = Trouble(TroubleKind.CELL_TIMEOUT, "a trouble", name, 3)
+    record = _notebook(
+        {"test-a": _cell([_item("a value", False, "expected the value: 3, found 4")])}, troubles=(trouble,)
+    )
+    record_notebook(tmp_path, "ann", first, record, [Trouble(TroubleKind.REVIEW, "a finding", name)])
+    record_notebook(tmp_path, "ann", "04-exercise", _notebook({}), [])
     again = _notebook({"test-a": _cell([_item("a value", True)])})
-    record_notebook(tmp_path, "ann", "01-understand", again, [], ["another finding"])
+    record_notebook(tmp_path, "ann", first, again, [Trouble(TroubleKind.REVIEW, "another finding", name)])
     kept = read_judged(tmp_path)["ann"]
-    assert sorted(kept["notebooks"]) == ["01-understand", "04-exercise"]
-    assert kept["previous"]["01-understand"]["cells"] == record["cells"]
-    assert kept["broken"] == [] and kept["flags"] == ["01-understand.ipynb: another finding"]
+    assert sorted(kept.notebooks) == [first, "04-exercise"]
+    assert kept.previous[first] == record and kept.notebooks[first] == again
+    assert kept.troubles == [] and kept.flags == [Trouble(TroubleKind.REVIEW, "another finding", name)]
+
+
+def test_kept_record_of_another_layout_counts_as_none(tmp_path):
+    """A record written by an earlier grader (its troubles as words) is read as none, not misread."""
+    (tmp_path / "judged").mkdir()
+    (tmp_path / "judged" / "ann.json").write_text('{"notebooks": {}, "broken": ["01.ipynb: time limit"]}')
+    write_judged(tmp_path, "bob", {"01-understand.ipynb": _notebook({})}, [], [])
+    assert sorted(read_judged(tmp_path)) == ["bob"]
 
 
 def test_report_links_existing_feedback(tmp_path):
@@ -564,16 +583,16 @@ def test_report_links_existing_feedback(tmp_path):
                 grade.auto_score, grade.needs_manual_grade = score, False
         gb.db.commit()
     judged = _class_of_five()
+    flags = {"ann": [], "cat": [Trouble(TroubleKind.REVIEW, "imports ctypes", "04-exercise.ipynb")]}
     for student in ("ann", "cat"):
-        write_judged(tmp_path, student, {f"{nb}.ipynb": d for nb, d in judged[student]["notebooks"].items()}, [], [])
+        notebooks = {f"{nb}.ipynb": d for nb, d in judged[student].notebooks.items()}
+        write_judged(tmp_path, student, notebooks, [], flags[student])
     (tmp_path / "feedback" / "cat").mkdir(parents=True)
     (tmp_path / "feedback" / "cat" / "04-exercise.html").write_text("<html></html>")
-    with open(tmp_path / "flags.csv", "w", newline="") as handle:
-        csv.writer(handle).writerows([("student_id", "finding"), ("cat", "04-exercise.ipynb: imports ctypes")])
     page = write_class_report(tmp_path, db, "performance-05", lambda s, n: tmp_path / "feedback" / s / f"{n}.html")
     assert page == tmp_path / "report.html"
     scores = {row["student"]: row["total"] for row in _csv(tmp_path, "scores")}
     assert scores == {"ann": "5", "cat": "3"}
     assert _csv(tmp_path, "needs-a-person")[0]["feedback page"] == "feedback/cat/04-exercise.html"
     assert _csv(tmp_path, "failure-reasons")[0]["students"] == "1"
-    assert "<script" not in render_html(build_report("x", ClassTotals("x", []), {}, [])).lower()
+    assert "<script" not in render_html(build_report("x", ClassTotals("x", []), {})).lower()

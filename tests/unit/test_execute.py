@@ -12,6 +12,7 @@ import pytest
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
 
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.judge.judged_cells import JudgedCells, JudgeSettings
 from autograder.kernel.kernels import SandboxSession
 from autograder.kernel.output_caps import MAX_OUTPUTS, SLACK, OutputCaps, size_of
@@ -151,9 +152,13 @@ def test_kernel_stopped_at_limit_ends_notebook(executor, monkeypatch):
     assert "stopped because its processes used more than 6 GiB" in first.outputs[-1]["evalue"]
     later = _run_cell(executor, _cell(), 3)
     assert later.outputs[0]["ename"] == "NotRun" and "in cell 3" in later.outputs[0]["evalue"]
-    assert executor.record.trouble == [
-        "the kernel was stopped because its processes used more than 6 GiB of memory, in cell 3; "
-        "the checks that finished before keep their points, the rest scored 0"
+    assert executor.record.troubles == [
+        Trouble(
+            TroubleKind.LIMIT,
+            "the kernel was stopped because its processes used more than 6 GiB of memory, in cell 3; "
+            "the checks that finished before keep their points, the rest scored 0",
+            cell=2,
+        )
     ]
 
 
@@ -209,7 +214,9 @@ def test_notebook_past_budget_runs_no_cell(executor, monkeypatch):
     executor.budget, executor._deadline = 5.0, 0.0  # long past
     cell = _run_cell(executor, _cell(), 4)
     assert ran == [] and cell.outputs[0]["ename"] == "NotRun"
-    assert "time budget of 5 s, before cell 5" in executor.record.trouble[0]
+    (trouble,) = executor.record.troubles
+    assert trouble.kind is TroubleKind.TIME_BUDGET and trouble.cell == 4
+    assert "time budget of 5 s, before cell 5" in trouble.message
 
 
 def test_cell_timeout_is_budget_left(executor, monkeypatch):

@@ -105,7 +105,7 @@ def test_intake_never_raises(data, tmp_path_factory):
         assert all(isinstance(cell.source, str) for cell in notebook.cells)
         assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
         _every_step(notebook)
-    for line in taken.broken + [f for found in taken.findings.values() for f in found]:
+    for line in [trouble.line() for trouble in taken.broken + taken.findings]:
         assert not any(ord(ch) < 32 and ch != "\t" for ch in line), line
 
 
@@ -164,19 +164,24 @@ def test_notebook_past_source_bound_is_named():
 def test_notebooks_not_graded_named_by_kind():
     """What is not graded of a student's hand-in, by kind, in the assignment's order, with a renamed
     notebook matched to the missing one its name starts with; and their lines, names escaped."""
-    from autograder.course.intake import NotGraded, NotGradedKind, not_graded, not_graded_lines
+    from autograder.course.intake import not_graded, not_graded_lines
+    from autograder.course.outcomes import Trouble, TroubleKind
 
     notebooks = ("01-understand.ipynb", "02-build.ipynb", "03-experiment.ipynb")
     handed_in = ["01-understand (1).ipynb", "02-build.ipynb", "notes\x1b[2J.ipynb"]
-    found = not_graded(notebooks, handed_in, {"02-build.ipynb": "not a readable notebook (bad JSON)"})
+    unreadable = Trouble(TroubleKind.UNREADABLE, "not a readable notebook (bad JSON); graded 0", "02-build.ipynb")
+    found = not_graded(notebooks, handed_in, [unreadable])
     assert found == [
-        NotGraded(NotGradedKind.MISSING, "01-understand.ipynb"),
-        NotGraded(NotGradedKind.UNREADABLE, "02-build.ipynb", "not a readable notebook (bad JSON)"),
-        NotGraded(NotGradedKind.MISSING, "03-experiment.ipynb"),
-        NotGraded(NotGradedKind.RENAMED, "01-understand (1).ipynb", "01-understand.ipynb"),
-        NotGraded(NotGradedKind.RENAMED, "notes\\x1b[2J.ipynb"),
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "01-understand.ipynb"),
+        unreadable,
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "03-experiment.ipynb"),
+        Trouble(
+            TroubleKind.RENAMED,
+            "not a notebook of the assignment (perhaps 01-understand.ipynb, renamed); not graded",
+            "01-understand (1).ipynb",
+        ),
+        Trouble(TroubleKind.RENAMED, "not a notebook of the assignment; not graded", "notes\\x1b[2J.ipynb"),
     ]
-    assert [NotGraded.from_data(item.as_data()) for item in found] == found
     assert not_graded_lines("ann", found) == [
         "BROKEN  ann: 02-build.ipynb: not a readable notebook (bad JSON); graded 0",
         "NOTE    ann: 01-understand (1).ipynb: not a notebook of the assignment (perhaps 01-understand.ipynb, "
@@ -184,7 +189,7 @@ def test_notebooks_not_graded_named_by_kind():
         "NOTE    ann: notes\\x1b[2J.ipynb: not a notebook of the assignment; not graded",
         "MISSING ann: 01-understand.ipynb, 03-experiment.ipynb: not handed in; graded 0",
     ]
-    assert not_graded(notebooks, list(notebooks), {}) == []
+    assert not_graded(notebooks, list(notebooks), []) == []
 
 
 def test_an_unreadable_notebook_is_not_scanned_as_another(tmp_path):
@@ -195,5 +200,5 @@ def test_an_unreadable_notebook_is_not_scanned_as_another(tmp_path):
     (folder / "01-understand.ipynb").write_text(nbformat.writes(flagged))
     (folder / "02-build.ipynb").write_text('{"cells": [')
     taken = take_in({name: folder / name for name in ("01-understand.ipynb", "02-build.ipynb")})
-    assert sorted(taken.findings) == ["01-understand.ipynb"]
-    assert list(taken.unreadable) == ["02-build.ipynb"] and len(taken.broken) == 1
+    assert [finding.notebook for finding in taken.findings] == ["01-understand.ipynb"]
+    assert [trouble.notebook for trouble in taken.broken] == ["02-build.ipynb"]

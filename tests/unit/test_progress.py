@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from autograder.course.intake import NotGraded, NotGradedKind
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.run.progress import Progress, Summary
 from autograder.run.worker import StudentResult
 
@@ -63,10 +63,12 @@ def test_a_notebook_not_read_is_broken_from_the_start():
     clock, stream = Clock(), io.StringIO()
     problems = {
         "erin": [
-            NotGraded(NotGradedKind.UNREADABLE, "02-build.ipynb", "not a readable notebook (bad JSON)"),
-            NotGraded(NotGradedKind.MISSING, "05-evidence.ipynb"),
+            Trouble(TroubleKind.UNREADABLE, "not a readable notebook (bad JSON); graded 0", "02-build.ipynb"),
+            Trouble(TroubleKind.MISSING, "not handed in; graded 0", "05-evidence.ipynb"),
         ],
-        "fay": [NotGraded(NotGradedKind.RENAMED, "01-understand (1).ipynb", "01-understand.ipynb")],
+        "fay": [
+            Trouble(TroubleKind.RENAMED, "not a notebook of the assignment; not graded", "01-understand (1).ipynb")
+        ],
     }
     progress = Progress(2, stream, clock=clock, problems=problems)
     clock.now += 2

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from autograder.course.errors import UsageError
 from autograder.course.intake import NotANotebook, read_notebook
-from autograder.course.submissions import UsageError, find_submissions, student_id_problem
+from autograder.course.submissions import find_submissions, student_id_problem
 
 
 def _student(folder, name, *files):

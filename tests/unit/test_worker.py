@@ -12,6 +12,7 @@ import pytest
 from nbclient.exceptions import DeadKernelError
 
 from autograder.course.assignment import put_venv_on_path
+from autograder.course.outcomes import CellGrade
 from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 from autograder.kernel.sandbox import Limits
@@ -162,8 +163,8 @@ def test_grades_return_as_data(tmp_path):
         grade.auto_score, grade.needs_manual_grade = 1.5, False
         gb.db.commit()
     timestamp, notebooks = worker._read_grades(course, "ada")
-    assert notebooks["01"]["grades"]["check"] == {"auto_score": 1.5, "needs_manual_grade": False}
-    assert notebooks["01"]["late_penalty"] in (None, 0.0)
+    assert notebooks["01"].grades["check"] == CellGrade(1.5, False)
+    assert notebooks["01"].late_penalty in (None, 0.0)
     assert worker._read_grades(course, "nobody") == (None, {})
 
 
