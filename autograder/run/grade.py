@@ -49,7 +49,7 @@ from autograder.course.assignment import (
 )
 from autograder.course.errors import ExitCode, GraderError, UsageError
 from autograder.course.intake import not_graded, not_graded_lines, printable, take_in
-from autograder.course.outcomes import NOT_GRADED, NotebookTiming, Trouble, TroubleKind
+from autograder.course.outcomes import NotebookTiming, Trouble, TroubleKind
 from autograder.course.paths import ROOT
 from autograder.course.submissions import find_submissions
 from autograder.course.task_template import CourseSource
@@ -124,18 +124,16 @@ class CannotGradeSafely(GraderError, RuntimeError):
     exit_code = ExitCode.UNSAFE
 
 
-class Stopped(BaseException):
-    """The run was told to stop by a signal: raised in the main thread, as Ctrl-C raises
-    KeyboardInterrupt, so that the same cleanup runs on the way out (temporary folders, sandboxes,
-    workers, an --out the run made)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+#: The signal that stopped the run, when one did (SIGTERM is raised as Ctrl-C is: KeyboardInterrupt).
+_stopped_by: list[signal.Signals] = []
 
 
 def _stop(signum, frame) -> None:
-    raise Stopped(signum)
+    """SIGTERM, stopping the run as Ctrl-C does: KeyboardInterrupt in the main thread, which no
+    guard of one student's catches (it is no Exception), so that the same cleanup runs on the way
+    out (temporary folders, sandboxes, workers, an --out the run made)."""
+    _stopped_by.append(signal.Signals(signum))
+    raise KeyboardInterrupt
 
 
 @dataclass
@@ -314,7 +312,8 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         student = result.student_id
         try:
             # The unreadable are among the broken; the missing and the renamed are kept beside them.
-            troubles = broken.get(student, []) + [t for t in missed.get(student, []) if t.kind in NOT_GRADED[1:]]
+            beside = (TroubleKind.MISSING, TroubleKind.RENAMED)
+            troubles = broken.get(student, []) + [t for t in missed.get(student, []) if t.kind in beside]
             write_judged(out, student, result.outcomes, troubles, flagged.get(student, []), options.judge_seed)
         except OSError as error:  # their grades are stored; only the report misses them
             log.warning("the class report's record of %s was not written: %s", student, error)
@@ -494,14 +493,14 @@ def main(argv=None) -> int:
         nobody = "nobody was graded: " if error.exit_code is ExitCode.UNSAFE else ""
         print(f"error: {nobody}{error}", file=sys.stderr)
         return error.exit_code
-    except (KeyboardInterrupt, Stopped) as stop:
-        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-        how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    except KeyboardInterrupt:
+        terminated = signal.SIGTERM in _stopped_by
         print(
-            f"stopped by {how} before the run finished: its temporary folders, and an --out it made, are removed",
+            f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'} before the run finished: its temporary folders, "
+            "and an --out it made, are removed",
             file=sys.stderr,
         )
-        return 128 + signum  # as a shell reports a process a signal ended
+        return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
     print(score_table(result))
     # Everything after the table may quote a submission: each line goes out with its control
     # characters escaped, so no learner's text acts on the instructor's terminal.

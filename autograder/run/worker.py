@@ -60,7 +60,7 @@ class StudentTask:
     #: only then is a sandbox made ahead for it.
     another_follows: bool = True
     #: The student's notebooks not graded (intake.not_graded's troubles): every page of theirs names them.
-    not_graded: list = field(default_factory=list)
+    not_graded: list[Trouble] = field(default_factory=list)
 
 
 @dataclass
@@ -81,7 +81,7 @@ class StudentResult:
     worker: str = ""
 
 
-def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_graded: list | None = None):
+def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_graded: list[Trouble] | None = None):
     """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides
     (the settings of this run: the same for every notebook of every student; `not_graded`, the
     student's notebooks not graded, which the grader found when it took their files in)."""

@@ -47,10 +47,12 @@ WRITTEN = ("04-exercise", "answer-why-hvp")  # ann's written answer: a person gr
 OVERRIDDEN = ("01-understand", "test-layer-backward")  # a test of ann's a person overrides
 
 #: Started for the block's `jupyter lab` line: the server it starts, its address opened, then stopped.
+#: (Jupyter refuses root without --allow-root; an instructor, as CI's ci-grader, is no root.)
 FORMGRADER_SHIM = r"""
 jupyter() {
   if [ "$1" != lab ]; then command jupyter "$@"; return; fi
-  command jupyter "$@" > "$HOME/formgrader.log" 2>&1 &
+  local as_root=(); [ "$(id -u)" = 0 ] && as_root=(--allow-root)
+  command jupyter "$@" "${as_root[@]}" > "$HOME/formgrader.log" 2>&1 &
   local server=$!
   python "$HOME/open-formgrader.py" "$HOME/formgrader.log"
   local opened=$?
