@@ -31,11 +31,12 @@ def _label(x: float, y: float, text, anchor: str = "start", size: int = 11) -> s
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}" fill="{INK}">{_text(text)}</text>'
 
 
-def _rect(x: float, y: float, width: float, height: float, fill: str, title: str = "") -> str:
+def _rect(x: float, y: float, width: float, height: float, fill: str, title: str = "", edge: str = "") -> str:
     tip = f"<title>{_text(title)}</title>" if title else ""
+    stroke = f' stroke="{edge}"' if edge else ""
     return (
-        f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(width, 0):.1f}" height="{max(height, 0):.1f}" fill="{fill}">'
-        f"{tip}</rect>"
+        f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(width, 0):.1f}" height="{max(height, 0):.1f}" fill="{fill}"'
+        f"{stroke}>{tip}</rect>"
     )
 
 
@@ -106,7 +107,8 @@ def boxes(alt: str, labels: Sequence[str], stats: Sequence[dict]) -> str:
         body.append(f'<line x1="{cx:.1f}" y1="{y(s["whislo"]):.1f}" x2="{cx:.1f}" y2="{y(s["whishi"]):.1f}" ')
         body[-1] += f'stroke="{INK}"/>'
         tip = f"{label}: least {s['whislo']:.1f}, median {s['med']:.1f}, most {s['whishi']:.1f} s"
-        body.append(_rect(cx - 20, y(s["q3"]), 40, y(s["q1"]) - y(s["q3"]), BLUE, tip))
+        # (a box of one student, or of equal times, is drawn 2 px high: still seen)
+        body.append(_rect(cx - 20, y(s["q3"]) - 1, 40, max(y(s["q1"]) - y(s["q3"]), 0) + 2, BLUE, tip))
         body.append(f'<line x1="{cx - 20:.1f}" y1="{y(s["med"]):.1f}" x2="{cx + 20:.1f}" y2="{y(s["med"]):.1f}" ')
         body[-1] += 'stroke="#ffffff" stroke-width="2"/>'
         body.append(_label(cx, height - 14, label, "middle", 10))
@@ -132,13 +134,12 @@ def grid(
         body.append(_label(left - 6, y + size * 0.8, row[:24], "end", 10))
         for c, value in enumerate(values):
             colour, meaning = palette[value]
-            body.append(
-                _rect(left + size * c + 1, y + 1, size - 2, size - 2, colour, f"{row}, {columns[c]}: {meaning}")
-            )
+            tip = f"{row}, {columns[c]}: {meaning}"
+            body.append(_rect(left + size * c + 1, y + 1, size - 2, size - 2, colour, tip, GREY))
     for index, (colour, meaning) in enumerate(palette.values()):
-        x = 10 + 170 * (index % 4)
-        y = legend_y + 18 * (index // 4)
-        body.append(_rect(x, y, 12, 12, colour))
+        x = 10 + 230 * (index % 3)
+        y = legend_y + 18 * (index // 3)
+        body.append(_rect(x, y, 12, 12, colour, edge=GREY))
         body.append(_label(x + 16, y + 10, meaning, "start", 10))
-    height = legend_y + 18 * (-(-len(palette) // 4)) + 6
+    height = legend_y + 18 * (-(-len(palette) // 3)) + 6
     return _svg(max(width, 690), height, alt, body)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.gradebook.class_report import build_report, write_report
-from tests.unit.test_class_report import _class_of_five, _item, _rows
+from tests.unit.test_class_report import _class_of_five, _item, _rows, _with_item
 
 pytestmark = pytest.mark.browser
 
@@ -21,10 +22,10 @@ HOSTILE = (
 def test_class_report_inert_and_accessible(make_page, tmp_path):
     """The class report runs nothing and every figure has alt text and a table."""
     judged = _class_of_five()
-    cell = judged["cat"]["notebooks"]["04-exercise"]["cells"]["test-central-difference"]
-    cell["items"][1] = _item("the slope along a direction", False, f"your code raised ValueError: {HOSTILE}")
-    flags = [("cat", f"04-exercise.ipynb: {HOSTILE}")]
-    report = build_report("performance-05", _rows(sorted(judged)), judged, flags)
+    raised = _item("the slope along a direction", False, f"your code raised ValueError: {HOSTILE}")
+    _with_item(judged["cat"], "04-exercise", "test-central-difference", 1, raised)
+    judged["cat"].flags = [Trouble(TroubleKind.REVIEW, HOSTILE, "04-exercise.ipynb")]
+    report = build_report("performance-05", _rows(sorted(judged)), judged)
     path = write_report(report, tmp_path)
     page = make_page()
     page.goto(path.as_uri())
