@@ -1,7 +1,8 @@
 """The class report: the whole class at a glance, for the instructor, after every grading run.
 
-OUT/report.html is one page that runs nothing and fetches nothing (every figure a PNG inside it,
-a Content-Security-Policy that allows no script, no request): scores, every judged item with the
+OUT/report.html is one page that runs nothing and fetches nothing (every figure an SVG image
+inside it, drawn by the grader itself: figures.py; a Content-Security-Policy that allows no
+script, no request): scores, every judged item with the
 share of the class that passed it and its failures grouped by reason, who needs a person, the
 time each notebook took, and what a regrade changed. Each figure is followed by a table of the
 same numbers, and every table is also written as OUT/report/<table>.csv: page and files are
@@ -23,7 +24,6 @@ from __future__ import annotations
 import base64
 import csv
 import html
-import io
 import json
 import logging
 import os
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course.outcomes import NotebookOutcome, Trouble
+from autograder.gradebook import figures
 
 log = logging.getLogger(__name__)
 
@@ -209,10 +210,11 @@ class Table:
 
 @dataclass
 class Figure:
-    """A plot of a table's numbers (drawn from the table's own rows), shown just before it."""
+    """A plot of a table's numbers (drawn from the table's own rows, as SVG: figures.py), shown
+    just before it."""
 
     alt: str
-    png: bytes
+    svg: str
     table: Table
 
 
@@ -271,59 +273,6 @@ def gradebook_scores(db_url: str, assignment: str) -> tuple[list[str], list[dict
                         }
                     )
     return notebooks, rows
-
-
-# ---------------------------------------------------------------------------------------
-# Figures (Matplotlib's Agg canvas, no pyplot: nothing global, nothing shown)
-# ---------------------------------------------------------------------------------------
-def _png(fig) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    return buffer.getvalue()
-
-
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure as MplFigure
-
-    return MplFigure(figsize=(width, height), layout="constrained")
-
-
-def _histograms(parts: list[str], bins: dict[str, list[tuple[float, float, int]]]) -> bytes:
-    columns = min(3, len(parts))
-    rows = -(-len(parts) // columns)
-    fig = _figure(4 * columns, 2.6 * rows)
-    for index, part in enumerate(parts):
-        ax = fig.add_subplot(rows, columns, index + 1)
-        edges = [low for low, _, _ in bins[part]] + [bins[part][-1][1]]
-        ax.stairs([count for _, _, count in bins[part]], edges, fill=True, color="#4477aa")
-        ax.set_title(part, fontsize=10)
-        ax.set_xlabel("points", fontsize=8)
-        ax.set_ylabel("students", fontsize=8)
-        ax.yaxis.get_major_locator().set_params(integer=True)
-    return _png(fig)
-
-
-def _share_bars(labels: list[str], shares: list[float]) -> bytes:
-    fig = _figure(8, max(2.0, 0.6 + 0.22 * len(labels)))
-    ax = fig.add_subplot()
-    positions = list(range(len(labels)))[::-1]
-    ax.barh(positions, shares, color=["#cc6677" if s < 0.5 else "#4477aa" for s in shares])
-    ax.set_yticks(positions, labels, fontsize=7)
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of the class that passed", fontsize=9)
-    return _png(fig)
-
-
-def _boxes(labels: list[str], stats: list[dict]) -> bytes:
-    fig = _figure(8, 3.2)
-    ax = fig.add_subplot()
-    ax.bxp(stats, showfliers=False)
-    ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=8)
-    ax.set_ylabel("seconds", fontsize=9)
-    return _png(fig)
 
 
 # ---------------------------------------------------------------------------------------
@@ -395,7 +344,7 @@ def _scores_section(notebooks: list[str], rows: list[dict]) -> Section:
     alt = (
         "Histograms of the students' total points and of each notebook's points; the table below has the same numbers."
     )
-    return Section("Scores", lines, [Figure(alt, _histograms(parts, bins), distribution), scores])
+    return Section("Scores", lines, [Figure(alt, figures.histograms(parts, bins), distribution), scores])
 
 
 def _cell_order(judged: dict[str, StudentRecord], notebooks: list[str]) -> list[tuple[str, str]]:
@@ -468,7 +417,7 @@ def _items_section(judged: dict[str, StudentRecord], notebooks: list[str], class
     blocks: list = [reasons]
     if item_rows:
         alt = "Bar chart: the share of the class that passed each judged item, the most missed at the top."
-        blocks.insert(0, Figure(alt, _share_bars(labels, [row[-1] for row in item_rows]), item_table))
+        blocks.insert(0, Figure(alt, figures.share_bars(labels, [row[-1] for row in item_rows]), item_table))
     else:
         blocks.insert(0, item_table)
     return Section("Items", lines, blocks)
@@ -542,7 +491,7 @@ def _time_section(judged: dict[str, StudentRecord], notebooks: list[str]) -> Sec
     blocks: list = [over_table]
     if summary_rows:
         alt = "Box plot of the seconds each notebook took across the class (whiskers: least and most)."
-        blocks.insert(0, Figure(alt, _boxes(order, stats), summary))
+        blocks.insert(0, Figure(alt, figures.boxes(order, stats), summary))
     else:
         blocks.insert(0, summary)
     return Section("Time", [], blocks)
@@ -659,10 +608,10 @@ def render_html(report: ClassReport) -> str:
         parts += [f"<p>{html.escape(line)}</p>" for line in section.lines]
         for block in section.blocks:
             if isinstance(block, Figure):
-                data = base64.b64encode(block.png).decode("ascii")
+                data = base64.b64encode(block.svg.encode()).decode("ascii")
                 parts.append(
                     f"<figure><figcaption>{html.escape(block.table.title)}</figcaption>"
-                    f'<img src="data:image/png;base64,{data}" alt="{html.escape(block.alt, quote=True)}">'
+                    f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(block.alt, quote=True)}">'
                     f"{_table_html(block.table)}</figure>"
                 )
             else:

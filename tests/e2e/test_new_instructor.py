@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course.defaults import ASSIGNMENT
+from autograder.adapters.lesson import ASSIGNMENT
 from autograder.course.paths import RELEASE, ROOT, SOLUTIONS
 
 #: ann answers stages 1 and 4 (4's written answer waits for a person); bob hands in a blank stage 1.

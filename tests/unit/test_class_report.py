@@ -4,11 +4,13 @@ reports (one student, nobody passing, broken submissions) still readable."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import html
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -193,7 +195,11 @@ def test_figures_have_alt_text_and_tables(tmp_path):
     judged = _class_of_five()
     text, tables = _write(tmp_path, judged, _rows(sorted(judged), pending=("bob",)))
     assert len(tables.images) == 3  # scores, items, time
-    assert all(image["src"].startswith("data:image/png;base64,") and image["alt"] for image in tables.images)
+    assert all(image["src"].startswith("data:image/svg+xml;base64,") and image["alt"] for image in tables.images)
+    for image in tables.images:  # each an SVG document, nothing in it that runs
+        svg = base64.b64decode(image["src"].split(",", 1)[1]).decode()
+        assert svg.startswith("<svg ") and svg.endswith("</svg>") and "<script" not in svg
+        ElementTree.fromstring(svg)  # well-formed
     assert tables.followed == [True, True, True]
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
     _no_markup_escapes(text)
