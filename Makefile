@@ -163,7 +163,7 @@ test-browser: venv
 
 ## bench-grading [K=16] [BENCH_JOBS=2]: stock serial nbgrader vs the parallel grader; writes runs/bench/grading.json
 bench-grading: venv
-	$(PY) -m autograder.commands.bench_grading --copies $(K) --jobs $(BENCH_JOBS)
+	$(PY) -m bundle.bench_grading --copies $(K) --jobs $(BENCH_JOBS)
 
 ## clean: remove runs/ (a class gradebook under runs/autograde with it)
 clean:

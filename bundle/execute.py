@@ -17,8 +17,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.assignment import nbgrader_env
-from autograder.course.defaults import NOTEBOOKS
 from autograder.course.paths import KERNEL_NAME, ROOT, RUNS
 
 

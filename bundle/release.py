@@ -13,8 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
 from autograder.course.assignment import nbgrader, new_course
-from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
 from autograder.course.paths import RELEASE
 
 

@@ -15,7 +15,7 @@ import sys
 import jupytext
 import nbformat
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.paths import KERNEL_NAME, SOLUTIONS
 
 NBGRADER_DEFAULTS = {"grade": False, "solution": False, "locked": False, "task": False, "schema_version": 3}

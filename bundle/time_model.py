@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jupytext
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.paths import SOLUTIONS
 
 READING_WORDS_PER_MINUTE = 150

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.adapters.lesson import SHIPPED_MODULES
 from autograder.course.assignment import put_venv_on_path
-from autograder.course.defaults import SHIPPED_MODULES
-from autograder.course.paths import AUTOGRADER, RELEASE
+from autograder.course.paths import RELEASE, ROOT
 
 
 def _validator():
     from nbgrader.validator import Validator
     from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(AUTOGRADER)).load_config()
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     return Validator(config=config)
 
 

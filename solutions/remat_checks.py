@@ -59,6 +59,9 @@ REMOTE = "__judge_remote__"
 JUDGE = None
 #: The modules an answer cell finds star-imported before it, as the notebooks import them.
 ANSWER_PRELUDE = ("remat_lesson",)
+#: What grading this lesson needs beyond the grader's core (JAX, its programs judged as data):
+#: the grader's adapter of this name (a name only: nothing here imports the grader).
+ADAPTER = "autograder.adapters.lesson"
 
 
 class _Input:

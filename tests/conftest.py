@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.paths import RELEASE, SOLUTIONS
 from bundle.execute import execute_notebook
 from tests.grading import JUDGE_SEED_VARIABLE, REFERENCE_CACHE_VARIABLE, SHARED_VARIABLE

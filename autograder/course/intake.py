@@ -196,8 +196,9 @@ class TakenIn:
     findings: list[Trouble] = field(default_factory=list)
 
 
-def take_in(files: dict[str, Path]) -> TakenIn:
-    """Read, normalize and scan one student's files; never raises (a failure is a broken line)."""
+def take_in(files: dict[str, Path], shipped: tuple[str, ...] = ()) -> TakenIn:
+    """Read, normalize and scan one student's files (`shipped`: the names of the assignment's shipped
+    files, for the scan); never raises (a failure is a broken line)."""
     taken = TakenIn()
     for name, path in files.items():
         try:
@@ -216,7 +217,7 @@ def take_in(files: dict[str, Path]) -> TakenIn:
             taken.broken.append(Trouble(TroubleKind.UNREADABLE, said, printable(name)))
             continue
         try:  # for review only: a scan that fails costs no point
-            findings = scan_notebook(notebook)
+            findings = scan_notebook(notebook, shipped)
         except Exception as error:
             findings = [f"the scan could not read this notebook ({type(error).__name__}): look at it yourself"]
         taken.findings += [Trouble(TroubleKind.REVIEW, printable(finding), name) for finding in findings]

@@ -44,7 +44,7 @@ class TroubleKind(enum.Enum):
 
 @dataclass(frozen=True)
 class Trouble:
-    """One thing that went wrong, where: `notebook` a file name ("02-build.ipynb"; None for the
+    """One thing that went wrong, where: `notebook` a file name ("arithmetic.ipynb"; None for the
     whole submission), `cell` a cell's index in it (None when no one cell), `message` the words
     (any learner text in them already escaped)."""
 

@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.course.assignment import BUNDLE, Assignment
+from autograder.course.assignment import Assignment
 from autograder.course.errors import UsageError
 
 #: Files a collected submission may carry besides notebooks (nbgrader collect writes timestamp.txt).
@@ -54,7 +54,7 @@ def student_id_problem(name: str) -> str | None:
     return None
 
 
-def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissions:
+def find_submissions(folder: Path, assignment: Assignment) -> Submissions:
     """The students to grade, the folders rejected and why; UsageError when the layout is wrong."""
     folder = Path(folder)
     if not folder.exists():

@@ -11,13 +11,13 @@ cell, hidden checks included, from the course's source, in the grader's process:
   (`Judge.bind`): calling it sends the kernel the function's name and the arguments as data
   (autograder/sandboxed/wire.py; fresh inputs are drawn from the run's seed, which only the grader holds);
   values the learner defined (EPSILON, HVP_DIRECTION) come over as data;
-- what a check asks of a learner's JAX program (the evidence of judge/protocol.py: its gradient,
-  its VJP's residuals, its compiled memory plan) is answered from an artifact the kernel has no part in:
-  the judge's program builder rebuilds the function from the learner's answer cells, following
-  how the judge came by it (a name an answer cell defines, what calling it on the judge's values
-  returned), and exports it; the artifact runner runs or compiles that program on the judge's own
-  inputs (both helper processes of the judge's, autograder/kernel/helpers.py);
-- `numpy_only(fn)` runs fn's answer cell alone in a helper where JAX cannot be imported;
+- what a check asks of a learner's program (its gradient, say) is answered by the assignment's
+  adapter (`Adapter.evidence`; the JAX adapter's, autograder/adapters/jax_programs/evidence.py,
+  from a program its builder rebuilds from the answer cells, never from the kernel), through
+  how the judge came by the function (`rebuilt`: a name an answer cell defines, what calling it
+  on the judge's values returned);
+- `numpy_only(fn)` runs fn's answer cell alone in a helper where only NumPy and the standard
+  library can be imported;
 - a `TimedExecutable` handed to the learner's timing code asks the judge, over the kernel's
   stdin channel, at every call and every wait: the judge chooses the delays and notes the times.
 
@@ -38,18 +38,19 @@ import re
 import sys
 import time
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 from nbformat.notebooknode import NotebookNode
 
 from autograder.course.errors import GraderError
 from autograder.course.hidden_tests import strip_source
 from autograder.course.outcomes import ItemVerdict
-from autograder.judge.protocol import EVIDENCE, RECIPE, REMOTE, answer_prelude, lacks
+from autograder.judge.protocol import RECIPE, REMOTE, lacks
 from autograder.kernel.helpers import HelperError, JudgeHelpers
 from autograder.kernel.kernel_channel import JudgeUnavailable, KernelChannel
-from autograder.sandboxed.wire import WireError, decode, dumps, encode
+from autograder.sandboxed.wire import WireError, decode, encode
 
 # ---------------------------------------------------------------------------------------
 # The learner's words in a report: one line each, escaped, marked as theirs.
@@ -165,7 +166,7 @@ def answer_cells(notebook) -> list[str]:
     ]
 
 
-def _defines(source: str, name: str) -> bool:
+def defines(source: str, name: str) -> bool:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -260,10 +261,6 @@ class TrustedModules:
 # ---------------------------------------------------------------------------------------
 # The learner's work, as the judge sees it.
 # ---------------------------------------------------------------------------------------
-#: The most program text one notebook's judge keeps (its programs, as the builder wrote them).
-MAX_PROGRAMS = 64 << 20
-
-
 class LearnerObject:
     """A handle on an object that lives in the learner's kernel (it never comes over).
 
@@ -289,7 +286,7 @@ class LearnerFunction(LearnerObject):
         """The judge's answer to a check's request for evidence (judge/protocol.py, REMOTE)."""
         if operation == "numpy_only":
             return self._judge.numpy_only(self._name)
-        return self._judge.artifact(self, operation, args, bind, argnums, wrap)
+        return self._judge.evidence_about(self, operation, args, bind, argnums, wrap)
 
 
 setattr(LearnerFunction, REMOTE, LearnerFunction._remote)
@@ -310,7 +307,8 @@ class Judge:
 
     kernel: the KernelChannel of the notebook's kernel; helpers: the student's JudgeHelpers;
     modules: the TrustedModules of the course; seed: the run's seed; answers: the submission's
-    answer cells; timeout: seconds one request may take; deadline: when the notebook's time is up.
+    answer cells; timeout: seconds one request may take; deadline: when the notebook's time is up;
+    evidence: the assignment's adapter's `Adapter.evidence` (None: it offers none).
     """
 
     def __init__(
@@ -322,6 +320,7 @@ class Judge:
         answers: list[str],
         timeout: float,
         deadline: float = float("inf"),
+        evidence: Callable[[Judge], Any] | None = None,
     ):
         self.kernel, self.helpers, self.modules, self.seed = kernel, helpers, modules, int(seed)
         self.answers, self.timeout, self.deadline = answers, float(timeout), deadline
@@ -331,7 +330,8 @@ class Judge:
         # so it costs one deadline, not one per item that needs it.
         self._ended_cells: dict[str | None, str] = {}
         self._timed_ids = 0
-        self._programs: dict[str, str] = {}  # a builder request -> its program's text (Judge._program)
+        #: The adapter's answers to requests for evidence about a learner's program (None: it has none).
+        self.evidence = evidence(self) if evidence is not None else None
         #: The last cell's items as the class report keeps them (`item_records`), and why the cell
         #: could not be checked at all (None when it could).
         self.items: tuple[ItemVerdict, ...] = ()
@@ -423,7 +423,7 @@ class Judge:
             return {"$arg": arguments[-1]}
         if isinstance(value, LearnerObject):
             if not to_kernel:
-                return self._rebuilt(value._origin, names)
+                return self.rebuilt(value._origin, names)
             return {"$handle": value._handle}
         if isinstance(value, self.modules.checks.TimedExecutable):
             self._timed_ids += 1
@@ -452,7 +452,7 @@ class Judge:
     def _deadline(self) -> float:
         return min(time.monotonic() + self.timeout, self.deadline)
 
-    def _helper_timeout(self) -> float:
+    def helper_timeout(self) -> float:
         left = self._deadline() - time.monotonic()
         if left <= 0:
             raise LearnerRaised(["TimeoutError"], "the notebook's time budget ran out before this check")
@@ -461,7 +461,7 @@ class Judge:
     def kernel_request(self, message: dict) -> dict:
         return self.kernel.request(message, self._deadline())
 
-    def _result(self, response: dict, inbound):
+    def result(self, response: dict, inbound):
         if "result" in response:
             try:
                 return inbound(response["result"])
@@ -482,12 +482,12 @@ class Judge:
             "args": [self.outbound(a) for a in args],
             "kwargs": [[k, self.outbound(v)] for k, v in kwargs.items()],
         }
-        result = self._result(self.kernel_request(message), self.inbound)
+        result = self.result(self.kernel_request(message), self.inbound)
         if function._origin is not None:
             _mark(result, ("call", function, tuple(args), dict(kwargs)))
         return result
 
-    def _rebuilt(self, origin, names: set | None = None):
+    def rebuilt(self, origin, names: set | None = None):
         """How the program builder makes a learner's object again (wire data), from its origin;
         WireError when it cannot. names collects the learner's names it needs."""
         if origin is None:
@@ -497,97 +497,25 @@ class Judge:
                 names.add(origin[1])
             return {"$learner": origin[1]}
         if origin[0] == "item":
-            return {"$item": self._rebuilt(origin[1], names), "key": encode(origin[2])}
+            return {"$item": self.rebuilt(origin[1], names), "key": encode(origin[2])}
         _, function, args, kwargs = origin
         outbound = lambda value: self.outbound(value, to_kernel=False, names=names)  # noqa: E731
         return {
-            "$call": self._rebuilt(function._origin, names),
+            "$call": self.rebuilt(function._origin, names),
             "args": [outbound(a) for a in args],
             "kwargs": [[k, outbound(v)] for k, v in kwargs.items()],
         }
 
-    def artifact(self, function: LearnerFunction, operation: str, args, bind, argnums, wrap=None):
-        """Evidence about the learner's program (function, bound, at args' shapes): the program is
-        made by the judge's program builder from the answer cells (never by the kernel) and handed
-        over as data; the artifact runner makes it again, wraps it, applies the transform the
-        evidence needs and runs it on args, or compiles it for its plan. Anything but a program
-        earns nothing. wrap: an object of the shipped modules (sent as its recipe) applied to the
-        program first (a renaming of its checkpoint names, say)."""
-        import jax.numpy as jnp
-
-        if operation not in EVIDENCE:
-            raise ValueError(f"no such evidence: {operation}")
-        arrays = [jnp.asarray(a) for a in args]
-        avals = [[list(a.shape), a.dtype.name] for a in arrays]
-        names: set = set()
-        try:
-            target = self._rebuilt(function._origin, names)
-            positions: list = []
-            template = (
-                None
-                if bind is None
-                else [self.outbound(i, to_kernel=False, arguments=positions, names=names) for i in bind]
-            )
-        except WireError as error:
-            raise LearnerRaised(["RuntimeError"], about=f"your program cannot be judged: {error}") from None
-        cells = {}
-        for name in sorted(names):
-            defining = [source for source in self.answers if _defines(source, name)]
-            if not defining:
-                raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
-            cells[name] = defining[-1]
-        prelude = answer_prelude(self.modules.checks)
-        message = {
-            "op": "program",
-            "cells": cells,
-            "target": target,
-            "bind": template,
-            "avals": avals,
-            "prelude": prelude,
-        }
-        program = self._program(message)
-        request = {
-            "op": operation,
-            "program": program,
-            "avals": avals,
-            "wrap": None if wrap is None else self.outbound(wrap, to_kernel=False, names=set()),
-            "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
-        }
-        if operation != "plan":
-            request["inputs"] = [encode(np.asarray(a)) for a in arrays]
-        try:
-            answer = self.helpers.artifacts.request(request, self._helper_timeout())
-        except HelperError as error:
-            raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
-        return self._result(answer, decode)
-
-    def _program(self, message: dict) -> str:
-        """The builder's program for message (one request per target, binding and shapes, kept
-        for the notebook): every piece of evidence about it is judged on that one program, so a
-        process that answers as it likes cannot give one program for the gradient and another
-        for what is saved."""
-        key = dumps(message)
-        if key not in self._programs:
-            try:
-                response = self.helpers.builder.request(message, self._helper_timeout())
-            except HelperError as error:
-                raise LearnerRaised(
-                    ["RuntimeError"], error, "your program could not be rebuilt by the grader: "
-                ) from None
-            if "raised" in response or "refused" in response:
-                self._result(response, decode)  # raises what the answer cell raised, or why it was refused
-            if not isinstance(response.get("program"), str):
-                raise LearnerRaised(
-                    ["RuntimeError"], about="no program was handed over: an answer that is not a program earns nothing"
-                )
-            if sum(map(len, self._programs.values())) + len(response["program"]) > MAX_PROGRAMS:
-                raise LearnerRaised(["RuntimeError"], about="your programs are larger than the grader keeps")
-            self._programs[key] = response["program"]
-        return self._programs[key]
+    def evidence_about(self, function: LearnerFunction, operation: str, args, bind, argnums, wrap=None):
+        """What a check asks about the learner's program, answered by the assignment's adapter."""
+        if self.evidence is None or operation not in self.evidence.operations:
+            offered = ", ".join(self.evidence.operations) if self.evidence is not None else "none"
+            raise ValueError(f"no such evidence: {operation} (this assignment's adapter offers {offered})")
+        return self.evidence.request(function, operation, args, bind, argnums, wrap)
 
     def numpy_only(self, name: str) -> NumpyOnlyFunction:
         if name not in self._numpy_cells:
-            cells = [source for source in self.answers if _defines(source, name)]
+            cells = [source for source in self.answers if defines(source, name)]
             if not cells:
                 self._numpy_cells[name] = None
             else:
@@ -599,14 +527,14 @@ class Judge:
                 )
                 if "loaded" not in answer:
                     self._numpy_cells[name] = None
-                    self._result(answer, decode)  # raises what the cell raised
+                    self.result(answer, decode)  # raises what the cell raised
         return NumpyOnlyFunction(self, self._numpy_cells[name], name)
 
     def call_numpy_only(self, cell: int | None, name: str, args):
         if cell is None:
             raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
         message = {"op": "call", "cell": cell, "name": name, "args": [self.outbound(a, to_kernel=False) for a in args]}
-        return self._result(self._numpy_request(message), decode)
+        return self.result(self._numpy_request(message), decode)
 
     def _refuse_ended(self, source: str | None) -> None:
         if source in self._ended_cells:
@@ -616,7 +544,7 @@ class Judge:
         source = self._numpy_sources.get(message["cell"])
         self._refuse_ended(source)
         try:
-            return self.helpers.numpy_only.request(message, self._helper_timeout())
+            return self.helpers["numpy_only"].request(message, self.helper_timeout())
         except HelperError as error:
             self._numpy_cells.clear()  # a new process: cells are loaded again ...
             self._ended_cells[source] = str(error)  # ... but not this one

@@ -26,9 +26,9 @@ from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import SaveAutoGrades
 
-from autograder.course.defaults import CHECKS_MODULE
 from autograder.course.outcomes import CellVerdict, ItemVerdict
 from autograder.judge.core import Judge, TrustedModules, is_test_cell, kernel_part, learner_text, write_verdict
+from autograder.kernel.adapter import GENERIC, Adapter
 from autograder.kernel.kernel_channel import KernelChannel
 
 #: Where the notebook's ledger travels among nbgrader's preprocessors (the kernel never sees it).
@@ -130,10 +130,12 @@ class JudgeSettings:
 
 
 class JudgedCells:
-    """One notebook's test cells, judged in the grader."""
+    """One notebook's test cells, judged in the grader (with what the assignment's adapter offers)."""
 
-    def __init__(self, settings: JudgeSettings, answers: list[str], timeout: float, deadline: float):
-        self.settings, self.answers = settings, answers
+    def __init__(
+        self, settings: JudgeSettings, answers: list[str], timeout: float, deadline: float, adapter: Adapter = GENERIC
+    ):
+        self.settings, self.answers, self.adapter = settings, answers, adapter
         self.timeout, self.deadline = timeout, deadline
         self.judge: Judge | None = None
         self.ledger = Ledger()
@@ -149,16 +151,21 @@ class JudgedCells:
     def _judge_on(self, executor, helpers) -> Judge:
         if self.judge is None:
             channel = KernelChannel(
-                executor.kc, asyncio.get_running_loop(), executor.km.interrupt_kernel, executor.km.is_alive
+                executor.kc,
+                asyncio.get_running_loop(),
+                executor.km.interrupt_kernel,
+                executor.km.is_alive,
+                native_arrays=self.adapter.native_arrays,
             )
             self.judge = Judge(
                 channel,
                 helpers,
-                TrustedModules(self.settings.source, self.settings.checks_module or CHECKS_MODULE),
+                TrustedModules(self.settings.source, self.settings.checks_module),
                 self.settings.seed or secrets.randbits(62),
                 self.answers,
                 timeout=self.timeout,
                 deadline=self.deadline,
+                evidence=self.adapter.evidence,
             )
         return self.judge
 

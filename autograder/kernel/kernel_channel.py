@@ -36,13 +36,22 @@ POLL_MS = 50
 AGENT = sent_text("wire.py", "agent.py")
 #: Where a kernel keeps the agent between requests (in its own `sys`: nothing there is trusted).
 AGENT_SLOT = "_autograder_agent"
-#: The agent put in place (the first request to a kernel), then the request itself.
-INSTALL = (
-    "_autograder_g = {'__name__': 'autograder_agent'}\n"
-    f"exec(compile({AGENT!r}, '<grader>', 'exec'), _autograder_g)\n"
-    f"__import__('sys').__dict__[{AGENT_SLOT!r}] = _autograder_g\n"
-    "del _autograder_g\n"
-)
+
+
+def install(native_arrays: str | None = None) -> str:
+    """The agent put in place (the first request to a kernel, before the request itself), told
+    how the assignment's own arrays are made (agent.NATIVE_ARRAYS)."""
+    return (
+        "_autograder_g = {'__name__': 'autograder_agent'}\n"
+        f"exec(compile({AGENT!r}, '<grader>', 'exec'), _autograder_g)\n"
+        f"_autograder_g['NATIVE_ARRAYS'] = {native_arrays!r}\n"
+        f"__import__('sys').__dict__[{AGENT_SLOT!r}] = _autograder_g\n"
+        "del _autograder_g\n"
+    )
+
+
+#: The agent of an assignment whose arrays are NumPy's.
+INSTALL = install()
 ASK = f"__import__('sys').__dict__[{AGENT_SLOT!r}]['answer']({{message!r}})\n"
 
 
@@ -67,6 +76,7 @@ class KernelChannel:
     timed: dict = field(default_factory=dict)  # id -> TimedExecutable (the judge's copy)
     dead: str | None = None
     installed: bool = False  # the agent is in the kernel (sent with the first request)
+    native_arrays: str | None = None  # how the assignment's own arrays are made (Adapter.native_arrays)
 
     def request(self, message: dict, deadline: float) -> dict:
         if self.dead:
@@ -77,10 +87,10 @@ class KernelChannel:
     async def _request(self, message: dict, deadline: float) -> dict:
         # The agent's text (19 kB) travels with the first request only; later ones call it where the
         # kernel keeps it. A kernel that lost it (its code removed it) gets it again.
-        ask = ASK.format(message=json.dumps(message))
-        response, missing = await self._execute(ask if self.installed else INSTALL + ask, deadline)
+        ask, agent = ASK.format(message=json.dumps(message)), install(self.native_arrays)
+        response, missing = await self._execute(ask if self.installed else agent + ask, deadline)
         if missing and self.installed:
-            response, _ = await self._execute(INSTALL + ask, deadline)
+            response, _ = await self._execute(agent + ask, deadline)
         self.installed = "refused" not in response or response.get("refused") != "the kernel gave no answer"
         return response
 

@@ -33,6 +33,7 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
+from autograder.kernel.adapter import GENERIC, Adapter
 from autograder.kernel.kernel_host import PROGRAM, KernelHost, KernelProcess, alive
 from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
 from autograder.kernel.sandbox import (
@@ -50,7 +51,7 @@ from autograder.sandboxed.kernel_host_program import SCRATCH_MARK
 
 #: The largest message, in bytes, the grader accepts from a kernel (a bigger one drops the connection).
 MAX_KERNEL_MESSAGE = 64 << 20
-#: The mode every graded kernel runs in: nbgrader's (the lesson does less ungraded work in it).
+#: The mode every graded kernel runs in: nbgrader's (a notebook may do less ungraded work in it).
 GRADING_ENV = {"NBGRADER_EXECUTION": "autograde"}
 #: The longest path a Unix socket may have: sun_path holds 108 bytes, the last one a NUL.
 SOCKET_PATH_MAX = 107
@@ -79,7 +80,8 @@ class SandboxSession:
     assignment: the shipped files each notebook's workspace starts from (never a notebook).
     cache: a compile cache the kernels read (written only when cache_writable: the reference run).
     fork: one warm kernel host per session, a fork per notebook (else a fresh sandbox per notebook).
-    env: variables added to every kernel's environment (NBGRADER_EXECUTION, the checks' mode).
+    env: variables added to every kernel's environment (NBGRADER_EXECUTION, the compile cache's).
+    adapter: what the assignment's environment adds to the core (its preloads, variables, helpers).
     """
 
     def __init__(
@@ -92,12 +94,13 @@ class SandboxSession:
         cache_writable: bool = False,
         fork: bool = True,
         env: dict[str, str] | None = None,
+        adapter: Adapter = GENERIC,
     ):
         if sandbox.kernel_uid is not None:
             sandbox = dataclasses.replace(sandbox, kernel_uid=kernel_uid())  # a uid of this session's own
         self.sandbox, self.folder, self.assignment = sandbox, Path(folder), Path(assignment)
         self.cache, self.cache_writable, self.fork = cache, cache_writable, fork
-        self.extra_env = dict(env or {})
+        self.extra_env, self.adapter = dict(env or {}), adapter
         self.folder.mkdir(parents=True, exist_ok=True)
         self.connection = connection_folder(self.folder)
         if sandbox.kernel_uid is not None:
@@ -123,9 +126,25 @@ class SandboxSession:
     def socket_prefix_outside(self) -> str:
         return f"{self.connection}/kernel"
 
+    def cache_inside(self) -> str | None:
+        """The compile cache's folder as the kernel sees it (None: it has none)."""
+        if self.cache is None:
+            return None
+        return CACHE if not self.sandbox.unsafe else str(self.cache)
+
     def kernel_environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
-        cache = None if self.cache is None else (CACHE if not self.sandbox.unsafe else str(self.cache))
-        return kernel_env(inherited, scratch=self.scratch, cache=cache, extra=self.extra_env)
+        return kernel_env(
+            inherited,
+            scratch=self.scratch,
+            extra=self.extra_env,
+            inherit=self.adapter.inherited_env,
+            withhold=self._withheld,
+        )
+
+    @property
+    def _withheld(self) -> tuple[str, ...]:
+        cache = self.adapter.compile_cache
+        return cache.withheld if cache is not None else ()
 
     def _host(self, interpreter: list[str], env: dict[str, str], warm: bool) -> KernelHost:
         config = {
@@ -138,6 +157,8 @@ class SandboxSession:
             "assignment": ASSIGNMENT_MOUNT if not self.sandbox.unsafe else str(self.assignment),
             "connection": CONNECTION if not self.sandbox.unsafe else str(self.connection),
             "limits": self.sandbox.limits.as_dict(),
+            "preload": list(self.adapter.kernel_preload),
+            "preload_later": list(self.adapter.kernel_preload_later),
         }
         if self.sandbox.unsafe:  # a folder of ours, marked as one the host may empty
             Path(self.scratch).mkdir(parents=True, exist_ok=True)
@@ -211,7 +232,14 @@ class SandboxSession:
 
         if self._judge_helpers is None:
             self._judge_helpers = JudgeHelpers(
-                self.sandbox, self.folder, self.assignment, self.cache, cache_writable=self.cache_writable
+                self.sandbox,
+                self.folder,
+                self.assignment,
+                self.adapter.helpers,
+                self.cache,
+                cache_writable=self.cache_writable,
+                inherit=self.adapter.inherited_env,
+                withhold=self._withheld,
             )
         return self._judge_helpers
 

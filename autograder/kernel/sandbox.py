@@ -42,11 +42,9 @@ SHM = "/dev/shm"
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types")
 #: Top-level system folders: symlinks into /usr are recreated, real folders bound read-only.
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-#: Variables of the grader's environment a kernel inherits (they change numerics, not access).
-INHERITED_PREFIXES = ("JAX_", "XLA_", "TF_CPP_", "OPENBLAS_", "OMP_", "MKL_", "REMAT_LESSON_NO_MEMORY_ANALYSIS")
-#: ... but not JAX's persistent compile cache: which cache a kernel reads (or fills) is the
-#: grader's choice alone (compile_cache.py), never a folder of the instructor's own setup.
-NOT_INHERITED_PREFIXES = ("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE", "JAX_ENABLE_COMPILATION_CACHE")
+#: Variables of the grader's environment every kernel inherits (they change numerics, not access:
+#: NumPy's BLAS threads); an assignment's adapter adds its own (`Adapter.inherited_env`).
+INHERITED_PREFIXES = ("OPENBLAS_", "OMP_", "MKL_")
 #: First uid handed to kernels when the grader runs as root.
 FIRST_KERNEL_UID = 100_000
 
@@ -309,14 +307,18 @@ def kernel_env(
     inherited: Mapping[str, str],
     *,
     scratch: str = SCRATCH,
-    cache: str | None = None,
     extra: dict[str, str] | None = None,
+    inherit: tuple[str, ...] = (),
+    withhold: tuple[str, ...] = (),
 ) -> dict[str, str]:
-    """The whole environment of a kernel: nothing of the grader's but what changes numerics."""
+    """The whole environment of a kernel: nothing of the grader's but what changes numerics (the
+    core's INHERITED_PREFIXES and an adapter's `inherit`), less what the adapter `withhold`s (its
+    compile cache's variables: which cache a kernel reads, or fills, is the grader's choice alone,
+    never a folder of the instructor's own setup); then `extra`."""
     env = {
         name: value
         for name, value in inherited.items()
-        if name.startswith(INHERITED_PREFIXES) and not name.startswith(NOT_INHERITED_PREFIXES)
+        if name.startswith((*INHERITED_PREFIXES, *inherit)) and not (withhold and name.startswith(withhold))
     }
     env.update(
         {
@@ -335,8 +337,6 @@ def kernel_env(
             "JPY_PARENT_PID": "1",
         }
     )
-    if cache is not None:
-        env["JAX_COMPILATION_CACHE_DIR"] = cache
     env.update(extra or {})
     return env
 

@@ -36,10 +36,12 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Dict, Float, Integer, Unicode
 
-from autograder.course.errors import ExitCode
+from autograder.course.errors import ExitCode, GraderError
 from autograder.course.outcomes import NotebookOutcome, Trouble, TroubleKind
+from autograder.course.settings import checks_module_for, declared_adapter, judge_source
 from autograder.judge.core import answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
+from autograder.kernel.adapter import load_adapter
 from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession
 from autograder.kernel.output_caps import OutputCaps
 from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_HELP, Limits
@@ -126,14 +128,12 @@ class SandboxedExecute(Execute):
     judge_source = Unicode(
         "",
         help="The course's source folder of the assignment: with it, every test cell is checked by the grader's "
-        "judge (autograder/judge/core.py) with the shipped modules found there; without it, in the kernel. Under "
-        "`nbgrader autograde` (the plugin) it is found from the course folder when `judge_checks_module` is set.",
+        "judge (autograder/judge/core.py) with the shipped modules found there; without it, in the kernel. The "
+        "grader fills it in (settings.judge_source) where the assignment names its checks module (Assignments).",
     ).tag(config=True)
-    judge_checks_module = Unicode(
-        "",
-        help="The assignment's checks module (speaking the judge's protocol, judge/protocol.py): under `nbgrader "
-        "autograde`, its test cells are then judged in the grader; empty: they run in the (sandboxed) kernel.",
-    ).tag(config=True)
+    #: The assignment's checks module, where the caller knows it (the reference run); else the
+    #: course's configuration names it (Assignments), for the assignment nbgrader is grading.
+    judge_checks_module = Unicode("")
     unsafe = Bool(False, help=f"Under `nbgrader autograde`: {UNSAFE_HELP}").tag(config=True)
     judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
     budget = Float(
@@ -205,8 +205,10 @@ class SandboxedExecute(Execute):
         # A seed drawn here (none was configured: `nbgrader autograde`) is logged and kept with
         # the notebook's record, so that a failure can be graded again with the same inputs.
         seed = self.judge_seed or secrets.randbits(62)
+        where = (resources or {}).get("nbgrader", {})
+        assignment = where.get("assignment", "")
+        checks = self.judge_checks_module or (checks_module_for(self.config, assignment) if assignment else "")
         if self.judge_source and not self.judge_seed:
-            where = (resources or {}).get("nbgrader", {})
             self.log.info(
                 "judge seed %d for %s's %s (c.SandboxedExecute.judge_seed = %d grades it again with the same inputs)",
                 seed,
@@ -214,8 +216,10 @@ class SandboxedExecute(Execute):
                 where.get("notebook", "?"),
                 seed,
             )
-        settings = JudgeSettings(self.judge_source, self.judge_checks_module, seed)
-        self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline)
+        settings = JudgeSettings(self.judge_source, checks, seed)
+        self._judged = JudgedCells(
+            settings, answer_cells(nb), self._configured_timeout or 120, self._deadline, session.adapter
+        )
         self.record.ledger = self._judged.ledger
         started, troubles_before = time.perf_counter(), len(self.record.troubles)
         try:
@@ -255,10 +259,11 @@ class SandboxedExecute(Execute):
         for path in sorted(source.iterdir()) if source.is_dir() else []:
             if path.is_file() and path.suffix != ".ipynb":
                 shutil.copy2(path, shipped / path.name)
-        session = SandboxSession(sandbox, scratch / "session", shipped, fork=False, env=dict(GRADING_ENV))
-        if not self.judge_source and self.judge_checks_module and (source / f"{self.judge_checks_module}.py").is_file():
-            self.judge_source = str(source)
-        return session
+        assignment = resources.get("nbgrader", {}).get("assignment", "")
+        self.judge_source = self.judge_source or judge_source(self.config, assignment, source)
+        checks = checks_module_for(self.config, assignment)
+        adapter = load_adapter(declared_adapter((source / f"{checks}.py").read_text()) if checks else "")
+        return SandboxSession(sandbox, scratch / "session", shipped, fork=False, env=dict(GRADING_ENV), adapter=adapter)
 
     def _stop_the_session(self) -> None:
         if self.session is not None:
@@ -442,15 +447,18 @@ def _rewrite_paths(notebook, old: str, new: str) -> None:
 
 
 class RequireSandbox(NbGraderPreprocessor):
-    """First of all, under `nbgrader autograde`: a sandbox that works here, or nobody is graded.
+    """First of all, under `nbgrader autograde`: a sandbox that works here, and the checks module the
+    assignment names in its source, or nobody is graded.
 
     Probed once per process, before nbgrader writes anything of the first notebook: where it
-    cannot start, the command stops with exit status 3 and the fix. (The grader's own runs probe
+    cannot start, the command stops with exit status 3 and the fix; a checks module that is
+    missing stops it with exit status 2. (The grader's own runs probe
     before any student and hand every notebook its sandbox in a `context`; this one then does nothing.)"""
 
     context: NotebookContext | None = None
 
     def preprocess(self, nb, resources):
+        from autograder.course.assignment import assignment_source
         from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
 
         if self.context is not None:
@@ -460,4 +468,11 @@ class RequireSandbox(NbGraderPreprocessor):
             sandbox_for_grading(Limits.from_config(execute.get("limits", {})), bool(execute.get("unsafe", False)))
         except SandboxUnavailable as error:
             refuse_to_grade(error)
+        # An assignment that names a checks module its source lacks is graded by nobody.
+        assignment = resources.get("nbgrader", {}).get("assignment", "")
+        try:
+            judge_source(self.config, assignment, assignment_source(self.config, resources))
+        except GraderError as error:
+            print(f"error: nobody is graded: {error}", file=sys.stderr, flush=True)
+            raise SystemExit(error.exit_code) from None
         return nb, resources

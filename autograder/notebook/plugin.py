@@ -3,15 +3,17 @@
 With this package installed, a course's `nbgrader_config.py` that holds
 
     from autograder.notebook.plugin import configure
-    configure(c)                                  # any assignment
-    configure(c, checks_module="my_checks")        # an assignment whose checks speak the judge's protocol
+    configure(c)                                              # any assignment
+    configure(c, checks_module="my_checks", assignment="ps1")  # ps1's checks speak the judge's protocol
 
 (or that `autograder configure COURSE` wrote) makes `nbgrader autograde` grade each notebook in a
 sandbox of its own (autograder/kernel/sandbox.py), with the submission's nbgrader metadata taken from
 the source, deleted or duplicated graded cells restored or merged, output capped, and the
 autograded notebook written so that no page made of it runs a learner's script
-(autograder/notebook/pages.py). With `checks_module`, every test cell of the assignment is checked by the
-judge, outside the learner's process (autograder/judge/core.py). `nbgrader generate_feedback`,
+(autograder/notebook/pages.py). With `checks_module`, every test cell of the assignment (of every
+assignment, without `assignment`) is checked by the judge, outside the learner's process
+(autograder/judge/core.py); the course's configuration may also name them itself
+(`c.Assignments.settings`, autograder/course/settings.py). `nbgrader generate_feedback`,
 `nbgrader export` and formgrader work on the result as they always do.
 
 Where the sandbox cannot start on this machine, `nbgrader autograde` stops with exit status 3
@@ -324,8 +326,11 @@ class TakenInExporter(NotebookExporter):
         digests.save()
 
 
-def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe: bool = False) -> None:
-    """Put the grader's preprocessors into nbgrader's autograde pipeline of config `c`."""
+def configure(
+    c, *, checks_module: str = "", assignment: str = "", limits: dict | None = None, unsafe: bool = False
+) -> None:
+    """Put the grader's preprocessors into nbgrader's autograde pipeline of config `c`; with
+    `checks_module`, name the checks module of `assignment` (of every assignment, without one)."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import (
         AssignLatePenalties,
@@ -375,18 +380,23 @@ def configure(c, *, checks_module: str = "", limits: dict | None = None, unsafe:
     # replaces read-only files itself, and courses that instructors share need the group's bits.
     # The same feedback pages as nbgrader's HTMLExporter writes, in about half the time (pages.py).
     c.GenerateFeedback.exporter_class = "autograder.notebook.pages.PageExporter"
-    c.SandboxedExecute.judge_checks_module = checks_module
+    if checks_module and assignment:
+        c.Assignments.settings = {**c.Assignments.get("settings", {}), assignment: {"checks_module": checks_module}}
+    elif checks_module:
+        c.Assignments.checks_module = checks_module
     c.SandboxedExecute.unsafe = unsafe
     if limits:
         c.SandboxedExecute.limits = dict(limits)
 
 
 def main(argv=None) -> int:
-    """`autograder configure COURSE [--checks-module NAME]`: add the lines to COURSE/nbgrader_config.py."""
+    """`autograder configure COURSE [--checks-module NAME [--assignment ID]]`: add the lines to
+    COURSE/nbgrader_config.py."""
     assert main.__doc__ is not None  # its docstring is the command's description
     parser = argparse.ArgumentParser(prog="autograder configure", description=main.__doc__.split(":", 1)[1].strip())
     parser.add_argument("course", type=Path, help="an nbgrader course folder (it holds source/)")
-    parser.add_argument("--checks-module", default="", help="the assignment's checks module for the judge")
+    parser.add_argument("--checks-module", default="", help="the checks module of the assignment, for the judge")
+    parser.add_argument("--assignment", default="", help="the assignment the checks module is of (default: every one)")
     args = parser.parse_args(argv)
     if not args.course.is_dir():
         print(f"error: {args.course} is not a folder", file=sys.stderr)
@@ -397,6 +407,7 @@ def main(argv=None) -> int:
         print(f"{config} already configures the grader")
         return ExitCode.DONE
     arguments = f", checks_module={args.checks_module!r}" if args.checks_module else ""
+    arguments += f", assignment={args.assignment!r}" if args.checks_module and args.assignment else ""
     config.write_text(text.rstrip("\n") + "\n" + CONFIG_LINES.format(arguments=arguments))
     print(f"wrote the grader's lines into {config}: `nbgrader autograde` there now grades in a sandbox")
     return ExitCode.DONE

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course.assignment import (
-    BUNDLE,
     Assignment,
     BundleOrigin,
     CourseOrigin,
@@ -143,6 +142,7 @@ class GradingResult:
     flagged: dict[str, list[Trouble]]
     seconds: float
     students: list[str]
+    assignment: Assignment
     timings: dict[str, list[NotebookTiming]] = field(default_factory=dict)
     student_seconds: dict[str, float] = field(default_factory=dict)
     out: Path | None = None
@@ -154,7 +154,6 @@ class GradingResult:
     failed: dict[str, list[Trouble]] = field(default_factory=dict)
     #: manual grades kept on answers that changed since they were given, to look at again in formgrader
     rechecks: list[str] = field(default_factory=list)
-    assignment: Assignment = BUNDLE
     #: each student's notebooks not graded (UNREADABLE, MISSING, RENAMED), in the assignment's order
     not_graded: dict[str, list[Trouble]] = field(default_factory=dict)
     judge_seed: int = 0  # the seed of the judge's inputs this run: --judge-seed repeats them
@@ -180,15 +179,14 @@ def grade(
     """
     started = time.perf_counter()
     options = (options or GradingOptions()).validated()
-    origin = options.origin
+    origin = options.origin if options.origin is not None else BundleOrigin(ROOT)
+    options = options.replace(origin=origin)
     submissions = Path(submissions).resolve()
-    assignment = BUNDLE
-    if origin is not None:
-        try:
-            assignment = assignment_of_origin(origin)
-        except (OSError, ValueError) as error:
-            raise UsageError(str(error)) from None
-    why = refused_out(out, submissions, origin if origin is not None else BundleOrigin(ROOT))
+    try:
+        assignment = assignment_of_origin(origin)
+    except (OSError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    why = refused_out(out, submissions, origin)
     if why:
         raise UsageError(why)
     found = find_submissions(submissions, assignment)
@@ -244,7 +242,9 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         failed: dict[str, list[Trouble]] = {}
         missed: dict[str, list[Trouble]] = {}
         for student, files in found.students.items():
-            taken = take_in(files)  # never raises: what it cannot take in is named, graded 0
+            taken = take_in(
+                files, tuple(source.shipped_names())
+            )  # never raises: what it cannot take in is named, graded 0
             if taken.broken:
                 broken.setdefault(student, []).extend(taken.broken)
             if taken.findings:

@@ -6,8 +6,8 @@ learner's is (autograder/judge/core.py), in parallel on the workers. It gives th
 
 - a self-test: every test cell must earn all its points on the instructor's solutions, and no
   cell may raise or warn; otherwise nobody is graded (CannotGradeSafely, exit 3);
-- the compile cache (autograder/kernel/compile_cache.py): every program the solutions' kernels and the
-  judge's artifact runner compile.
+- the compile cache (autograder/kernel/compile_cache.py), where the assignment's adapter has one:
+  every program the solutions' kernels and the judge's helpers compile.
 
 A clean reference run may be kept (`GradingOptions.reference_cache`, `--reference-cache DIR`)
 under a key of everything it depends on: the assignment's source, the grader's own code, this
@@ -36,9 +36,11 @@ import nbformat
 
 from autograder.course.errors import ExitCode, GraderError
 from autograder.course.paths import KERNEL_NAME
+from autograder.course.settings import judge_source
 from autograder.course.task_template import CompileCache, CourseSource, TaskTemplate
 from autograder.judge.core import is_test_cell
-from autograder.kernel.compile_cache import host_signature, writing_env
+from autograder.kernel.adapter import load_adapter
+from autograder.kernel.compile_cache import host_signature
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession
 from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
 from autograder.run.options import GradingOptions
@@ -103,14 +105,17 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
 
     started = time.perf_counter()
     sandbox = sandbox_for_grading(options.limits, options.unsafe)
+    adapter = load_adapter(source.adapter)
     scratch = Path(tempfile.mkdtemp(prefix="autograder-reference-"))
     try:
         folder = scratch / "source"
         source.write_assignment(folder)
-        cache = scratch / "cache"
-        cache.mkdir()
-        inside = str(cache) if sandbox.unsafe else CACHE
-        env = {**GRADING_ENV, **writing_env(inside)}
+        env = dict(GRADING_ENV)
+        cache = None
+        if adapter.compile_cache is not None:
+            cache = scratch / "cache"
+            cache.mkdir()
+            env.update(adapter.compile_cache.writing(str(cache) if sandbox.unsafe else CACHE))
         session = SandboxSession(
             sandbox,
             scratch / "session",
@@ -119,20 +124,20 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
             cache_writable=True,
             fork=False,
             env=env,
+            adapter=adapter,
         )
         executed = nbformat.read(folder / notebook, as_version=4)
-        checks = source.checks_module
         executor = SandboxedExecute(
             context=NotebookContext(session),
             timeout=options.reference_cell_timeout,
             kernel_name=KERNEL_NAME,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
-            judge_source=str(folder) if checks and (folder / f"{checks}.py").is_file() else "",
-            judge_checks_module=checks,
+            judge_source=judge_source(source.loaded_config, source.assignment.id, folder),
+            judge_checks_module=source.checks_module,
             judge_seed=options.judge_seed,
             limits=options.limits.as_dict(),
         )
-        run = ReferenceRun(notebook, host_signature())
+        run = ReferenceRun(notebook, host_signature(adapter.compiler_distributions))
         if executor.judge_source:
             session.judge_helpers().launch()  # they start while the kernel does
         try:
@@ -145,7 +150,7 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
         run.problems += (
             problems_of(executed) + solution_shortfalls(executed) + [t.line() for t in executor.record.troubles]
         )
-        run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
+        run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()} if cache else {}
         run.seconds = time.perf_counter() - started
         return run
     finally:
@@ -193,7 +198,8 @@ def into_template(
 # ---------------------------------------------------------------------------------------
 def reference_key(source: CourseSource, options: GradingOptions) -> str:
     """What a reference run depends on, hashed: the course's source files, the grader's code,
-    this host (its CPU and JAX), and the options that change the run."""
+    this host (its CPU, and its adapter's compiler: JAX's releases for a JAX course), and the
+    options that change the run."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
     grader = sorted(package.rglob("*.py"))
@@ -204,7 +210,7 @@ def reference_key(source: CourseSource, options: GradingOptions) -> str:
         digest.update(f"{name}\0{len(data)}\0".encode())
         digest.update(data)
     settings = {
-        "host": host_signature(),
+        "host": host_signature(load_adapter(source.adapter).compiler_distributions),
         "unsafe": options.unsafe,
         "timeout": options.reference_cell_timeout,
         # the budgets are made from the run's seconds later: their factor and floor change nothing here

@@ -30,10 +30,12 @@ from autograder.course.outcomes import (
     Trouble,
     TroubleKind,
 )
+from autograder.course.settings import judge_source
 from autograder.course.task_template import TaskTemplate
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
-from autograder.kernel.compile_cache import reading_env, unseal, usable_cache, write_cache
-from autograder.kernel.helpers import HELPER_NAMES
+from autograder.kernel.adapter import Adapter, load_adapter
+from autograder.kernel.compile_cache import unseal, usable_cache, write_cache
+from autograder.kernel.helpers import helper_names
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
 from autograder.notebook.execute import (
@@ -92,7 +94,7 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_gra
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
     if "SandboxedExecute" not in names:  # a course folder without the grader's lines: they are added
-        configure(config, checks_module=config.SandboxedExecute.get("judge_checks_module", ""))
+        configure(config)
     # The config names the gradebook relative to the course; this process runs elsewhere.
     config.CourseDirectory.root = str(course)
     config.CourseDirectory.db_url = db_url(course)
@@ -104,10 +106,10 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_gra
     # The kernel's own log is noise here.
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
     config.SandboxedExecute.limits = limits.as_dict()
-    source = course / "source" / assignment_of(course).id
-    checks = config.SandboxedExecute.get("judge_checks_module", "")
-    # The judge checks the test cells where the assignment's checks speak its protocol.
-    config.SandboxedExecute.judge_source = str(source) if checks and (source / f"{checks}.py").is_file() else ""
+    assignment = assignment_of(course).id
+    source = course / "source" / assignment
+    # The judge checks the test cells where the assignment names its checks module.
+    config.SandboxedExecute.judge_source = judge_source(config, assignment, source)
     config.ForPages.source_folder = str(source)
     # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
     # must be able to replace them when it grades again.
@@ -149,20 +151,20 @@ def _folder() -> Path:
     return _FOLDER
 
 
-def _compile_cache(template: TaskTemplate) -> Path | None:
+def _compile_cache(template: TaskTemplate, adapter: Adapter) -> Path | None:
     """The template's compile cache, written once in this process's folder; None when it has none
     (or it was filled on another kind of machine)."""
     cache = template.cache
-    if cache is None:
+    if cache is None or adapter.compile_cache is None:
         return None
     items = [(cache.host, b""), *sorted(cache.entries.items())]
     digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d for n, d in items)).hexdigest()[:16]
     folder = _folder() / f"cache-{digest}"
     if not folder.is_dir():
         staged = Path(tempfile.mkdtemp(dir=_folder()))
-        write_cache(cache.entries, cache.host, staged)
+        write_cache(cache.entries, cache.host, staged, adapter.compiler_distributions)
         os.rename(staged, folder)
-    return usable_cache(folder)
+    return usable_cache(folder, adapter.compiler_distributions)
 
 
 def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession:
@@ -175,10 +177,11 @@ def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession
             return ahead[1]
         ahead[1].remove()
     sandbox = sandbox_for_grading(task.options.limits, task.options.unsafe)
-    cache = _compile_cache(template)
+    adapter = load_adapter(template.source.adapter)
+    cache = _compile_cache(template, adapter)
     env = dict(GRADING_ENV)
-    if cache is not None:
-        env.update(reading_env(str(cache) if sandbox.unsafe else CACHE))
+    if cache is not None and adapter.compile_cache is not None:
+        env.update(adapter.compile_cache.reading(str(cache) if sandbox.unsafe else CACHE))
     folder = Path(tempfile.mkdtemp(prefix="session-", dir=_folder()))
     return SandboxSession(
         sandbox,
@@ -187,25 +190,27 @@ def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession
         cache=cache,
         fork=task.options.fork_kernels,
         env=env,
+        adapter=adapter,
     )
 
 
 def start_session(session: SandboxSession, kernel_name: str, helpers=()) -> None:
     """Start what the student's notebooks will need before the first one asks: the warm kernel host
-    (its imports, about a second) and these of the judge's helpers (a Python with JAX, one without)."""
+    (its imports, about a second for a JAX course) and these of the judge's helpers."""
     if session.fork:
         session.start_host(kernel_interpreter(kernel_name), session.kernel_environment(os.environ))
     if helpers:
         session.judge_helpers().launch(helpers)
 
 
-def helpers_ahead(template: TaskTemplate, notebooks: list[str], judged: bool) -> set[str]:
-    """The judge's helpers to start as a student's grading begins: those the reference run's checks
-    asked in these notebooks (all of them for a notebook it noted nothing for). Any other one
-    starts on its first request: a student who handed in one notebook starts no JAX for another."""
+def helpers_ahead(template: TaskTemplate, notebooks: list[str], judged: bool, names: tuple[str, ...]) -> set[str]:
+    """The judge's helpers (of `names`, the student's) to start as a student's grading begins: those
+    the reference run's checks asked in these notebooks (all of them for a notebook it noted
+    nothing for). Any other one starts on its first request: a student who handed in one notebook
+    starts no JAX for another."""
     if not judged:
         return set()
-    return {helper for name in notebooks for helper in template.helpers.get(name, HELPER_NAMES)}
+    return {helper for name in notebooks for helper in template.helpers.get(name, names)}
 
 
 def make_next_session(task: StudentTask, template: TaskTemplate, kernel_name: str) -> None:
@@ -396,7 +401,8 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         judged = bool(api.config.SandboxedExecute.judge_source)
         submitted_notebooks = [name for name in assignment.notebooks if name in task.notebooks]
         # while nbgrader prepares the first notebook
-        start_session(session, kernel_name, helpers_ahead(template, submitted_notebooks, judged))
+        helpers = helper_names(session.adapter.helpers)
+        start_session(session, kernel_name, helpers_ahead(template, submitted_notebooks, judged, helpers))
         autograded = course / "autograded" / task.student_id / assignment.id
 
         # Time is the course's to give, not the submission's to take: each notebook has the budget the

@@ -6,8 +6,8 @@ request, as an execute request of its own (not stored in the kernel's history): 
 text after autograder/sandboxed/wire.py's, and the request. Nothing of a hidden test travels: a request
 names a learner's function and carries data (arrays drawn fresh for the run). The answer goes
 back as one display output of type RESPONSE_MIME, and is only ever data (wire.py). A learner's
-JAX program is never asked of the kernel: the judge's program builder rebuilds it from the
-answer cells (autograder/sandboxed/program_builder.py).
+program is never asked of the kernel: an adapter's helpers rebuild it from the answer cells (the
+JAX adapter's program builder, autograder/adapters/jax_programs/).
 
 Requests (JSON):
 
@@ -71,15 +71,23 @@ class _Timed:
         return self._pending(self, call, result, waited=lambda: self._ask("wait", call))
 
 
-def _as_jax(array):
-    import jax.numpy
+#: What makes an array the judge sent as the assignment's own array type (JAX's, say) one again,
+#: as "module.function" (its `asarray`): set by the grader when it installs the agent, from the
+#: assignment's adapter (`Adapter.native_arrays`); None: arrays stay NumPy's.
+NATIVE_ARRAYS = None
 
-    return jax.numpy.asarray(array)
+
+def _as_native(array):
+    import importlib
+
+    module, _, function = str(NATIVE_ARRAYS).rpartition(".")
+    return getattr(importlib.import_module(module), function)(array)
 
 
 def _value(data):
-    """A value of the judge's, as the learner's code would have been given it (JAX arrays as JAX arrays)."""
-    return decode(data, resolve=_resolve, as_jax=_as_jax)
+    """A value of the judge's, as the learner's code would have been given it (an array of the
+    assignment's own type as one)."""
+    return decode(data, resolve=_resolve, as_native=_as_native if NATIVE_ARRAYS else None)
 
 
 def _resolve(form, data, nested):

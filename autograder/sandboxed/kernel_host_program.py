@@ -3,26 +3,28 @@
 The grader's side is autograder/kernel/kernel_host.py. This text is sent after confine.py's and run as
 `python -c TEXT CONFIG` (it imports nothing of the grader: the sandbox does not show it). It
 keeps a private line to the grader, drops to the kernel's unprivileged uid, and then, warm,
-imports what every kernel imports (ipykernel, NumPy, JAX: about a second, paid once per student
-instead of once per notebook) and serves one request per line. For each request:
+imports what every kernel imports (ipykernel's modules, and what the assignment's adapter names:
+NumPy and JAX for a JAX course, about a second, paid once per student instead of once per
+notebook) and serves one request per line. For each request:
 
 1. it ends every other process in the sandbox (what the previous notebook left running);
 2. it empties /tmp, /run/kernel and /dev/shm, and makes a fresh working copy of the
    assignment's shipped files in /tmp/submission, with an empty $HOME and IPYTHONDIR: nothing
    a notebook wrote (an IPython startup file, a package that would shadow a shipped module)
    reaches the next;
-3. from the second request on, it imports Matplotlib too, once (only some notebooks plot: a
-   student who hands in one notebook mostly needs none of it, one who hands in several pays for
-   it once), in that fresh workspace, so that nothing a kernel left can reach its configuration;
+3. from the second request on, it imports what only some notebooks import (the adapter's later
+   preload: Matplotlib for the lesson, whose notebooks plot), once: a student who hands in one
+   notebook mostly needs none of it, one who hands in several pays for it once; in that fresh
+   workspace, so that nothing a kernel left can reach its configuration;
 4. it forks the kernel, which sets its limits (confine.set_limits) and starts ipykernel,
    listening on no TCP port.
 
-Forking is safe because the host starts no thread, JAX backend or ZeroMQ context; it is not
+Forking is safe because the host starts no thread, backend (JAX's) or ZeroMQ context; it is not
 dumpable, so a kernel can neither trace it nor write its memory. Cold (`warm` false), the same
 code runs once per notebook in a fresh sandbox and the host becomes the kernel.
 
 The configuration (kernel_host.KernelHost's): uid, own_pid_namespace, warm, scratch, keep,
-workdir, assignment, connection, limits.
+workdir, assignment, connection, limits, preload and preload_later (the adapter's modules).
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ class Host:
 
     def serve(self, reader, writer) -> None:
         """Warm: a forked kernel per request, its pid answered."""
-        import_the_kernels_stack()
+        import_the_kernels_stack(self.config.get("preload", []))
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are not waited for
         say(writer, READY)
         for served, line in enumerate(reader):
@@ -147,7 +149,7 @@ class Host:
             self.end_the_others()
             self.fresh_workspace()
             if served == 1:
-                import_the_plotting_stack()
+                import_where_possible(self.config.get("preload_later", []))
             # What the host imported is never garbage: frozen, a kernel's full collections skip
             # it (about 0.1 s of a notebook's CPU time) and leave its shared pages unwritten.
             gc.freeze()
@@ -240,7 +242,7 @@ def print_in_pieces() -> None:
     iostream.OutStream._flush_buffers = in_pieces  # type: ignore[method-assign]  # monkeypatched on purpose
 
 
-#: What IPKernelApp.initialize imports, and what every notebook of the lesson imports.
+#: What IPKernelApp.initialize imports, whatever the assignment.
 KERNELS_STACK = (
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
@@ -249,32 +251,26 @@ KERNELS_STACK = (
     "IPython.core.completerlib",
     "IPython.extensions.storemagic",
     "tornado.platform.asyncio",
-    "numpy",
-    "jax",
-    "jax.numpy",
 )
-#: What only the notebooks that plot import (about a third of a second).
-PLOTTING_STACK = ("matplotlib", "matplotlib.pyplot")
 
 
-def import_the_kernels_stack() -> None:
-    """KERNELS_STACK, and the debugger's modules (IPythonKernel imports them as it starts)."""
+def import_the_kernels_stack(preload) -> None:
+    """KERNELS_STACK, then what every notebook of the assignment imports (`preload`, its adapter's),
+    and the debugger's modules (IPythonKernel imports them as it starts)."""
     import importlib
 
-    for name in KERNELS_STACK:
+    for name in (*KERNELS_STACK, *preload):
         importlib.import_module(name)
-    try:
-        importlib.import_module("ipykernel.debugger")
-    except ImportError:
-        pass
+    import_where_possible(["ipykernel.debugger"])
 
 
-def import_the_plotting_stack() -> None:
-    """PLOTTING_STACK, where it can be imported (an assignment's environment may lack it)."""
+def import_where_possible(names) -> None:
+    """These modules, in order, as far as they can be imported (an assignment's environment may
+    lack one: its notebooks then fail on it themselves)."""
     import importlib
 
     try:
-        for name in PLOTTING_STACK:
+        for name in names:
             importlib.import_module(name)
     except ImportError:
         pass

@@ -33,7 +33,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.outcomes import TroubleKind
 from autograder.course.paths import ROOT, SOLUTIONS
 from autograder.kernel.sandbox import Limits

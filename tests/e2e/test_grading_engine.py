@@ -27,7 +27,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_MODULES
+from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS, SHIPPED_MODULES
 from autograder.course.outcomes import TroubleKind
 from autograder.course.paths import RELEASE, ROOT, SOLUTIONS
 from autograder.run.grade import grade

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course.assignment import assignment_files, install_assignment
-from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.assignment import BundleOrigin
 from autograder.course.paths import RELEASE, ROOT
 from autograder.run.grade import main as grade_main
 from autograder.run.grade import refused_out
@@ -35,8 +35,8 @@ PY = sys.executable
 def _class(tmp_path: Path) -> tuple[Path, Path]:
     """A course with the assignment installed, and a one-student class."""
     course = tmp_path / "course"
-    install_assignment(ROOT, course)
-    shutil.copyfile(ROOT / "autograder" / "nbgrader_config.py", course / "nbgrader_config.py")
+    BundleOrigin(ROOT).install_assignment(course)
+    shutil.copyfile(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     subs = tmp_path / "subs"
     (subs / "ann").mkdir(parents=True)
     shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / NOTEBOOKS[0])
@@ -139,8 +139,6 @@ def test_installed_messages_name_no_make_target():
     named = re.compile(rf"\bmake ({'|'.join(targets)})\b")
     found = []
     for path in sorted((ROOT / "autograder").glob("*.py")):
-        if path.name == "bench_grading.py":  # `make bench-grading` is a checkout's benchmark
-            continue
         tree = ast.parse(path.read_text())
         docstrings = {
             id(node.value)
@@ -172,7 +170,7 @@ def test_install_assignment_installs_exact_files(tmp_path):
     assert installed == sorted([*NOTEBOOKS, *SHIPPED_MODULES, *SHIPPED_FILES])
     assert "remat_sweep_reference.py" not in installed
     # The same bytes as the checkout's, and every module a notebook imports is among them.
-    for name, path in assignment_files(ROOT).items():
+    for name, path in BundleOrigin(ROOT).assignment_files().items():
         assert (course / "source" / ASSIGNMENT / name).read_bytes() == path.read_bytes()
     # Again: refused, then --force replaces the folder whole (an answer file copied by hand goes).
     (course / "source" / ASSIGNMENT / "remat_sweep_reference.py").write_text("# the answer")

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
-from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS
+from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS
 from autograder.course.paths import AUTOGRADER, RELEASE, ROOT, SOLUTIONS
 from autograder.gradebook.class_gradebook import GradebookError
 from autograder.run.grade import grade

@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course.defaults import ASSIGNMENT
+from autograder.adapters.lesson import ASSIGNMENT
 from autograder.course.paths import RELEASE, ROOT, SOLUTIONS
 
 README = ROOT / "README.md"

@@ -28,8 +28,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from autograder.adapters.lesson import ASSIGNMENT
 from autograder.course.assignment import nbgrader_env, new_course, stock_nbgrader_env
-from autograder.course.defaults import ASSIGNMENT
 from autograder.notebook.plugin import CLASS_REPORT
 from tests.fixtures import build as fixtures
 from tests.fixtures import second_assignment

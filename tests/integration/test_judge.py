@@ -21,7 +21,10 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder.course.defaults import CHECKS_MODULE, NOTEBOOKS, SHIPPED_MODULES
+from autograder.adapters.jax_programs.sandboxed import artifact_runner, program_builder
+from autograder.adapters.jax_programs.sandboxed.program_data import program_as_data
+from autograder.adapters.lesson import ADAPTER as LESSON
+from autograder.adapters.lesson import CHECKS_MODULE, NOTEBOOKS, SHIPPED_MODULES
 from autograder.course.hidden_tests import BEGIN, END
 from autograder.course.paths import SOLUTIONS
 from autograder.judge.core import (
@@ -33,8 +36,7 @@ from autograder.judge.core import (
     kernel_part,
     learner_names,
 )
-from autograder.sandboxed import agent, artifact_runner, numpy_runner, program_builder
-from autograder.sandboxed.program_data import program_as_data
+from autograder.sandboxed import agent, numpy_runner
 from autograder.sandboxed.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
 from tests.reports import assert_judges_lines_only
 
@@ -190,6 +192,7 @@ class InProcessKernel:
         self.namespace, self.timed, self.dead, self.sent = namespace, {}, None, []
         self.tamper = tamper
         monkeypatch.setattr(agent, "_user_namespace", lambda: self.namespace)
+        monkeypatch.setattr(agent, "NATIVE_ARRAYS", LESSON.native_arrays)  # as the grader installs the agent
         monkeypatch.setattr(builtins, "input", self._input)
 
     def _input(self, prompt=""):
@@ -241,6 +244,9 @@ class InProcessHelpers:
         self.artifacts = InProcessHelper(artifact_runner)
         self.numpy_only = InProcessHelper(numpy_runner)
         self.builder = InProcessHelper(program_builder, builder_tamper)
+
+    def __getitem__(self, name):  # as the student's JudgeHelpers are asked
+        return getattr(self, name)
 
 
 @pytest.fixture(scope="module")
@@ -299,7 +305,15 @@ def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5, builder_tam
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
             exec(compile(cell.source, "<answer>", "exec"), namespace)
     kernel = InProcessKernel(namespace, monkeypatch, tamper)
-    judge = Judge(kernel, InProcessHelpers(builder_tamper), trusted, seed, answer_cells(notebook), timeout=60)
+    judge = Judge(
+        kernel,
+        InProcessHelpers(builder_tamper),
+        trusted,
+        seed,
+        answer_cells(notebook),
+        timeout=60,
+        evidence=LESSON.evidence,
+    )
     return judge, kernel
 
 
@@ -832,7 +846,7 @@ def test_unrebuildable_object_earns_nothing(monkeypatch, trusted):
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
     orphan = LearnerFunction(judge, 1, "something", "function")  # no origin: not a name, not a call's result
     with pytest.raises(LearnerRaised, match="cannot be made again"):
-        judge.artifact(orphan, "grad", [np.zeros(3, np.float32)], None, 0)
+        judge.evidence_about(orphan, "grad", [np.zeros(3, np.float32)], None, 0)
 
 
 HAND_MADE_EXPORT = '''

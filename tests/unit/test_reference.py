@@ -11,7 +11,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.kernel.sandbox import Limits
 from autograder.run.reference import (
@@ -205,7 +205,7 @@ def test_key_changes_with_what_changes_run(monkeypatch):
         jobs=2, cell_timeout=9, judge_seed=5, limits=Limits(time_factor=3, time_floor=40), compile_cache=False
     )
     assert reference.reference_key(SOURCE, same) == base
-    monkeypatch.setattr(reference, "host_signature", lambda: "another host")
+    monkeypatch.setattr(reference, "host_signature", lambda distributions: "another host")
     assert reference.reference_key(SOURCE, GradingOptions()) != base
 
 

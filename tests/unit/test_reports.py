@@ -8,7 +8,7 @@ import csv
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import BUNDLE, NOTEBOOKS
 from autograder.course.hidden_tests import PLACEHOLDER, strip_hidden_tests, strip_source
 from autograder.course.paths import SOLUTIONS
 from autograder.gradebook.reports import CELL_COLUMNS, FLAG_COLUMNS, flag_findings, read_flags
@@ -76,7 +76,8 @@ def _result(**extra) -> GradingResult:
         ("bob", "01-understand", "test-a", 3.0, 3.0, "no"),
     ]
     cells = [dict(zip(CELL_COLUMNS, row)) for row in rows]
-    return GradingResult(cells=cells, **{"broken": {}, "flagged": {}, **extra}, seconds=1.0, students=["ann", "bob"])
+    extra = {"broken": {}, "flagged": {}, **extra}
+    return GradingResult(cells=cells, **extra, seconds=1.0, students=["ann", "bob"], assignment=BUNDLE.as_assignment())
 
 
 def test_score_table_sums_and_marks_manual():

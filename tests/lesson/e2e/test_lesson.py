@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

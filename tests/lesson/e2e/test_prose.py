@@ -11,7 +11,7 @@ import re
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS, SHIPPED_FILES
+from autograder.adapters.lesson import NOTEBOOKS, SHIPPED_FILES
 from autograder.course.paths import DATA, SOLUTIONS
 
 #: Numbers the prose may state without a code cell printing them, each with where it comes from.

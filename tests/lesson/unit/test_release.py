@@ -8,7 +8,7 @@ import re
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.adapters.lesson import NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
 from autograder.course.paths import DATA, RELEASE, SOLUTIONS
 from bundle import sync
 from bundle.release import generate_release

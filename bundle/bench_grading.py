@@ -1,6 +1,6 @@
 """Benchmark: stock serial `nbgrader autograde` against the parallel grader, same class.
 
-    python -m autograder.commands.bench_grading [--copies K] [--jobs N]     (make bench-grading K=16)
+    python -m bundle.bench_grading [--copies K] [--jobs N]     (make bench-grading K=16)
 
 Makes K copies of the sample submissions (autograder/samples/<student>/<nb>.ipynb, or the
 solution notebooks as one student while there are no samples), grades them the stock way (one
@@ -27,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS
 from autograder.course.assignment import new_course, put_venv_on_path, stock_nbgrader_env, without_the_grader
-from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS
 from autograder.course.errors import ExitCode
 from autograder.course.hidden_tests import BEGIN as HIDDEN_BEGIN
 from autograder.course.outcomes import NotebookTiming
