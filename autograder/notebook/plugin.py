@@ -184,8 +184,10 @@ def _write_class_report(root: Path, assignment: str, student: str, not_graded: l
 
 
 def markdown_text(text: str) -> str:
-    """Text as markdown that shows it as it is (no markup of its own)."""
-    return re.sub(r"([\\`*_{}\[\]()#+!|<>&~-])", r"\\\1", text)
+    """Text as markdown that shows it as it is: its markdown punctuation escaped, so that no name
+    a learner chose becomes a link or emphasis. (Its raw HTML is made text by the pages'
+    sanitizer, which every page of it goes through: ForPages, sanitize_notebook.)"""
+    return re.sub(r"([\\`*_{}\[\]()#+!|~-])", r"\\\1", text)
 
 
 def not_graded_note(not_graded: list) -> str:

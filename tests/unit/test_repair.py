@@ -103,3 +103,30 @@ def test_test_cell_without_answer_restored():
     restored, _ = _restorer().add_missing_grade_cells(notebook, {})
     names = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]
     assert names == ["test-a", "test-b", None]  # first, in the source's order: nothing earlier is left
+
+
+def test_the_note_of_notebooks_not_graded_shows_names_as_text():
+    """The note on a student's pages names each notebook not graded; a name is the learner's to
+    choose, so it is shown as text: no markup of its own, and none once the page is made."""
+    import nbformat
+
+    from autograder.course.outcomes import Trouble, TroubleKind
+    from autograder.notebook.pages import sanitize_notebook
+    from autograder.notebook.plugin import NOT_GRADED, NotGradedNote, not_graded_note
+
+    hostile = '<img src=x onerror="alert(1)">[link](javascript:alert(2)) *x*.ipynb'
+    troubles = [
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "05-evidence.ipynb"),
+        Trouble(TroubleKind.RENAMED, "not a notebook of the assignment; not graded", hostile),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    notebook, _ = NotGradedNote().preprocess(notebook, {NOT_GRADED: troubles})
+    assert notebook.cells[0].source == not_graded_note(troubles)
+    sanitize_notebook(notebook)  # as ForPages, after it, makes every page
+    page = notebook.cells[0].source
+    assert "05-evidence.ipynb" in page
+    assert "<img" not in page and "href" not in page and "<em>" not in page  # no tag, link or emphasis made
+    assert "&lt;img src=x onerror=" in page and "javascript:alert" in page  # the name, shown as text
+    # A student with nothing missing gets no note.
+    clean = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    assert len(NotGradedNote().preprocess(clean, {NOT_GRADED: []})[0].cells) == 1
