@@ -143,7 +143,7 @@ class SandboxSession:
 
     @property
     def _withheld(self) -> tuple[str, ...]:
-        cache = self.adapter.compile_cache
+        cache = self.adapter.compiler_cache
         return cache.withheld if cache is not None else ()
 
     def _host(self, interpreter: list[str], env: dict[str, str], warm: bool) -> KernelHost:

@@ -33,17 +33,17 @@ from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Dict, Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from autograder.course.errors import ExitCode, GraderError
 from autograder.course.outcomes import NotebookOutcome, Trouble, TroubleKind
-from autograder.course.settings import checks_module_for, declared_adapter, judge_source
+from autograder.course.settings import checks_module_for, declared_adapter, judge_source, setting
 from autograder.judge.core import answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
 from autograder.kernel.adapter import load_adapter
 from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession
 from autograder.kernel.output_caps import OutputCaps
-from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_HELP, Limits
+from autograder.kernel.sandbox import Limits
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,6 @@ def refuse_to_grade(error) -> None:
 class SandboxedExecute(Execute):
     """nbgrader's Execute with the kernel in the student's sandbox (see the module docstring)."""
 
-    limits = Dict({}, help=LIMITS_HELP.format(names=", ".join(Limits().as_dict()))).tag(config=True)
     judge_source = Unicode(
         "",
         help="The course's source folder of the assignment: with it, every test cell is checked by the grader's "
@@ -133,9 +132,15 @@ class SandboxedExecute(Execute):
     #: The assignment's checks module, where the caller knows it (the reference run); else the
     #: course's configuration names it (Assignments), for the assignment nbgrader is grading.
     judge_checks_module = Unicode("")
-    unsafe = Bool(False, help=f"Under `nbgrader autograde`: {UNSAFE_HELP}").tag(config=True)
-    judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
-    budget = Float(
+    unsafe = Bool(False, help="grade WITHOUT any sandbox: only for submissions you trust").tag(
+        config=True, flag="--unsafe-no-sandbox"
+    )
+    judge_seed = Integer(
+        0,
+        help="the seed of the fresh inputs the judge draws (0: a new one for the run, which only the grader holds); "
+        "give the one a run printed to grade again with the same inputs",
+    ).tag(config=True, flag="--judge-seed")
+    autograde_budget = Float(
         0.0,
         help="Under `nbgrader autograde`: seconds each notebook may take in all, its checks included (0: no "
         "budget); past it the kernel is stopped, the checks that finished keep their points. (`autograder grade` "
@@ -169,7 +174,7 @@ class SandboxedExecute(Execute):
 
     @property
     def notebook_budget(self) -> float:
-        return self.context.budget if self.context is not None else self.budget
+        return self.context.budget if self.context is not None else self.autograde_budget
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -177,9 +182,8 @@ class SandboxedExecute(Execute):
         return km
 
     def preprocess(self, nb, resources=None, km=None):
-        from autograder.kernel.sandbox import Limits
-
-        limits = Limits.from_config(self.limits)
+        # The grader's own runs hand the student's session, whose sandbox has the run's limits.
+        limits = self.context.session.sandbox.limits if self.context is not None else Limits.from_config(self.config)
         self._stopped = None
         self._caps = OutputCaps(limits.output, limits.notebook_output)
         self._configured_timeout = self.timeout
@@ -233,11 +237,11 @@ class SandboxedExecute(Execute):
         with the shipped files of the assignment's source; and finds the judge's source there."""
         from autograder.course.assignment import assignment_source
         from autograder.kernel.kernels import GRADING_ENV
-        from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+        from autograder.kernel.sandbox import SandboxUnavailable, sandbox_for_grading
 
         source = assignment_source(self.config, resources)
         try:
-            sandbox = sandbox_for_grading(Limits.from_config(self.limits), self.unsafe)
+            sandbox = sandbox_for_grading(Limits.from_config(self.config), self.unsafe)
         except SandboxUnavailable as error:
             refuse_to_grade(error)
         shipped = scratch / "assignment"
@@ -445,13 +449,12 @@ class RequireSandbox(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         from autograder.course.assignment import assignment_source
-        from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+        from autograder.kernel.sandbox import SandboxUnavailable, sandbox_for_grading
 
         if self.context is not None:
             return nb, resources
-        execute = self.config.SandboxedExecute
         try:
-            sandbox_for_grading(Limits.from_config(execute.get("limits", {})), bool(execute.get("unsafe", False)))
+            sandbox_for_grading(Limits.from_config(self.config), setting(self.config, SandboxedExecute, "unsafe"))
         except SandboxUnavailable as error:
             refuse_to_grade(error)
         # An assignment that names a checks module its source lacks is graded by nobody.

@@ -30,7 +30,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from pathlib import Path
 
 import jinja2
 import nbformat
@@ -42,7 +41,7 @@ from nbconvert.filters.strings import strip_files_prefix
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Integer, Unicode
+from traitlets import Integer
 
 from autograder.course.hidden_tests import strip_hidden_tests
 from autograder.judge.core import JUDGE_MARKS, is_test_cell
@@ -475,7 +474,6 @@ class ForPages(NbGraderPreprocessor):
     them varies from run to run), nothing a browser would run (autograder/notebook/pages.py), and its size
     bounded (`max_bytes`, counted as a page would escape it)."""
 
-    source_folder = Unicode("", help="The course's source folder of the assignment (its own markdown)").tag(config=True)
     max_bytes = Integer(8 << 20, help="The most bytes an autograded notebook may hold, as a page escapes it").tag(
         config=True
     )
@@ -486,8 +484,9 @@ class ForPages(NbGraderPreprocessor):
         from autograder.course.assignment import assignment_source
 
         own = frozenset()
-        folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
-        source = folder / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
+        source = (
+            assignment_source(self.config, resources) / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
+        )
         if source.is_file():
             own = assignment_markdown(nbformat.read(source, as_version=4))
         sanitize_notebook(nb, own)

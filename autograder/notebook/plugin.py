@@ -138,10 +138,17 @@ def _class_report_after(root: Path, meta: dict, resources: dict, db_url: str, lo
 
 
 def configure(
-    c, *, checks_module: str = "", assignment: str = "", limits: dict | None = None, unsafe: bool = False
+    c,
+    *,
+    checks_module: str | None = None,
+    assignment: str | None = None,
+    limits: dict | None = None,
+    unsafe: bool | None = None,
 ) -> None:
     """Put the grader's preprocessors into nbgrader's autograde pipeline of config `c`; with
-    `checks_module`, name the checks module of `assignment` (of every assignment, without one)."""
+    `checks_module`, name the checks module of `assignment` (of every assignment, without one);
+    `limits` and `unsafe` set SandboxLimits and SandboxedExecute.unsafe (None: as `c` has them, or
+    as declared)."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import (
         AssignLatePenalties,
@@ -187,9 +194,14 @@ def configure(
         c.Assignments.settings = {**c.Assignments.get("settings", {}), assignment: {"checks_module": checks_module}}
     elif checks_module:
         c.Assignments.checks_module = checks_module
-    c.SandboxedExecute.unsafe = unsafe
+    if unsafe is not None:
+        c.SandboxedExecute.unsafe = unsafe
     if limits:
-        c.SandboxedExecute.limits = dict(limits)
+        from autograder.kernel.sandbox import Limits
+
+        Limits(**limits)  # each a limit there is, its value one: ValueError otherwise
+        for name, value in limits.items():
+            c.SandboxLimits[name] = value
 
 
 def main(argv=None) -> int:

@@ -10,11 +10,9 @@ learner's whole notebook.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import nbformat
 from nbgrader.preprocessors import DeduplicateIds, NbGraderPreprocessor, OverwriteCells
-from traitlets import Unicode
 
 
 class MetadataFromSource(NbGraderPreprocessor):
@@ -26,13 +24,10 @@ class MetadataFromSource(NbGraderPreprocessor):
     changed: the real one is then restored from the source by RestoreMissingCells).
     """
 
-    source_folder = Unicode("", help="The course's source folder of the assignment").tag(config=True)
-
     def preprocess(self, nb, resources):
         from autograder.course.assignment import assignment_source
 
-        folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
-        path = folder / f"{resources['nbgrader']['notebook']}.ipynb"
+        path = assignment_source(self.config, resources) / f"{resources['nbgrader']['notebook']}.ipynb"
         source = nbformat.read(path, as_version=4)
         by_id = {
             c.metadata["nbgrader"]["grade_id"]: c for c in source.cells if "grade_id" in c.metadata.get("nbgrader", {})

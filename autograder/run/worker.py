@@ -102,17 +102,16 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits):
     config.Execute.shutdown_kernel = "immediate"
     # The kernel's own log is noise here.
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
-    config.SandboxedExecute.limits = limits.as_dict()
+    for name, value in limits.as_dict().items():  # the sandbox's, which the run probed
+        config.SandboxLimits[name] = value
     assignment = assignment_of(course).id
     source = course / "source" / assignment
     # The judge checks the test cells where the assignment names its checks module.
     config.SandboxedExecute.judge_source = judge_source(config, assignment, source)
-    config.ForPages.source_folder = str(source)
     # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
     # must be able to replace them when it grades again.
     config.Autograde.permissions = 644
     config.SandboxedExecute.judge_seed = options.judge_seed
-    config.MetadataFromSource.source_folder = str(source)
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
@@ -148,7 +147,7 @@ def _compile_cache(template: TaskTemplate, adapter: Adapter) -> Path | None:
     """The template's compile cache, written once in this process's folder; None when it has none
     (or it was filled on another kind of machine)."""
     cache = template.cache
-    if cache is None or adapter.compile_cache is None:
+    if cache is None or adapter.compiler_cache is None:
         return None
     items = [(cache.host, b""), *sorted(cache.entries.items())]
     digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d for n, d in items)).hexdigest()[:16]
@@ -173,8 +172,8 @@ def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession
     adapter = load_adapter(template.source.adapter)
     cache = _compile_cache(template, adapter)
     env = dict(GRADING_ENV)
-    if cache is not None and adapter.compile_cache is not None:
-        env.update(adapter.compile_cache.reading(str(cache) if sandbox.unsafe else CACHE))
+    if cache is not None and adapter.compiler_cache is not None:
+        env.update(adapter.compiler_cache.reading(str(cache) if sandbox.unsafe else CACHE))
     folder = Path(tempfile.mkdtemp(prefix="session-", dir=_folder()))
     return SandboxSession(
         sandbox,

@@ -150,7 +150,7 @@ def _update(display_id: str, data: dict, msg_type: str = "update_display_data") 
 def executor():
     """A notebook whose cell 0 holds the judge's verdict (output 2 under display_id "score"
     before it was written), cell 1 an output of the learner's under the same id."""
-    executor = SandboxedExecute(limits={}, timeout=30)
+    executor = SandboxedExecute(timeout=30)
     executor.reset_execution_trackers()
     executor.clear_before_next_output = False  # as nbclient sets it when a cell starts
     executor._caps = OutputCaps(Limits().output, Limits().notebook_output)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from traitlets.config import Config
 
 from autograder.notebook.repair import DeduplicateIdsCleanly, MetadataFromSource, RestoreMissingCells
 
@@ -18,22 +19,26 @@ def _graded(grade_id: str, source: str = "", **meta) -> nbformat.NotebookNode:
 
 
 @pytest.fixture
-def source_folder(tmp_path):
+def course(tmp_path):
+    """A course folder whose source/ps1/ holds the notebook, as nbgrader's config names it."""
     source = nbformat.v4.new_notebook(
         cells=[
             _graded("answer", "def f(x): ...", solution=True, grade=False, locked=False),
             _graded("check", "assert f(1) == 1", solution=False, grade=True, points=2, locked=True),
         ]
     )
-    nbformat.write(source, tmp_path / "01-understand.ipynb")
-    return tmp_path
+    (tmp_path / "source" / "ps1").mkdir(parents=True)
+    nbformat.write(source, tmp_path / "source" / "ps1" / "01-understand.ipynb")
+    config = Config()
+    config.CourseDirectory.root = str(tmp_path)
+    return config
 
 
 def _resources() -> dict:
     return {"nbgrader": {"notebook": "01-understand", "assignment": "ps1", "student": "ada"}}
 
 
-def test_submission_gets_source_metadata(source_folder):
+def test_submission_gets_source_metadata(course):
     """A submission gets the source's metadata back."""
     submitted = nbformat.v4.new_notebook(
         cells=[
@@ -44,7 +49,7 @@ def test_submission_gets_source_metadata(source_folder):
         ]
     )
     submitted.cells[3].metadata["nbgrader"] = "not a dict"
-    repaired, _ = MetadataFromSource(source_folder=str(source_folder)).preprocess(submitted, _resources())
+    repaired, _ = MetadataFromSource(config=course).preprocess(submitted, _resources())
     meta = [cell.metadata.get("nbgrader") for cell in repaired.cells]
     assert meta[0]["grade"] is False and "points" not in meta[0]
     assert meta[1]["points"] == 2 and meta[1]["locked"] is True

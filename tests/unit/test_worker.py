@@ -66,10 +66,10 @@ def test_task_runs_grader_preprocessors(tmp_path):
     api = worker.autograde_api(course, options, Limits(output=123))
     config = api.config
     assert config.Execute.timeout == 17 and config.SandboxedExecute.judge_seed == 99
-    assert config.SandboxedExecute.limits["output"] == 123  # the session's sandbox's, not a default
+    assert config.SandboxLimits.output == 123  # the session's sandbox's, not a default
     assert "budget" not in config.SandboxedExecute  # each notebook's comes in its context
     source = str(course / "source" / "ps1")
-    assert config.SandboxedExecute.judge_source == source and config.ForPages.source_folder == source
+    assert config.SandboxedExecute.judge_source == source and config.CourseDirectory.root == str(course)
     assert config.CourseDirectory.db_url == db_url(course) and config.Autograde.permissions == 644
     # The config had none of the grader's lines: they were added.
     assert SandboxedExecute in config.Autograde.autograde_preprocessors
@@ -143,7 +143,7 @@ def test_notebook_context_reaches_preprocessors():
     execute, require, pages = recording.exporter._preprocessors
     assert execute.context is context and require.context is context and not hasattr(pages, "context")
     assert execute.session is context.session and execute.record is context.record
-    assert execute.notebook_budget == 12.0 and execute.budget == 0.0  # the config's stays as it was
+    assert execute.notebook_budget == 12.0 and execute.autograde_budget == 0.0  # the config's stays as it was
 
 
 def test_watchdog_ends_sandbox_unless_cancelled():
