@@ -304,6 +304,15 @@ def raised_names(error: BaseException) -> list[str]:
     return list(names) if names else [cls.__name__ for cls in type(error).__mro__]
 
 
+def is_unanswered(error: BaseException) -> bool:
+    """Whether an error says the answer was never given: the release's stub (a bare
+    NotImplementedError(); one with a message is the learner's code passing on an error it should
+    have handled), or a name the test uses that the learner's notebook never defined (its answer
+    cell still stops at the stub). The class report counts such items as not attempted."""
+    stub = raised_names(error)[0] == "NotImplementedError" and not str(error)
+    return stub or type(error) is NameError
+
+
 # ---------------------------------------------------------------------------------------
 # The checks a graded cell runs.
 # ---------------------------------------------------------------------------------------
@@ -327,6 +336,7 @@ class Checks:
         self.where = where
         self.items: list[dict] = []
         self._judgments: list[dict] | None = None
+        self._unanswered = False  # whether the item being checked met an answer never given
         self._mode = _mode()
         self._draws = 0
         Checks.latest = self
@@ -343,7 +353,7 @@ class Checks:
     @contextlib.contextmanager
     def item(self, points: float, what: str):
         judgments: list[dict] = []
-        self._judgments = judgments
+        self._judgments, self._unanswered = judgments, False
         failure = None
         try:
             yield self
@@ -351,15 +361,15 @@ class Checks:
             failure = str(stop)
         except Exception as raised:  # the learner's code broke: report it, go on with the next item
             name = raised_names(raised)[0]
-            # The release's stub raises a bare NotImplementedError(); one with a message is the
-            # learner's code passing on an error it should have handled.
-            if name == "NotImplementedError" and not str(raised):
+            self._unanswered = is_unanswered(raised)
+            if self._unanswered and name == "NotImplementedError":
                 failure = "not answered yet: the answer cell still raises NotImplementedError"
             else:
                 failure = f"your code raised {name}: {raised}"
         finally:
             self._judgments = None
-        self.items.append({"points": points, "what": what, "judgments": judgments, "failure": failure})
+        item = {"points": points, "what": what, "judgments": judgments, "failure": failure}
+        self.items.append({**item, "unanswered": failure is not None and self._unanswered})
 
     def _judge(self, judgment: dict) -> None:
         if self._judgments is None:
@@ -410,6 +420,7 @@ class Checks:
             fn(*args, **kwargs)
         except Exception as raised:  # which exception is what is checked
             found = raised_names(raised)
+            self._unanswered = self._unanswered or is_unanswered(raised)
         else:
             found = None
         self._judge({"kind": "raises", "what": what, "hint": hint, "found": found, "expected": exception.__name__})

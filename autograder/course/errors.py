@@ -19,6 +19,10 @@ class ExitCode(enum.IntEnum):
     UNSAFE = 3
     #: Some student could not be graded for a reason of the grader's own.
     GRADER_FAILED = 4
+    #: Stopped by Ctrl-C (SIGINT) or by SIGTERM before the run finished, as a shell reports a
+    #: process a signal ended (128 + the signal's number); what the run made is removed.
+    INTERRUPTED = 130
+    TERMINATED = 143
 
 
 class GraderError(Exception):

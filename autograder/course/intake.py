@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,6 +146,42 @@ def read_notebook(data: bytes) -> nbformat.NotebookNode:
     except ValueError as error:
         raise NotANotebook(f"not a readable notebook ({printable(str(error).splitlines()[0], 120)})") from None
     return normalized(parsed)
+
+
+def not_graded(notebooks: Sequence[str], handed_in: Iterable[str], unreadable: Iterable[Trouble]) -> list[Trouble]:
+    """What of an assignment's `notebooks` is not graded for a student who handed in the notebook
+    files `handed_in` (any name), of which those troubled in `unreadable` could not be read: the
+    unreadable ones, the missing ones (MISSING), and the files under another name (RENAMED, each
+    matched to a missing notebook its name starts with, when there is one). In the assignment's
+    order."""
+    found = [trouble for trouble in unreadable if trouble.kind is TroubleKind.UNREADABLE]
+    handed = {name if name in notebooks else printable(name) for name in handed_in}
+    missing = [name for name in notebooks if name not in handed]
+    found += [Trouble(TroubleKind.MISSING, "not handed in; graded 0", name) for name in missing]
+    for name in sorted(handed - set(notebooks)):
+        like = next((m for m in missing if name.startswith(Path(m).stem)), None)
+        maybe = f" (perhaps {like}, renamed)" if like else ""
+        found.append(Trouble(TroubleKind.RENAMED, f"not a notebook of the assignment{maybe}; not graded", name))
+    order = {name: index for index, name in enumerate(notebooks)}
+    return sorted(found, key=lambda item: (order.get(item.notebook or "", len(order)), item.notebook or ""))
+
+
+#: The word that opens a notebook-not-graded line on the terminal and in nbgrader's log.
+LINE_WORD = {TroubleKind.UNREADABLE: "BROKEN ", TroubleKind.MISSING: "MISSING", TroubleKind.RENAMED: "NOTE   "}
+
+
+def not_graded_lines(student: str, troubles: Sequence[Trouble]) -> list[str]:
+    """A student's notebooks not graded (not_graded's troubles) as lines, escaped (a name is the
+    learner's to choose): one per unreadable or renamed notebook, one for all the missing ones."""
+    lines = [
+        f"{LINE_WORD[t.kind]} {student}: {t.line()}"
+        for t in troubles
+        if t.kind in (TroubleKind.UNREADABLE, TroubleKind.RENAMED)
+    ]
+    missing = [t.notebook or "" for t in troubles if t.kind is TroubleKind.MISSING]
+    if missing:
+        lines.append(f"{LINE_WORD[TroubleKind.MISSING]} {student}: {', '.join(missing)}: not handed in; graded 0")
+    return [printable(line, 1000) for line in lines]
 
 
 @dataclass

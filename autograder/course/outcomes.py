@@ -17,8 +17,12 @@ from dataclasses import asdict, dataclass, field
 class TroubleKind(enum.Enum):
     """What went wrong, as the class report and the grader's decisions read it."""
 
-    #: A submitted file that could not be taken in as a notebook.
+    #: A submitted file that could not be taken in as a notebook: scored 0, the others graded.
     UNREADABLE = "unreadable"
+    #: A notebook of the assignment not handed in: scored 0.
+    MISSING = "missing"
+    #: A notebook handed in under a name the assignment does not have: not graded.
+    RENAMED = "renamed"
     #: The notebook, or the student, ran past the time budget; finished checks keep their points.
     TIME_BUDGET = "time budget"
     #: One cell ran past the cell time limit and was interrupted; later cells ran.
@@ -73,27 +77,36 @@ def past_budget(troubles: list[Trouble]) -> bool:
     return any(trouble.kind is TroubleKind.TIME_BUDGET for trouble in troubles)
 
 
+#: The troubles that say a notebook of the assignment was not graded for a student (it scores 0).
+NOT_GRADED = (TroubleKind.UNREADABLE, TroubleKind.MISSING, TroubleKind.RENAMED)
+
+
 @dataclass(frozen=True)
 class ItemVerdict:
     """One item of a judged cell as the class report keeps it: its wording, points, whether it
-    passed, the failure (one escaped report line) and the hint of the judgment that failed."""
+    passed, the failure (one escaped report line), the hint of the judgment that failed, and
+    whether it failed because the answer was never given (the checks module says so: the
+    release's stub, a name never defined), which the report counts as not attempted."""
 
     what: str
     points: float
     passed: bool
     failure: str | None = None
     hint: str | None = None
+    unanswered: bool = False
 
 
 @dataclass(frozen=True)
 class CellVerdict:
-    """A judged cell: the points earned of `max`, its items, and why it could not be checked at
-    all (None when it could)."""
+    """A judged cell: the points earned of `max`, its items, why it could not be checked at all
+    (None when it could), and whether that was for a name of the learner's never defined (an
+    answer cell still at the release's stub: not attempted)."""
 
     earned: float
     max: float
     items: tuple[ItemVerdict, ...] = ()
     error: str | None = None
+    unanswered: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,7 @@ class NotebookOutcome:
     budget: float | None = None
     cells: dict[str, CellVerdict] = field(default_factory=dict)
     troubles: tuple[Trouble, ...] = ()
+    judge_seed: int | None = None  # the seed of the judge's inputs (None: nothing judged)
 
     @property
     def past_budget(self) -> bool:
@@ -116,6 +130,7 @@ class NotebookOutcome:
             "budget": self.budget,
             "cells": {grade_id: asdict(cell) for grade_id, cell in self.cells.items()},
             "troubles": [trouble.to_json() for trouble in self.troubles],
+            "judge_seed": self.judge_seed,
         }
 
     @classmethod
@@ -127,15 +142,17 @@ class NotebookOutcome:
                 float(cell["max"]),
                 tuple(ItemVerdict(**item) for item in cell.get("items", [])),
                 cell.get("error"),
+                bool(cell.get("unanswered", False)),
             )
             for grade_id, cell in data.get("cells", {}).items()
         }
-        budget = data.get("budget")
+        budget, seed = data.get("budget"), data.get("judge_seed")
         return cls(
             float(data.get("seconds") or 0.0),
             None if budget is None else float(budget),
             cells,
             tuple(Trouble.from_json(t) for t in data.get("troubles", [])),
+            None if seed is None else int(seed),
         )
 
 

@@ -336,6 +336,9 @@ class Judge:
         #: could not be checked at all (None when it could).
         self.items: tuple[ItemVerdict, ...] = ()
         self.cell_error: str | None = None
+        #: Whether the cell could not be checked because a name of the learner's was never defined
+        #: (the answer cell that defines it still stops at the release's stub): not attempted.
+        self.cell_unanswered = False
 
     # -- one test cell ------------------------------------------------------------------------------
     def run_cell(self, source: str, declared: float) -> tuple[float, str]:
@@ -345,6 +348,7 @@ class Judge:
         checks_module.Checks.latest = None
         namespace = {"__name__": "__judge__", "__builtins__": builtins}
         error, printed = None, io.StringIO()
+        self.cell_unanswered = False
         try:
             namespace.update(self.bind(learner_names(source)))
             with self.modules.installed(), contextlib.redirect_stdout(printed):
@@ -353,6 +357,7 @@ class Judge:
             error = f"the checks could not reach your kernel: {stopped}"
         except Exception as raised:  # outside any item: the cell could not be checked at all
             name = raised.learner_mro[0] if isinstance(raised, LearnerRaised) else type(raised).__name__
+            self.cell_unanswered = type(raised) is NameError
             error = f"the checks could not run: {name}: {raised}"
         checks = checks_module.Checks.latest
         # A failure quotes the learner's values and words: each stays on its own line, escaped.
@@ -552,8 +557,9 @@ KEPT_WORDING, KEPT_FAILURE = 300, 1000
 
 def item_records(items: list[dict]) -> tuple[ItemVerdict, ...]:
     """A cell's items as the class report keeps them: wording, points, pass or fail, the
-    failure's text (already one escaped report line) and the hint of the judgment that failed,
-    when the failure ends with it (the judge's own diagnosis, which the report groups by)."""
+    failure's text (already one escaped report line), the hint of the judgment that failed,
+    when the failure ends with it (the judge's own diagnosis, which the report groups by), and
+    whether it failed because the answer was never given (the checks module says so)."""
     records = []
     for item in items:
         failure = item.get("failure")
@@ -569,6 +575,7 @@ def item_records(items: list[dict]) -> tuple[ItemVerdict, ...]:
                 passed=failure is None,
                 failure=None if failure is None else failure[:KEPT_FAILURE],
                 hint=hint,
+                unanswered=failure is not None and item.get("unanswered") is True,
             )
         )
     return tuple(records)

@@ -183,14 +183,20 @@ class JudgedCells:
         earned, report = await asyncio.to_thread(judge.run_cell, cell.source, points)
         write_verdict(cell, earned, report)
         self.ledger.enter(cell, index, earned)
-        self._keep_items(cell, earned, points, judge.items, judge.cell_error)
+        self._keep_items(cell, earned, points, judge.items, judge.cell_error, judge.cell_unanswered)
         dead = judge.kernel.dead
         return time.perf_counter() - start, (
             f"the kernel stopped answering while this cell was checked ({dead})" if dead else None
         )
 
     def _keep_items(
-        self, cell, earned: float, points: float, items: tuple[ItemVerdict, ...], error: str | None
+        self,
+        cell,
+        earned: float,
+        points: float,
+        items: tuple[ItemVerdict, ...],
+        error: str | None,
+        unanswered: bool = False,
     ) -> None:
         grade_id = str(cell.metadata["nbgrader"].get("grade_id"))
-        self.ledger.items[grade_id] = CellVerdict(float(earned), points, items, error)
+        self.ledger.items[grade_id] = CellVerdict(float(earned), points, items, error, unanswered)

@@ -13,7 +13,8 @@ of the grader: it is shipped to learners who never install it. It provides:
   function itself.
 - `JUDGE`: None; the judge sets it to the run's seed on its own copy.
 - `Checks`: a test cell's checks; `Checks.latest` is the last made, with `.items` (dicts with
-  "points", "what", "failure") and `.where`.
+  "points", "what", "failure", and optionally "unanswered": True when the item failed because
+  the answer was never given, which the class report counts as not attempted) and `.where`.
 - `report_lines(items, where) -> (lines, earned, _)` and `points_line(earned, declared, most)`:
   the one wording of a report, used by the learner's kernel and by the judge alike.
 - `TimedExecutable`: an executable for a learner's timing code; the judge plays it from outside

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 import shutil
 import sys
 import tempfile
@@ -205,9 +206,21 @@ class SandboxedExecute(Execute):
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _preprocess_in(self, session: SandboxSession, nb, resources, km):
-        assignment = (resources or {}).get("nbgrader", {}).get("assignment", "")
+        # A seed drawn here (none was configured: `nbgrader autograde`) is logged and kept with
+        # the notebook's record, so that a failure can be graded again with the same inputs.
+        seed = self.judge_seed or secrets.randbits(62)
+        where = (resources or {}).get("nbgrader", {})
+        assignment = where.get("assignment", "")
         checks = self.judge_checks_module or (checks_module_for(self.config, assignment) if assignment else "")
-        settings = JudgeSettings(self.judge_source, checks, self.judge_seed)
+        if self.judge_source and not self.judge_seed:
+            self.log.info(
+                "judge seed %d for %s's %s (c.SandboxedExecute.judge_seed = %d grades it again with the same inputs)",
+                seed,
+                where.get("student", "?"),
+                where.get("notebook", "?"),
+                seed,
+            )
+        settings = JudgeSettings(self.judge_source, checks, seed)
         self._judged = JudgedCells(
             settings, answer_cells(nb), self._configured_timeout or 120, self._deadline, session.adapter
         )
@@ -226,6 +239,7 @@ class SandboxedExecute(Execute):
                 self.notebook_budget or None,
                 dict(self._judged.ledger.items),
                 tuple(self.record.troubles[troubles_before:]),
+                seed if settings.source else None,
             )
         if session.sandbox.unsafe:
             _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed

@@ -4,7 +4,7 @@
                                  [--jobs N] [--scheduler tls://host:port --tls-ca-file F
                                  --tls-cert F --tls-key F] [--cell-timeout S] [--limit NAME=VALUE ...]
                                  [--no-compile-cache] [--no-fork] [--fresh-gradebook] [--judge-seed N]
-                                 [--reference-cache DIR] [--unsafe-no-sandbox]
+                                 [--reference-cache DIR] [--no-reference-cache] [--unsafe-no-sandbox]
 
 (`python -m autograder.run.grade` is the same command; every option is explained in
 autograder/run/options.py and by `autograder grade --help`.)
@@ -33,6 +33,7 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from autograder.course.assignment import (
     put_venv_on_path,
 )
 from autograder.course.errors import ExitCode, GraderError, UsageError
-from autograder.course.intake import printable, take_in
+from autograder.course.intake import not_graded, not_graded_lines, printable, take_in
 from autograder.course.outcomes import NotebookTiming, Trouble, TroubleKind
 from autograder.course.paths import ROOT
 from autograder.course.submissions import find_submissions
@@ -70,7 +71,7 @@ from autograder.kernel.sandbox import (
 from autograder.run.console import show_log
 from autograder.run.feedback import regenerate_feedback
 from autograder.run.options import GradingOptions, help_all, overrides
-from autograder.run.progress import Progress
+from autograder.run.progress import Progress, Summary
 from autograder.run.reference import (
     KeptReference,
     ReferenceProblem,
@@ -87,6 +88,9 @@ log = logging.getLogger(__name__)
 #: Under --course COURSE without --out: COURSE/<this>/<assignment> (the course folder is never
 #: shown to a kernel; nbgrader's own folders of it are refused all the same).
 OUT_IN_COURSE = "autograder"
+#: Beside OUT: where a clean reference run is kept for the next run (unless --reference-cache says
+#: where, or --no-reference-cache)
+REFERENCE_CACHE = "reference-cache"
 
 
 def default_out(origin) -> Path:
@@ -123,6 +127,18 @@ class CannotGradeSafely(GraderError, RuntimeError):
     exit_code = ExitCode.UNSAFE
 
 
+#: The signal that stopped the run, when one did (SIGTERM is raised as Ctrl-C is: KeyboardInterrupt).
+_stopped_by: list[signal.Signals] = []
+
+
+def _stop(signum, frame) -> None:
+    """SIGTERM, stopping the run as Ctrl-C does: KeyboardInterrupt in the main thread, which no
+    guard of one student's catches (it is no Exception), so that the same cleanup runs on the way
+    out (temporary folders, sandboxes, workers, an --out the run made)."""
+    _stopped_by.append(signal.Signals(signum))
+    raise KeyboardInterrupt
+
+
 @dataclass
 class GradingResult:
     cells: list[dict]
@@ -142,9 +158,9 @@ class GradingResult:
     failed: dict[str, list[Trouble]] = field(default_factory=dict)
     #: manual grades kept on answers that changed since they were given, to look at again in formgrader
     rechecks: list[str] = field(default_factory=list)
-    #: scores kept for cells awaiting a manual grade (a manual grade kept through a RECHECK), by
-    #: (student, notebook, cell): grades.csv and nbgrader's export count them, so the table does
-    kept: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    #: each student's notebooks not graded (UNREADABLE, MISSING, RENAMED), in the assignment's order
+    not_graded: dict[str, list[Trouble]] = field(default_factory=dict)
+    judge_seed: int | None = None  # the seed of the judge's inputs this run: --judge-seed repeats them
 
 
 # ----------------------------------------------------------------------------------------
@@ -186,6 +202,10 @@ def grade(
     except SandboxUnavailable as error:
         raise CannotGradeSafely(str(error)) from None
     course = out / "course"
+    if not options.keep_reference or options.scheduler is not None:
+        options = options.replace(reference_cache=None)  # a scheduler's workers are other hosts: they run their own
+    elif options.reference_cache is None:
+        options = options.replace(reference_cache=out.parent / REFERENCE_CACHE)
     made_here = not out.exists()
     try:
         return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
@@ -225,6 +245,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         broken: dict[str, list[Trouble]] = {}
         flagged: dict[str, list[Trouble]] = {}
         failed: dict[str, list[Trouble]] = {}
+        missed: dict[str, list[Trouble]] = {}
         for student, files in found.students.items():
             taken = take_in(
                 files, tuple(source.shipped_names())
@@ -233,10 +254,20 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
                 broken.setdefault(student, []).extend(taken.broken)
             if taken.findings:
                 flagged[student] = list(taken.findings)
-            tasks.append(StudentTask(student, taken.notebooks, tasks_options, extra_files=taken.extra))
+            handed_in = [name for name in files if name.endswith(".ipynb")] + found.other_notebooks.get(student, [])
+            missed[student] = not_graded(assignment.notebooks, handed_in, taken.broken)
+            tasks.append(
+                StudentTask(
+                    student, taken.notebooks, tasks_options, extra_files=taken.extra, not_graded=missed[student]
+                )
+            )
         phases["setup"] = time.perf_counter() - started
 
-        progress = Progress(len(tasks), stream=progress_stream)
+        progress = Progress(len(tasks), stream=progress_stream, problems=missed)
+        progress.note(
+            f"judge seed: {options.judge_seed} (grading again with --judge-seed {options.judge_seed} gives the same "
+            "inputs and messages)"
+        )
         mark = time.perf_counter()
         runs = kept if kept is not None else runner.reference_runs()
         if kept is not None:
@@ -285,13 +316,15 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     for result in graded_now:  # what the class report reads of them; their last run's is kept as the one before
         student = result.student_id
         try:
-            write_judged(out, student, result.outcomes, broken.get(student, []), flagged.get(student, []))
+            # The unreadable are among the broken; the missing and the renamed are kept beside them.
+            beside = (TroubleKind.MISSING, TroubleKind.RENAMED)
+            troubles = broken.get(student, []) + [t for t in missed.get(student, []) if t.kind in beside]
+            write_judged(out, student, result.outcomes, troubles, flagged.get(student, []), options.judge_seed)
         except OSError as error:  # their grades are stored; only the report misses them
             log.warning("the class report's record of %s was not written: %s", student, error)
     students = sorted(found.students)
     stored = sorted(result.student_id for result in graded_now)
     cells = read_cells(course, stored)
-    kept_scores = _kept_while_pending(course, stored)
     if class_students(course):  # the class files hold what the gradebook holds: nothing before anyone is graded
         write_class_files(out, course, {k: v for k, v in flagged.items() if k in stored}, stored)
         write_run_report(out, course)
@@ -302,10 +335,8 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         log.info("feedback of %s regenerated with the manual grades kept in the gradebook", ", ".join(by_hand))
     phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
-    progress.finish(seconds)
-    return GradingResult(
+    outcome = GradingResult(
         cells=cells,
-        kept=kept_scores,
         broken={k: broken[k] for k in sorted(broken)},
         flagged=flagged,
         seconds=seconds,
@@ -319,6 +350,33 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         failed={k: failed[k] for k in sorted(failed)},
         rechecks=merged.rechecks,
         assignment=assignment,
+        not_graded={k: v for k, v in sorted(missed.items()) if v},
+        judge_seed=options.judge_seed,
+    )
+    progress.finish(seconds, summary_of(outcome))
+    return outcome
+
+
+def summary_of(result: GradingResult) -> Summary:
+    """The run's counts, from its result (the summary line says what the lines after it name)."""
+    stored = {row["student_id"] for row in result.cells}
+
+    def having(kind: TroubleKind) -> int:
+        return len(
+            {s for s, troubles in result.not_graded.items() if s in stored and any(t.kind is kind for t in troubles)}
+        )
+
+    broke = {s for s, troubles in result.broken.items() if any(t.kind is not TroubleKind.UNREADABLE for t in troubles)}
+    return Summary(
+        graded=len(stored),
+        broken=len(broke & stored),
+        unreadable=having(TroubleKind.UNREADABLE),
+        missing=having(TroubleKind.MISSING),
+        renamed=having(TroubleKind.RENAMED),
+        flagged=len(set(result.flagged) & stored),
+        rechecks=len(result.rechecks),
+        failed=len(result.failed),
+        rejected=len(result.rejected),
     )
 
 
@@ -326,37 +384,15 @@ def _grader_failed(why: str) -> Trouble:
     return Trouble(TroubleKind.GRADER_FAILED, why)
 
 
-def _kept_while_pending(course: Path, students: list[str]) -> dict[tuple[str, str, str], float]:
-    """The scores the gradebook keeps for cells awaiting a manual grade (a manual grade kept
-    through a RECHECK): what nbgrader's export and grades.csv count for them."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from autograder.course.assignment import assignment_of
-    from autograder.gradebook.class_gradebook import db_url
-
-    found = {}
-    with Gradebook(db_url(course)) as gb:
-        for student in students:
-            try:
-                submission = gb.find_submission(assignment_of(course).id, student)
-            except MissingEntry:
-                continue
-            for notebook in submission.notebooks:
-                for grade in notebook.grades:
-                    if grade.needs_manual_grade and grade.score:
-                        found[(student, notebook.name, grade.name)] = float(grade.score)
-    return found
-
-
 def score_table(result: GradingResult) -> str:
-    """Students x notebooks, points/max; * marks cells still waiting for a manual grade."""
+    """Students x notebooks, points/max as the gradebook counts them (cells.csv's rows: pending
+    cells at the score they hold); * marks notebooks with cells still waiting for a person."""
     totals: dict[tuple[str, str], list] = {}
     for row in result.cells:
         entry = totals.setdefault((row["student_id"], row["notebook"]), [0.0, 0.0, False])
-        key = (row["student_id"], row["notebook"], row["grade_id"])
-        entry[0] += row["score"] if row["score"] != "" else result.kept.get(key, 0.0)
+        entry[0] += row["score"]
         entry[1] += row["max_score"]
-        entry[2] |= row["score"] == ""
+        entry[2] |= row["pending"] == "yes"
     stems = result.assignment.stems
     width = max([len("student")] + [len(s) for s in result.students])
     header = f"{'student':<{width}}  " + "  ".join(f"{s[:13]:>13}" for s in stems) + f"  {'total':>11}"
@@ -370,10 +406,12 @@ def score_table(result: GradingResult) -> str:
         if student in result.failed and not any(row["student_id"] == student for row in result.cells):
             lines.append(f"{student:<{width}}  not graded (FAILED below)")
             continue
-        mark = " !" if student in result.broken else (" ?" if student in result.flagged else "")
+        troubled = student in result.broken or student in result.not_graded
+        mark = " !" if troubled else (" ?" if student in result.flagged else "")
         lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
     lines.append(
-        "* includes cells awaiting manual grading (formgrader on OUT/course); ! broken submission; ? flagged for review"
+        "* cells awaiting a person, counted as they stand (formgrader on OUT/course); ! a notebook broken, unreadable "
+        "or missing; ? flagged for review"
     )
     return "\n".join(lines)
 
@@ -488,6 +526,7 @@ def main(argv=None) -> int:
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
         return ExitCode.USAGE
     show_log()
+    signal.signal(signal.SIGTERM, _stop)  # SIGTERM cleans up as Ctrl-C does
     try:
         options = _options(args, rest)
         if options.unsafe:
@@ -497,6 +536,14 @@ def main(argv=None) -> int:
         nobody = "nobody was graded: " if error.exit_code is ExitCode.UNSAFE else ""
         print(f"error: {nobody}{error}", file=sys.stderr)
         return error.exit_code
+    except KeyboardInterrupt:
+        terminated = signal.SIGTERM in _stopped_by
+        print(
+            f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'} before the run finished: its temporary folders, "
+            "and an --out it made, are removed",
+            file=sys.stderr,
+        )
+        return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
     print(score_table(result))
     # Everything after the table may quote a submission: each line goes out with its control
     # characters escaped, so no learner's text acts on the instructor's terminal.
@@ -508,6 +555,9 @@ def main(argv=None) -> int:
     for student, reasons in result.broken.items():
         for reason in reasons:
             print(printable(f"BROKEN  {student}: {reason.line()}", 1000))
+    for student, troubles in result.not_graded.items():  # (the unreadable are among the BROKEN above)
+        for line in not_graded_lines(student, [t for t in troubles if t.kind is not TroubleKind.UNREADABLE]):
+            print(line)
     for student, findings in result.flagged.items():
         for finding in findings:
             print(printable(f"REVIEW  {student}: {finding.line()}", 1000))

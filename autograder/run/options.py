@@ -54,8 +54,13 @@ class Grading(Configurable):
         None,
         allow_none=True,
         help="a folder where a clean reference run is kept and reused by the next run with the same source, grader, "
-        "host and options (None: the instructor's notebooks run every time)",
+        "host and options (None: reference-cache/ beside OUT)",
     ).tag(config=True, flag="--reference-cache")
+    keep_reference = Bool(
+        True,
+        help="a clean reference run is kept (in --reference-cache, or reference-cache/ beside OUT) and reused by the "
+        "next run with the same source, grader, host and options, instead of running the instructor's notebooks",
+    ).tag(config=True, flag="--no-reference-cache")
 
 
 class TimePolicy(Configurable):

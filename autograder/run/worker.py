@@ -61,6 +61,8 @@ class StudentTask:
     #: Whether this process is likely to grade another student after this one (the runner knows):
     #: only then is a sandbox made ahead for it.
     another_follows: bool = True
+    #: The student's notebooks not graded (intake.not_graded's troubles): every page of theirs names them.
+    not_graded: list[Trouble] = field(default_factory=list)
 
 
 @dataclass
@@ -81,9 +83,10 @@ class StudentResult:
     worker: str = ""
 
 
-def autograde_api(course: Path, options: GradingOptions, limits: Limits):
+def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_graded: list[Trouble] | None = None):
     """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides
-    (the settings of this run: the same for every notebook of every student)."""
+    (the settings of this run: the same for every notebook of every student; `not_graded`, the
+    student's notebooks not graded, which the grader found when it took their files in)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -112,6 +115,10 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits):
     # must be able to replace them when it grades again.
     config.Autograde.permissions = 644
     config.SandboxedExecute.judge_seed = options.judge_seed
+    # The grader took the files in and writes its own class report: the exporter only notes, on
+    # each page, which notebooks were not graded.
+    config.TakenInExporter.not_graded = [trouble.to_json() for trouble in not_graded or []]
+    config.TakenInExporter.class_report = False
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
@@ -385,7 +392,7 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
         session = student_session(task, template)
-        api = autograde_api(course, task.options, session.sandbox.limits)
+        api = autograde_api(course, task.options, session.sandbox.limits, task.not_graded)
         # No Execute.kernel_name: nbgrader runs the kernel the notebooks name.
         kernel_name = nbgrader_setting(api.config, "Execute", "kernel_name") or notebook_kernel(
             template.source.notebook(assignment.notebooks[0])

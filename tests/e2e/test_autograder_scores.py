@@ -202,7 +202,8 @@ def _notebook_id(name: str) -> str:
 
 
 def read_scores(path: Path) -> list[dict]:
-    """Rows of a cells.csv or of the expected table, scores as floats (None: awaiting manual grading)."""
+    """Rows of a cells.csv or of the expected table, scores as floats (None: awaiting manual grading:
+    an empty score in the expected table, a pending cell in cells.csv)."""
     with path.open(newline="") as stream:
         rows = [
             row for row in csv.DictReader(stream) if row.get("student_id") and not row["student_id"].startswith("#")
@@ -214,7 +215,7 @@ def read_scores(path: Path) -> list[dict]:
             "student_id": row["student_id"].strip(),
             "notebook": _notebook_id(row["notebook"].strip()),
             "grade_id": row["grade_id"].strip(),
-            "score": _number(row["score"]),
+            "score": None if row.get("pending") == "yes" else _number(row["score"]),
             "max_score": _number(row["max_score"]),
             "note": (row.get("note") or "").strip(),
         }
@@ -251,7 +252,10 @@ def graded(tmp_path_factory, canaries) -> Graded:
     seconds = time.perf_counter() - start
     stored = read_scores(out / "cells.csv")
     returned = {
-        (r["student_id"], _notebook_id(r["notebook"]), r["grade_id"]): (_number(r["score"]), _number(r["max_score"]))
+        (r["student_id"], _notebook_id(r["notebook"]), r["grade_id"]): (
+            None if r["pending"] == "yes" else _number(r["score"]),
+            _number(r["max_score"]),
+        )
         for r in result.cells
     }
     assert returned == {

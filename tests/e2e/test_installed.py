@@ -323,20 +323,35 @@ def test_kernel_search_finds_no_class(tmp_path, capsys):
             assert "canaries found: []" in printed, printed[-2000:]
             assert "borrowed answers from" not in printed and secret not in printed
             cells = list(csv.DictReader(open(out / "cells.csv")))
-            assert sum(float(row["score"] or 0) for row in cells) == 0
+            assert sum(float(row["score"]) for row in cells) == 0
     finally:
         shutil.rmtree(beside_venv, ignore_errors=True)
 
 
 def test_console_table_counts_recheck_like_csv():
-    """A manual grade kept while its changed answer awaits a re-check: cells.csv leaves the cell
-    empty (pending), nbgrader's export and grades.csv count the kept score, and so does the table."""
+    """A manual grade kept while its changed answer awaits a re-check: cells.csv counts the kept
+    score and says the cell is pending, as nbgrader's export and grades.csv count it, and so does
+    the table."""
     from autograder.course.assignment import Assignment
     from autograder.run.grade import GradingResult, score_table
 
     rows = [
-        {"student_id": "ann", "notebook": "04-exercise", "grade_id": "test-hvp", "score": 5.0, "max_score": 6.0},
-        {"student_id": "ann", "notebook": "04-exercise", "grade_id": "answer-why-hvp", "score": "", "max_score": 2.0},
+        {
+            "student_id": "ann",
+            "notebook": "04-exercise",
+            "grade_id": "test-hvp",
+            "score": 5.0,
+            "max_score": 6.0,
+            "pending": "no",
+        },
+        {
+            "student_id": "ann",
+            "notebook": "04-exercise",
+            "grade_id": "answer-why-hvp",
+            "score": 1.5,
+            "max_score": 2.0,
+            "pending": "yes",
+        },
     ]
     result = GradingResult(
         cells=rows,
@@ -345,7 +360,6 @@ def test_console_table_counts_recheck_like_csv():
         seconds=0.0,
         students=["ann"],
         assignment=Assignment(ASSIGNMENT, ("04-exercise.ipynb",)),
-        kept={("ann", "04-exercise", "answer-why-hvp"): 1.5},
     )
     line = next(line for line in score_table(result).splitlines() if line.startswith("ann"))
     assert line.split()[1:] == ["6.5/8*", "6.5/8"]

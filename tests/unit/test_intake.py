@@ -159,3 +159,46 @@ def test_notebook_past_source_bound_is_named():
     with pytest.raises(NotANotebook, match=r"MiB of source \(at most 1 MiB are graded\)"):
         read_notebook(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
     read_notebook(json.dumps({"cells": cells[:3], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
+
+
+def test_notebooks_not_graded_named_by_kind():
+    """What is not graded of a student's hand-in, by kind, in the assignment's order, with a renamed
+    notebook matched to the missing one its name starts with; and their lines, names escaped."""
+    from autograder.course.intake import not_graded, not_graded_lines
+    from autograder.course.outcomes import Trouble, TroubleKind
+
+    notebooks = ("01-understand.ipynb", "02-build.ipynb", "03-experiment.ipynb")
+    handed_in = ["01-understand (1).ipynb", "02-build.ipynb", "notes\x1b[2J.ipynb"]
+    unreadable = Trouble(TroubleKind.UNREADABLE, "not a readable notebook (bad JSON); graded 0", "02-build.ipynb")
+    found = not_graded(notebooks, handed_in, [unreadable])
+    assert found == [
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "01-understand.ipynb"),
+        unreadable,
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "03-experiment.ipynb"),
+        Trouble(
+            TroubleKind.RENAMED,
+            "not a notebook of the assignment (perhaps 01-understand.ipynb, renamed); not graded",
+            "01-understand (1).ipynb",
+        ),
+        Trouble(TroubleKind.RENAMED, "not a notebook of the assignment; not graded", "notes\\x1b[2J.ipynb"),
+    ]
+    assert not_graded_lines("ann", found) == [
+        "BROKEN  ann: 02-build.ipynb: not a readable notebook (bad JSON); graded 0",
+        "NOTE    ann: 01-understand (1).ipynb: not a notebook of the assignment (perhaps 01-understand.ipynb, "
+        "renamed); not graded",
+        "NOTE    ann: notes\\x1b[2J.ipynb: not a notebook of the assignment; not graded",
+        "MISSING ann: 01-understand.ipynb, 03-experiment.ipynb: not handed in; graded 0",
+    ]
+    assert not_graded(notebooks, list(notebooks), []) == []
+
+
+def test_an_unreadable_notebook_is_not_scanned_as_another(tmp_path):
+    """A notebook that cannot be read is named once, and no finding of the notebook read before it
+    is counted again under its name."""
+    flagged = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import ctypes\n")])
+    folder = tmp_path
+    (folder / "01-understand.ipynb").write_text(nbformat.writes(flagged))
+    (folder / "02-build.ipynb").write_text('{"cells": [')
+    taken = take_in({name: folder / name for name in ("01-understand.ipynb", "02-build.ipynb")})
+    assert [finding.notebook for finding in taken.findings] == ["01-understand.ipynb"]
+    assert [trouble.notebook for trouble in taken.broken] == ["02-build.ipynb"]

@@ -13,7 +13,7 @@ from nbgrader.api import Gradebook
 
 from autograder.course.outcomes import CellGrade, NotebookGrades, Trouble, TroubleKind
 from autograder.gradebook.class_gradebook import _schema_head, db_url, quiet_gradebook_warnings
-from autograder.gradebook.merge import _answer_for, _answers, merge_into_gradebook
+from autograder.gradebook.merge import answer_for, answers_of, merge_into_gradebook
 from autograder.run.worker import StudentResult
 
 ASSIGNMENT = "ps1"
@@ -152,7 +152,7 @@ def test_merge_keeps_manual_grade_if_unchanged(course):
     assert stored["manual_comments"]["answer"] == "Say why."
 
 
-def test_merge_marks_changed_answer_for_recheck(course):
+def test_merge_marks_changedanswer_for_recheck(course):
     """A manual score on an answer that changed is kept, marked as needing a manual grade, and named in a RECHECK."""
     merge_into_gradebook(course, [_result("ada")], {})
     _grade_by_hand(course, "ada", "answer", score=0.5)
@@ -266,15 +266,15 @@ def test_merge_empties_merged_students_folders(course):
 
 def test_answers_reads_solution_cells_only():
     """The answers of a notebook are its solution cells' stripped sources by grade id; an unreadable notebook has none."""
-    assert _answers(_notebook({"a": "  one\n", "b": "two"})) == {"a": "one", "b": "two"}
-    assert _answers("not a notebook") is None
-    assert _answers(None) is None
+    assert answers_of(_notebook({"a": "  one\n", "b": "two"})) == {"a": "one", "b": "two"}
+    assert answers_of("not a notebook") is None
+    assert answers_of(None) is None
 
 
-def test_answer_for_test_cell_is_every_answer():
+def testanswer_for_test_cell_is_every_answer():
     """A solution cell's grade judges its own answer; a test cell's grade judges all the notebook's answers."""
     answers = {"a": "one", "b": "two"}
-    assert _answer_for(answers, "a") == "one"
-    assert _answer_for(answers, "check") == _answer_for({"a": "one", "b": "two"}, "other")
-    assert _answer_for(answers, "check") != _answer_for({"a": "one", "b": "2"}, "check")
-    assert _answer_for(None, "a") is None
+    assert answer_for(answers, "a") == "one"
+    assert answer_for(answers, "check") == answer_for({"a": "one", "b": "two"}, "other")
+    assert answer_for(answers, "check") != answer_for({"a": "one", "b": "2"}, "check")
+    assert answer_for(None, "a") is None

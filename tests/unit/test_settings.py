@@ -1,9 +1,9 @@
 """Each setting of the grader is declared once, with its default: a trait of one Configurable.
 
 A second declaration (a field, a trait, a keyword parameter with a default of its own) or its
-default restated beside its name (in the code, the READMEs, the Makefile) fails here; the READMEs'
-tables of settings are made from the declarations (`python -m autograder.run.options`) and
-checked to agree with them. `python -m tests.unit.test_settings [ROOT]` prints, for each setting,
+default restated beside its name (in the code, the READMEs and docs, the Makefile) fails here;
+the docs' tables of settings are made from the declarations (`python -m autograder.run.options`)
+and checked to agree with them. `python -m tests.unit.test_settings [ROOT]` prints, for each setting,
 the places that declare it or state its default (a checkout of an earlier version may be given).
 """
 
@@ -24,7 +24,15 @@ from autograder.notebook.pages import ForPages
 from autograder.run.options import CONFIGURABLES, TimePolicy, _shown, settings_table
 
 #: Where a default could be restated for a reader.
-DOCS = ("README.md", "autograder/README.md", "CONTRIBUTING.md", "Makefile")
+DOCS = (
+    "README.md",
+    "autograder/README.md",
+    "docs/instructors.md",
+    "docs/grader.md",
+    "docs/maintainers.md",
+    "CONTRIBUTING.md",
+    "Makefile",
+)
 
 
 def settings() -> dict[str, tuple[type[Configurable], object]]:
@@ -50,26 +58,31 @@ def _said(default) -> list[str]:
     return sorted(forms)
 
 
+def _stated(value: ast.AST | None) -> bool:
+    """Whether a default is given there: anything but nothing or None (None: "as declared", or a
+    record's "not known")."""
+    return value is not None and not (isinstance(value, ast.Constant) and value.value is None)
+
+
 def declarations(text: str, name: str) -> list[int]:
     """The lines of Python source that declare `name` with a default of its own: a class attribute
-    or field given a value (a trait, a dataclass field), or a parameter with a default other than
-    None (None: "as declared")."""
+    or field given a value (a trait, a dataclass field), or a parameter with a default (None
+    excepted: "as declared")."""
     lines = []
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ClassDef):
             for item in node.body:
                 targets = item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)]
-                value = getattr(item, "value", None)
-                if value is not None and any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if _stated(getattr(item, "value", None)) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in targets
+                ):
                     lines.append(item.lineno)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             arguments = node.args
             positional = arguments.posonlyargs + arguments.args
             pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults))
             pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
-            for argument, default in pairs:
-                if argument.arg == name and not (isinstance(default, ast.Constant) and default.value is None):
-                    lines.append(argument.lineno)
+            lines += [argument.lineno for argument, default in pairs if argument.arg == name and _stated(default)]
     return lines
 
 
@@ -118,17 +131,18 @@ def test_a_second_declaration_is_found():
     assert declarations("class X(Configurable):\n    unsafe = Bool(False)\n", "unsafe") == [2]
     assert declarations("def configure(c, *, unsafe: bool = False):\n    pass\n", "unsafe") == [1]
     assert declarations("def configure(c, *, unsafe: bool | None = None):\n    pass\n", "unsafe") == []
+    assert declarations("class Outcome:\n    judge_seed: int | None = None\n", "judge_seed") == []
     assert restated("| `memory` | 4 GiB per process |", "memory", 4 << 30) == [1]
     assert restated("past `watchdog_grace` (30 s)", "watchdog_grace", 30.0) == [1]
     assert restated("memory_total is 6 GiB", "memory", 4 << 30) == []
 
 
-def test_readme_tables_are_the_declarations():
-    """The READMEs list the limits and the time policy as their declarations say (the tables are
+def test_docs_tables_are_the_declarations():
+    """The docs list the limits and the time policy as their declarations say (the tables are
     made by `python -m autograder.run.options`)."""
-    text = (ROOT / "autograder" / "README.md").read_text()
+    text = (ROOT / "docs" / "instructors.md").read_text()
     for owner in (SandboxLimits, TimePolicy):
-        assert settings_table(owner) in text, f"make the README's table of {owner.__name__} again"
+        assert settings_table(owner) in text, f"make the table of {owner.__name__} in docs/instructors.md again"
 
 
 def test_assignments_settings_are_declared():

@@ -48,7 +48,8 @@ def test_each_student_is_graded_or_rejected_alone(tmp_path):
     found = find_submissions(tmp_path, LESSON)
     assert set(found.students) == {"ann"}
     assert sorted(found.students["ann"]) == ["01-understand.ipynb", "timestamp.txt"]
-    assert found.notes["ann"] == ["left out, not notebooks of performance-05: notes.txt, scratch.ipynb"]
+    assert found.notes["ann"] == ["left out, not notebooks of performance-05: notes.txt"]
+    assert found.other_notebooks["ann"] == ["scratch.ipynb"]  # named as a notebook not graded
     assert set(found.rejected) == {"ann smith", ".ipynb_checkpoints", "bob"}
     assert "holds no notebook" in found.rejected["bob"]
 

@@ -165,6 +165,8 @@ def test_the_readme_states_the_assignments_points():
     total, manual = _points()
     readme = (SOLUTIONS.parent / "README.md").read_text()
     assert f"{manual:g} of the {total:g} points" in readme
-    assert f"out of {total:g} |" in readme
+    instructors = (SOLUTIONS.parent / "docs" / "instructors.md").read_text()
+    assert f"{manual:g} of the {total:g} points" in instructors
+    assert f"out of {total:g} |" in instructors
     samples = (SOLUTIONS.parent / "autograder" / "samples" / "README.md").read_text()
     assert samples.count(f"/{total:g} |") == 3
