@@ -44,7 +44,8 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer
 
 from autograder.course.hidden_tests import strip_hidden_tests
-from autograder.judge.core import JUDGE_MARKS, is_test_cell
+from autograder.course.text_safety import page_text, reads_like_the_report
+from autograder.judge.core import is_test_cell
 
 #: Output types shown as they are (text is escaped by every template; images are pixels).
 SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
@@ -256,55 +257,22 @@ def _count(value) -> int | None:
     return value if type(value) is int else None
 
 
-#: Characters that break, hide or reorder a line on a page: in an error's text they could write
-#: what looks like the judge's lines, so they are shown as escapes.
-_LINE_BREAKERS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
 def _visible(text):
-    if not isinstance(text, str):
-        return text
-    return _LINE_BREAKERS.sub(lambda m: ascii(m.group())[1:-1], text)
+    """An error's text on a page: what breaks, hides or reorders a line shown, not obeyed."""
+    return page_text(text) if isinstance(text, str) else text
 
 
 #: What marks a line of a learner's output that reads like the grader's report (`[PASS]`, `3 of 3
 #: points`): outside a test cell, only the learner's code wrote it.
 LEARNER_OUTPUT = "[your output] "
-#: ANSI escape sequences (a terminal's colours: they split a word on the page and show nothing).
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
-#: Letters of other scripts drawn like the Latin ones of PASS, FAIL, of, points (UTS #39's
-#: confusables for these letters), folded before the report's marks are looked for.
-_LOOKALIKES = str.maketrans(
-    "АВЕІКМНОРСТХЅаеіјорсхѕԁɑΑΒΕΙΚΜΝΟΡΤΥΧορνΡΑՏ",
-    "ABEIKMHOPCTXSaeijopcxsdaABEIKMNOPTYXopvPAS",
-)
-
-
-def _plain(text: str) -> str:
-    """text as the eye reads it: compatibility forms folded, lookalike letters made Latin, no
-    ANSI sequence, no invisible character (format, combining, or a blank drawn as a space)."""
-    import unicodedata
-
-    text = unicodedata.normalize("NFKC", _ANSI.sub("", text)).translate(_LOOKALIKES)
-    kept = []
-    for ch in text:
-        category = unicodedata.category(ch)
-        if category in ("Cf", "Mn", "Me", "Cc") and ch not in "\n\t":
-            continue
-        kept.append(" " if category == "Zs" or ch in "\u2800\u3164\uffa0\u115f\u1160" else ch)
-    return "".join(kept)
-
-
-def _reads_like_the_report(text: str) -> bool:
-    return bool(JUDGE_MARKS.search(_plain(text)))
 
 
 def _marked(text: str, mark: str = LEARNER_OUTPUT) -> str:
     """text, each line that reads like the grader's report marked as the learner's."""
-    if not _reads_like_the_report(text):
+    if not reads_like_the_report(text):
         return text
     lines = text.splitlines(keepends=True)
-    return "".join(mark + line if _reads_like_the_report(line) else line for line in lines)
+    return "".join(mark + line if reads_like_the_report(line) else line for line in lines)
 
 
 def _marked_output(output) -> NotebookNode:
@@ -323,7 +291,7 @@ def _marked_output(output) -> NotebookNode:
         shown = data.get("text/html")
         if isinstance(shown, str):
             text = html.unescape(_TAG.sub("", shown))
-            if _reads_like_the_report(text):
+            if reads_like_the_report(text):
                 del data["text/html"]
                 data["text/plain"] = _marked(" ".join(text.split()))
     return output
@@ -403,7 +371,7 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
             # Attachments are embedded by rendering (as data the sanitizer lets through or not).
             bundles = {k: v for k, v in (attachments or {}).items() if isinstance(v, dict)}
             source = _marked(cell.get("source", ""), "[your text] ")
-            if _reads_like_the_report(_TAG.sub("", html.unescape(source))) and source == cell.get("source"):
+            if reads_like_the_report(_TAG.sub("", html.unescape(source))) and source == cell.get("source"):
                 source = "[your text]\n\n" + source  # the marks are spelled in HTML or entities
             cell["source"] = safe_markdown(source, bundles, allowance)
         elif cell.get("cell_type") == "markdown" and attachments:

@@ -42,8 +42,9 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Dict, List
 
 from autograder.course.errors import ExitCode
-from autograder.course.intake import NotANotebook, not_graded, not_graded_lines, printable, read_notebook
+from autograder.course.intake import NotANotebook, not_graded, not_graded_lines, read_notebook
 from autograder.course.outcomes import Trouble, TroubleKind
+from autograder.course.text_safety import console_line
 from autograder.gradebook.merge import answer_for, answers_of, recheck_line
 
 #: What a course's nbgrader_config.py needs (autograder configure writes it).
@@ -102,7 +103,7 @@ def keep_settled_grade(grade, digests: AnswerDigests, settled: bool, log, studen
     if changed:
         grade.needs_manual_grade = True
         comment = next((c for c in grade.notebook.comments if c.name == grade.name), None)
-        log.warning("%s", printable(recheck_line(student, notebook, grade, comment), 1000))
+        log.warning("%s", console_line(recheck_line(student, notebook, grade, comment), 1000))
     else:
         grade.needs_manual_grade = False
     gb.db.commit()
@@ -277,10 +278,10 @@ class TakenInExporter(NotebookExporter):
                     try:
                         read_notebook((folder / name).read_bytes())
                     except NotANotebook as why:
-                        unreadable.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", printable(name)))
+                        unreadable.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", console_line(name)))
                     except OSError as error:
                         said = f"the grader could not read it ({type(error).__name__}); graded 0"
-                        unreadable.append(Trouble(TroubleKind.UNREADABLE, said, printable(name)))
+                        unreadable.append(Trouble(TroubleKind.UNREADABLE, said, console_line(name)))
             self._not_graded[key] = found = not_graded(notebooks, handed_in, unreadable)
             for line in not_graded_lines(meta["student"], found):
                 self.log.warning("%s", line)

@@ -50,11 +50,12 @@ from autograder.course.assignment import (
     put_venv_on_path,
 )
 from autograder.course.errors import ExitCode, GraderError, UsageError
-from autograder.course.intake import not_graded, not_graded_lines, printable, take_in
+from autograder.course.intake import not_graded, not_graded_lines, take_in
 from autograder.course.outcomes import NotebookTiming, Trouble, TroubleKind
 from autograder.course.paths import ROOT
 from autograder.course.submissions import find_submissions
 from autograder.course.task_template import CourseSource
+from autograder.course.text_safety import console_line
 from autograder.gradebook.class_course import clear_outputs, prepare_class_course, update_class_course
 from autograder.gradebook.class_gradebook import class_students, graded_by_hand
 from autograder.gradebook.class_report import write_judged, write_run_report
@@ -311,7 +312,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
             )
         except Exception as error:
             failed.setdefault(result.student_id, []).append(
-                _grader_failed(f"their files could not be written: {type(error).__name__}: {printable(error)}")
+                _grader_failed(f"their files could not be written: {type(error).__name__}: {console_line(error)}")
             )
     for result in graded_now:  # what the class report reads of them; their last run's is kept as the one before
         student = result.student_id
@@ -548,25 +549,26 @@ def main(argv=None) -> int:
     # Everything after the table may quote a submission: each line goes out with its control
     # characters escaped, so no learner's text acts on the instructor's terminal.
     for student, why in result.rejected.items():
-        print(printable(f"REJECTED {student!r}: not graded: {why}", 1000))
+        print(console_line(f"REJECTED {student!r}: not graded: {why}", 1000))
     for student, notes in result.notes.items():
         for note in notes:
-            print(printable(f"NOTE    {student}: {note}", 1000))
+            print(console_line(f"NOTE    {student}: {note}", 1000))
     for student, reasons in result.broken.items():
         for reason in reasons:
-            print(printable(f"BROKEN  {student}: {reason.line()}", 1000))
+            print(console_line(f"BROKEN  {student}: {reason.line()}", 1000))
     for student, troubles in result.not_graded.items():  # (the unreadable are among the BROKEN above)
         for line in not_graded_lines(student, [t for t in troubles if t.kind is not TroubleKind.UNREADABLE]):
             print(line)
     for student, findings in result.flagged.items():
         for finding in findings:
-            print(printable(f"REVIEW  {student}: {finding.line()}", 1000))
+            print(console_line(f"REVIEW  {student}: {finding.line()}", 1000))
     for line in result.rechecks:
-        print(printable(line, 1000))
+        print(console_line(line, 1000))
     for student, reasons in result.failed.items():
         for reason in reasons:
             print(
-                printable(f"FAILED  {student}: the grader could not grade them: {reason.line()}", 1000), file=sys.stderr
+                console_line(f"FAILED  {student}: the grader could not grade them: {reason.line()}", 1000),
+                file=sys.stderr,
             )
     assert result.out is not None  # grade() names the OUT it wrote
     where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out
