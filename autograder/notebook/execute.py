@@ -45,6 +45,7 @@ from autograder.kernel.adapter import load_adapter
 from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession
 from autograder.kernel.output_caps import OutputCaps
 from autograder.kernel.sandbox import Limits
+from autograder.upstream.nbclient import DisplayUpdateSteps
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,22 @@ class NotebookContext:
     budget: float = 0.0
 
 
+#: Where the grader's own runs put a notebook's context (run/worker.py): on nbgrader's converter,
+#: which each preprocessor reaches through its parents (its exporter's parent is the converter).
+CONTEXT_ON_CONVERTER = "notebook_context"
+
+
+def context_of(preprocessor) -> NotebookContext | None:
+    """The context on the converter running `preprocessor`; None under `nbgrader autograde`."""
+    node = preprocessor.parent
+    while node is not None:
+        context = getattr(node, CONTEXT_ON_CONVERTER, None)
+        if isinstance(context, NotebookContext):
+            return context
+        node = getattr(node, "parent", None)
+    return None
+
+
 def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
@@ -121,7 +138,7 @@ def refuse_to_grade(error) -> None:
     raise SystemExit(ExitCode.UNSAFE) from None
 
 
-class SandboxedExecute(Execute):
+class SandboxedExecute(DisplayUpdateSteps, Execute):
     """nbgrader's Execute with the kernel in the student's sandbox (see the module docstring)."""
 
     judge_source = Unicode(
@@ -156,11 +173,16 @@ class SandboxedExecute(Execute):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
         self._stopped: str | None = None
-        self.context = context
+        self._given = context
         self._own: NotebookContext | None = None  # under `nbgrader autograde`, while a notebook runs
         self._last = NotebookRecord()  # the record of the last notebook run in a session of its own
 
     # -- the session, the record, the budget ---------------------------------------------------
+    @property
+    def context(self) -> NotebookContext | None:
+        """The notebook's context, when the grader's own run hands it one: given, or on the converter."""
+        return self._given or context_of(self)
+
     @property
     def _current(self) -> NotebookContext | None:
         return self.context or self._own
@@ -403,14 +425,12 @@ class SandboxedExecute(Execute):
             return None
         return super().output(outs, msg, display_id, cell_index)
 
-    def _update_display_id(self, display_id, msg):
+    def on_display_update(self, display_id: str, msg: dict, targets: dict[int, list[int]]) -> None:
         """A display update replaces every output that shares its display_id, in any cell but
         those holding the judge's verdict (refused, and noted for review)."""
-        if display_id in self._display_id_map:
-            self._judged.ledger.shield(display_id, self._display_id_map[display_id])
-        targets = sum(len(indices) for indices in self._display_id_map.get(display_id, {}).values())
-        self._caps.admit_update(msg.setdefault("content", {}), targets)
-        return super()._update_display_id(display_id, msg)
+        if targets:
+            self._judged.ledger.shield(display_id, targets)
+        self._caps.admit_update(msg.setdefault("content", {}), sum(len(indices) for indices in targets.values()))
 
     def handle_comm_msg(self, outs, msg, cell_index):
         """Widgets' messages (an output widget would route outputs around the limits): ignored."""
@@ -459,13 +479,11 @@ class RequireSandbox(NbGraderPreprocessor):
     missing stops it with exit status 2. (The grader's own runs probe
     before any student and hand every notebook its sandbox in a `context`; this one then does nothing.)"""
 
-    context: NotebookContext | None = None
-
     def preprocess(self, nb, resources):
         from autograder.course.assignment import assignment_source
         from autograder.kernel.sandbox import SandboxUnavailable, sandbox_for_grading
 
-        if self.context is not None:
+        if context_of(self) is not None:
             return nb, resources
         try:
             sandbox_for_grading(Limits.from_config(self.config), setting(self.config, SandboxedExecute, "unsafe"))

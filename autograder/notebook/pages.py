@@ -34,11 +34,9 @@ import re
 import jinja2
 import nbformat
 import nh3
-from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.filters.strings import strip_files_prefix
-from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer
@@ -46,6 +44,7 @@ from traitlets import Integer
 from autograder.course.hidden_tests import strip_hidden_tests
 from autograder.course.text_safety import page_text, reads_like_the_report
 from autograder.judge.core import is_test_cell
+from autograder.upstream.nbconvert import HTMLExporterSteps
 
 #: Output types shown as they are (text is escaped by every template; images are pixels).
 SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
@@ -617,30 +616,20 @@ class _RememberedHighlight:
         return _HIGHLIGHTED[key]
 
 
-class PageExporter(HTMLExporter):
+class PageExporter(HTMLExporterSteps):
     """nbconvert's HTMLExporter making the same pages in about half the time: its alt texts and tab
     stops are added by with_alt_text_and_tab_stops, its templates are compiled once per process
     and each code source is highlighted once. The grader's feedback pages are written with it
     (`configure` names it for nbgrader's generate_feedback)."""
 
-    def _create_environment(self):
-        environment = super()._create_environment()
-        environment.bytecode_cache = _TEMPLATES
-        return environment
+    def template_cache(self) -> jinja2.BytecodeCache:
+        return _TEMPLATES
 
-    def from_notebook_node(self, nb, resources=None, **kw):
-        # HTMLExporter.from_notebook_node (nbconvert 7.17) up to its BeautifulSoup pass.
-        language = nb.metadata.get("language_info", {})
-        lexer = language.get("pygments_lexer", language.get("name", None))
-        highlight = self.filters.get("highlight_code") or _RememberedHighlight(
-            Highlight2HTML(pygments_lexer=lexer, parent=self)
-        )
-        resources = self._init_resources(resources)
-        data_types = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources)
-        self.register_filter("highlight_code", highlight)
-        self.register_filter("filter_data_type", data_types)
-        html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        html, missing = with_alt_text_and_tab_stops(html)
+    def code_highlighter(self, lexer: str | None) -> _RememberedHighlight:
+        return _RememberedHighlight(Highlight2HTML(pygments_lexer=lexer, parent=self))
+
+    def finish_page(self, html: str) -> str:
+        page, missing = with_alt_text_and_tab_stops(html)
         if missing:
             self.log.warning("Alternative text is missing on %s image(s).", missing)
-        return html, resources
+        return page

@@ -46,6 +46,8 @@ from autograder.course.intake import NotANotebook, not_graded, not_graded_lines,
 from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.text_safety import console_line
 from autograder.gradebook.merge import answer_for, answers_of, recheck_line
+from autograder.upstream.nbconvert import exporter_resources
+from autograder.upstream.nbgrader import sanitizing
 
 #: What a course's nbgrader_config.py needs (autograder configure writes it).
 CONFIG_LINES = """
@@ -115,6 +117,7 @@ def _save_auto_grades_keeping_manual():
     stock nbgrader asks for every manual grade again on each `nbgrader autograde --force`. A
     changed answer is asked for again, the grade kept, and RECHECK says so."""
     import nbformat
+    from nbgrader import utils
     from nbgrader.coursedir import CourseDirectory
 
     from autograder.judge.judged_cells import LedgerGrades
@@ -132,14 +135,17 @@ def _save_auto_grades_keeping_manual():
                 _keep_for_report(root, meta, resources, self.log)
             return nb, resources
 
-        def _add_score(self, cell, resources):
+        def preprocess_cell(self, cell, resources, cell_index):
+            if not utils.is_grade(cell):
+                return super().preprocess_cell(cell, resources, cell_index)
             grade_id = cell.metadata["nbgrader"]["grade_id"]
             grade = self.gradebook.find_grade(grade_id, self.notebook_id, self.assignment_id, self.student_id)
             settled = grade.manual_score is not None and not grade.needs_manual_grade
-            super()._add_score(cell, resources)
+            cell, resources = super().preprocess_cell(cell, resources, cell_index)
             keep_settled_grade(
                 grade, self._digests, settled, self.log, self.student_id, self.notebook_id, self.gradebook
             )
+            return cell, resources
 
     return SaveAutoGradesKeepingManual
 
@@ -243,7 +249,7 @@ class TakenInExporter(NotebookExporter):
             (t for t in not_graded if t.kind is TroubleKind.UNREADABLE and t.notebook == f"{stem}.ipynb"), None
         )
         resources[NOT_GRADED] = not_graded
-        if getattr(self.parent, "_sanitizing", True):
+        if sanitizing(self.parent):
             if unreadable is not None:
                 return self._page_in_place(unreadable, not_graded, resources)
             notebook = read_notebook(Path(filename).read_bytes())
@@ -303,7 +309,7 @@ class TakenInExporter(NotebookExporter):
         page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(not_graded_note(not_graded))])
         page.cells.append(nbformat.v4.new_markdown_cell(text))
         sanitize_notebook(page)
-        resources = self._init_resources(resources)
+        resources = exporter_resources(self, resources)
         return nbformat.writes(page), resources
 
     def _score_zero(self, unreadable: Trouble, resources) -> None:

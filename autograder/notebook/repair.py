@@ -82,9 +82,10 @@ class RestoreMissingCells(OverwriteCells):
             except MissingEntry:
                 source_cell = None
             if source_cell is not None and source_cell.locked and cell.source != source_cell.source:
-                released = nbformat.v4.new_code_cell(source_cell.source)
-                hidden = ClearHiddenTests(config=self.config)._remove_hidden_test_region(released)
-                if hidden and released.source == cell.source:
+                # As nbgrader's release makes it: a test cell, its hidden tests taken out.
+                released = nbformat.v4.new_code_cell(source_cell.source, metadata={"nbgrader": {"grade": True}})
+                ClearHiddenTests(config=self.config).preprocess_cell(released, {}, 0)
+                if released.source != source_cell.source and released.source == cell.source:
                     cell.source = source_cell.source
         return super().preprocess_cell(cell, resources, cell_index)
 

@@ -39,11 +39,10 @@ from autograder.kernel.helpers import helper_names
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
 from autograder.notebook.execute import (
+    CONTEXT_ON_CONVERTER,
     Failure,
     NotebookContext,
     NotebookRecord,
-    RequireSandbox,
-    SandboxedExecute,
     failure_of,
 )
 from autograder.notebook.plugin import configure
@@ -244,17 +243,12 @@ def release_sandboxes() -> None:
 
 def _recording(converter, context: NotebookContext | None = None):
     """nbgrader's converter `converter`, keeping what a notebook's failure raised as data
-    (`failure`) instead of only in its log, and handing the notebook's context to each of its
-    preprocessors that takes one (execute.SandboxedExecute, execute.RequireSandbox)."""
+    (`failure`) instead of only in its log, and holding the notebook's context for each of its
+    preprocessors that takes one (execute.SandboxedExecute, execute.RequireSandbox: they find it
+    through their parents, execute.context_of)."""
 
     class Recording(converter):
         failure: Failure | None = None
-
-        def _init_preprocessors(self) -> None:
-            super()._init_preprocessors()
-            for preprocessor in self.exporter._preprocessors:  # nbgrader's converters set this list themselves
-                if isinstance(preprocessor, (SandboxedExecute, RequireSandbox)):  # not a course's own with that name
-                    preprocessor.context = context
 
         def convert_single_notebook(self, notebook_filename: str) -> None:
             try:
@@ -263,6 +257,7 @@ def _recording(converter, context: NotebookContext | None = None):
                 self.failure = self.failure or failure_of(error, None)
                 raise
 
+    setattr(Recording, CONTEXT_ON_CONVERTER, context)
     Recording.__name__ = converter.__name__  # nbgrader's config sections are named for the class
     return Recording
 

@@ -98,7 +98,7 @@ def _answered(release: Path, source: Path) -> nbformat.NotebookNode:
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
-            cell.source = re.sub(r"(?m)^\s*### (BEGIN|END) SOLUTION\s*\n?", "", answers[meta["grade_id"]])
+            cell.source = re.sub(r"(?m)^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", "", answers[meta["grade_id"]])
     return notebook
 
 

@@ -12,12 +12,13 @@ from nbgrader import utils
 from nbgrader.api import Gradebook
 
 from autograder.course.text_safety import JUDGE_MARKS, learner_name, learner_text, report_line
-from autograder.gradebook.class_gradebook import fast_schema_stamp, quiet_gradebook_warnings
+from autograder.gradebook.class_gradebook import quiet_gradebook_warnings
 from autograder.judge.core import LearnerRaised, write_verdict
 from autograder.judge.judged_cells import LEDGER, MAX_FINDINGS, JudgedCells, JudgeSettings, Ledger, LedgerGrades
 from autograder.kernel.output_caps import OutputCaps
 from autograder.kernel.sandbox import Limits
 from autograder.notebook.execute import SandboxedExecute
+from autograder.upstream.nbgrader import fast_schema_stamp
 
 
 def _test_cell(grade_id: str = "test-x", points: float = 3) -> nbformat.NotebookNode:

@@ -108,3 +108,30 @@ def test_test_cell_without_answer_restored():
     restored, _ = _restorer().add_missing_grade_cells(notebook, {})
     names = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]
     assert names == ["test-a", "test-b", None]  # first, in the source's order: nothing earlier is left
+
+
+HIDDEN = "check()\n### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS\nlast()"
+
+
+@pytest.mark.parametrize(
+    ("handed_in", "reported"),
+    [("check()\nlast()", False), ("check()\nmine()", True)],
+    ids=["as-released", "edited"],
+)
+def test_locked_test_cell_gets_its_hidden_tests_back(handed_in, reported, caplog):
+    """A test cell handed in as released (hidden tests out) gets the source's text back without a
+    warning; one changed otherwise gets it back too, reported."""
+    from nbgrader import utils
+
+    source = _graded("test-h", HIDDEN, grade=True, solution=False, points=1, locked=True)
+    restorer = _restorer()
+    found = SimpleNamespace(
+        name="test-h", source=HIDDEN, cell_type="code", locked=True, checksum=utils.compute_checksum(source)
+    )
+    restorer.gradebook.find_source_cell = lambda *_: found
+    restorer.gradebook.find_graded_cell = lambda *_: SimpleNamespace(max_score=1)
+    cell = _graded("test-h", handed_in, grade=True, solution=False, points=1, locked=True)
+    with caplog.at_level("WARNING"):
+        restorer.preprocess_cell(cell, {}, 0)
+    assert cell.source == HIDDEN
+    assert ("checksum" in caplog.text) is reported
