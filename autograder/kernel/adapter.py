@@ -43,7 +43,7 @@ class Adapter:
     #: numerics, not access).
     inherited_env: tuple[str, ...] = ()
     #: The compiler's cache the reference run fills for learners' kernels (None: nothing to keep).
-    compile_cache: CompileCacheEnv | None = None
+    compiler_cache: CompileCacheEnv | None = None
     #: The distributions whose versions decide whether an executable compiled on one host runs on another.
     compiler_distributions: tuple[str, ...] = ()
     #: The judge's helper processes it adds, by name (kernel.helpers.HelperProcess classes).

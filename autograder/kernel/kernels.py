@@ -22,15 +22,10 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
-from queue import Empty
 
 import zmq
-from jupyter_client.asynchronous import AsyncKernelClient
-from jupyter_client.connect import channel_socket_types
-from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
 from autograder.kernel.adapter import GENERIC, Adapter
@@ -48,6 +43,7 @@ from autograder.kernel.sandbox import (
     mounts_in_scratch,
 )
 from autograder.sandboxed.kernel_host_program import SCRATCH_MARK
+from autograder.upstream.jupyter_client import KernelManagerSteps, PromptKernelClient
 
 #: The largest message, in bytes, the grader accepts from a kernel (a bigger one drops the connection).
 MAX_KERNEL_MESSAGE = 64 << 20
@@ -143,7 +139,7 @@ class SandboxSession:
 
     @property
     def _withheld(self) -> tuple[str, ...]:
-        cache = self.adapter.compile_cache
+        cache = self.adapter.compiler_cache
         return cache.withheld if cache is not None else ()
 
     def _host(self, interpreter: list[str], env: dict[str, str], warm: bool) -> KernelHost:
@@ -302,59 +298,6 @@ class Watcher(threading.Thread):
                 return
 
 
-class PromptKernelClient(AsyncKernelClient):
-    """jupyter_client's client, ready as soon as the kernel answers, and with a message size cap.
-
-    The stock wait_for_ready waits for 0.2 s of silence on IOPub, and starts over (after up to a
-    second) when IOPub was not yet connected: fixed waits paid by every notebook graded. Here
-    IOPub is drained of what is already there once the kernel has answered on shell and
-    published on IOPub, which is all that wait checks for.
-    """
-
-    def _create_connected_socket(self, channel: str, identity: bytes | None = None):
-        sock = self.context.socket(channel_socket_types[channel])
-        sock.linger = 1000
-        sock.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE)  # a kernel cannot make the grader hold a huge message
-        if identity:
-            sock.identity = identity
-        sock.connect(self._make_url(channel))
-        return sock
-
-    async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout if timeout is not None else float("inf"))
-        asked, answered = float("-inf"), False
-        while True:
-            if not answered and time.monotonic() - asked > 1.0:
-                self.kernel_info()  # again after a second without an answer, as stock does
-                asked = time.monotonic()
-            if not answered:
-                try:
-                    msg = await self.shell_channel.get_msg(timeout=0.05)
-                except Empty:
-                    msg = None
-                if msg is not None and msg["msg_type"] == "kernel_info_reply":
-                    answered = True
-                    self._handle_kernel_info_reply(msg)
-            if answered:
-                try:
-                    await self.iopub_channel.get_msg(timeout=0.2)
-                except Empty:
-                    answered, asked = False, float("-inf")  # IOPub was not connected yet: ask again
-                else:
-                    break
-            if not await self._async_is_alive():
-                raise RuntimeError("Kernel died before replying to kernel_info")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
-        while True:  # drain what the kernel published at startup
-            try:
-                await self.iopub_channel.get_msg(timeout=0.01)
-            except Empty:
-                break
-
-    wait_for_ready = _async_wait_for_ready
-
-
 def split_kernel_command(kernel_cmd: list[str]) -> tuple[list[str], list[str]]:
     """(the interpreter, ipykernel's arguments) of a kernel spec's command, around `-m ipykernel_launcher`.
 
@@ -382,7 +325,7 @@ def kernel_interpreter(kernel_name: str) -> list[str]:
     return split_kernel_command(command)[0]
 
 
-class SandboxedKernelManager(AsyncKernelManager):
+class SandboxedKernelManager(KernelManagerSteps):
     """A kernel manager whose kernels come from a SandboxSession (see the module docstring)."""
 
     #: The student's open session its kernels run in: handed over by whoever makes this manager
@@ -404,7 +347,14 @@ class SandboxedKernelManager(AsyncKernelManager):
     def _ipc(self):
         return "ipc"
 
-    async def _async_pre_start_kernel(self, **kw):
+    def client(self, **kwargs):
+        """A client whose sockets take no message over MAX_KERNEL_MESSAGE: a kernel cannot make the
+        grader hold a huge one (a bigger one drops the connection)."""
+        client = super().client(**kwargs)
+        client.context.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE)  # the default of every socket it makes
+        return client
+
+    async def before_start(self) -> None:
         session = self.sandbox_session
         if session is None:
             raise RuntimeError("SandboxedKernelManager needs an open SandboxSession (its sandbox_session)")
@@ -414,10 +364,10 @@ class SandboxedKernelManager(AsyncKernelManager):
             private = tempfile.mkdtemp(prefix="connection-", dir=session.folder)
             self.connection_file = os.path.join(private, "connection.json")
         self._watcher = None  # the last kernel's limit is not this one's
-        return await super()._async_pre_start_kernel(**kw)
 
-    async def _async_launch_kernel(self, kernel_cmd, **kw):
+    async def launch(self, kernel_cmd: list[str], env: Mapping[str, str] | None) -> KernelProcess:
         session = self.sandbox_session
+        assert session is not None  # before_start refused to start without one
         interpreter, args = split_kernel_command(kernel_cmd)
         # The kernel reads its own connection file, written by the host: drop `-f <file>`.
         if "-f" in args:
@@ -425,35 +375,33 @@ class SandboxedKernelManager(AsyncKernelManager):
             args = args[:at] + args[at + 2 :]
         info = {**self.get_connection_info(session=False), "ip": session.socket_prefix_inside}
         info["key"] = info["key"].decode() if isinstance(info["key"], bytes) else info["key"]
-        env = session.kernel_environment(kw.get("env") or os.environ)
+        environment = session.kernel_environment(env or os.environ)
         # The first kernel of a student waits for the host's imports: off the event loop.
-        kernel = await asyncio.to_thread(session.launch, interpreter, args, info, env)
-        provisioner = self.provisioner
-        provisioner.process, provisioner.pid, provisioner.pgid = kernel, kernel.pid, kernel.pid
-        provisioner.cwd = None
+        kernel = await asyncio.to_thread(session.launch, interpreter, args, info, environment)
         self._watcher = Watcher(session, kernel)
         self._watcher.start()
+        return kernel
 
-    async def _async_interrupt_kernel(self) -> None:
+    async def interrupt(self) -> bool:
         # SIGINT to the kernel and what it started (its process group may not hold them all).
         process = getattr(self.provisioner, "process", None)
         if process is None:
-            return await super()._async_interrupt_kernel()
+            return False
         for pid in [process.pid, *descendants(process.pid)]:
             try:
                 os.kill(pid, signal.SIGINT)
             except (ProcessLookupError, PermissionError):
                 pass
+        return True
 
-    interrupt_kernel = _async_interrupt_kernel  # AsyncKernelManager binds the name to its own
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+    async def before_cleanup(self, restart: bool) -> None:
         if self._watcher is not None:
             self._watcher.stop()
-        folder = os.path.dirname(self.connection_file) if self.connection_file else None
-        await super()._async_cleanup_resources(restart=restart)
+
+    async def after_cleanup(self, restart: bool) -> None:
         session = self.sandbox_session
         if session is not None and not session.fork:
             session.close()  # one sandbox per notebook: it ends with its kernel
+        folder = os.path.dirname(self.connection_file) if self.connection_file else None
         if not restart and folder and os.path.basename(folder).startswith("connection-"):
             shutil.rmtree(folder, ignore_errors=True)

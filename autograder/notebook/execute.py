@@ -34,17 +34,18 @@ from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Dict, Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from autograder.course.errors import ExitCode, GraderError
 from autograder.course.outcomes import NotebookOutcome, Trouble, TroubleKind
-from autograder.course.settings import checks_module_for, declared_adapter, judge_source
+from autograder.course.settings import checks_module_for, declared_adapter, judge_source, setting
 from autograder.judge.core import answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
 from autograder.kernel.adapter import load_adapter
 from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession
 from autograder.kernel.output_caps import OutputCaps
-from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_HELP, Limits
+from autograder.kernel.sandbox import Limits
+from autograder.upstream.nbclient import DisplayUpdateSteps
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,22 @@ class NotebookContext:
     budget: float = 0.0
 
 
+#: Where the grader's own runs put a notebook's context (run/worker.py): on nbgrader's converter,
+#: which each preprocessor reaches through its parents (its exporter's parent is the converter).
+CONTEXT_ON_CONVERTER = "notebook_context"
+
+
+def context_of(preprocessor) -> NotebookContext | None:
+    """The context on the converter running `preprocessor`; None under `nbgrader autograde`."""
+    node = preprocessor.parent
+    while node is not None:
+        context = getattr(node, CONTEXT_ON_CONVERTER, None)
+        if isinstance(context, NotebookContext):
+            return context
+        node = getattr(node, "parent", None)
+    return None
+
+
 def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
@@ -121,10 +138,9 @@ def refuse_to_grade(error) -> None:
     raise SystemExit(ExitCode.UNSAFE) from None
 
 
-class SandboxedExecute(Execute):
+class SandboxedExecute(DisplayUpdateSteps, Execute):
     """nbgrader's Execute with the kernel in the student's sandbox (see the module docstring)."""
 
-    limits = Dict({}, help=LIMITS_HELP.format(names=", ".join(Limits().as_dict()))).tag(config=True)
     judge_source = Unicode(
         "",
         help="The course's source folder of the assignment: with it, every test cell is checked by the grader's "
@@ -134,9 +150,15 @@ class SandboxedExecute(Execute):
     #: The assignment's checks module, where the caller knows it (the reference run); else the
     #: course's configuration names it (Assignments), for the assignment nbgrader is grading.
     judge_checks_module = Unicode("")
-    unsafe = Bool(False, help=f"Under `nbgrader autograde`: {UNSAFE_HELP}").tag(config=True)
-    judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
-    budget = Float(
+    unsafe = Bool(False, help="grade WITHOUT any sandbox: only for submissions you trust").tag(
+        config=True, flag="--unsafe-no-sandbox"
+    )
+    judge_seed = Integer(
+        0,
+        help="the seed of the fresh inputs the judge draws (0: a new one for the run, which only the grader holds); "
+        "give the one a run printed to grade again with the same inputs",
+    ).tag(config=True, flag="--judge-seed")
+    autograde_budget = Float(
         0.0,
         help="Under `nbgrader autograde`: seconds each notebook may take in all, its checks included (0: no "
         "budget); past it the kernel is stopped, the checks that finished keep their points. (`autograder grade` "
@@ -151,11 +173,16 @@ class SandboxedExecute(Execute):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
         self._stopped: str | None = None
-        self.context = context
+        self._given = context
         self._own: NotebookContext | None = None  # under `nbgrader autograde`, while a notebook runs
         self._last = NotebookRecord()  # the record of the last notebook run in a session of its own
 
     # -- the session, the record, the budget ---------------------------------------------------
+    @property
+    def context(self) -> NotebookContext | None:
+        """The notebook's context, when the grader's own run hands it one: given, or on the converter."""
+        return self._given or context_of(self)
+
     @property
     def _current(self) -> NotebookContext | None:
         return self.context or self._own
@@ -170,7 +197,7 @@ class SandboxedExecute(Execute):
 
     @property
     def notebook_budget(self) -> float:
-        return self.context.budget if self.context is not None else self.budget
+        return self.context.budget if self.context is not None else self.autograde_budget
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -178,9 +205,8 @@ class SandboxedExecute(Execute):
         return km
 
     def preprocess(self, nb, resources=None, km=None):
-        from autograder.kernel.sandbox import Limits
-
-        limits = Limits.from_config(self.limits)
+        # The grader's own runs hand the student's session, whose sandbox has the run's limits.
+        limits = self.context.session.sandbox.limits if self.context is not None else Limits.from_config(self.config)
         self._stopped = None
         self._caps = OutputCaps(limits.output, limits.notebook_output)
         self._configured_timeout = self.timeout
@@ -247,11 +273,11 @@ class SandboxedExecute(Execute):
         with the shipped files of the assignment's source; and finds the judge's source there."""
         from autograder.course.assignment import assignment_source
         from autograder.kernel.kernels import GRADING_ENV
-        from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+        from autograder.kernel.sandbox import SandboxUnavailable, sandbox_for_grading
 
         source = assignment_source(self.config, resources)
         try:
-            sandbox = sandbox_for_grading(Limits.from_config(self.limits), self.unsafe)
+            sandbox = sandbox_for_grading(Limits.from_config(self.config), self.unsafe)
         except SandboxUnavailable as error:
             refuse_to_grade(error)
         shipped = scratch / "assignment"
@@ -399,14 +425,12 @@ class SandboxedExecute(Execute):
             return None
         return super().output(outs, msg, display_id, cell_index)
 
-    def _update_display_id(self, display_id, msg):
+    def on_display_update(self, display_id: str, msg: dict, targets: dict[int, list[int]]) -> None:
         """A display update replaces every output that shares its display_id, in any cell but
         those holding the judge's verdict (refused, and noted for review)."""
-        if display_id in self._display_id_map:
-            self._judged.ledger.shield(display_id, self._display_id_map[display_id])
-        targets = sum(len(indices) for indices in self._display_id_map.get(display_id, {}).values())
-        self._caps.admit_update(msg.setdefault("content", {}), targets)
-        return super()._update_display_id(display_id, msg)
+        if targets:
+            self._judged.ledger.shield(display_id, targets)
+        self._caps.admit_update(msg.setdefault("content", {}), sum(len(indices) for indices in targets.values()))
 
     def handle_comm_msg(self, outs, msg, cell_index):
         """Widgets' messages (an output widget would route outputs around the limits): ignored."""
@@ -455,17 +479,14 @@ class RequireSandbox(NbGraderPreprocessor):
     missing stops it with exit status 2. (The grader's own runs probe
     before any student and hand every notebook its sandbox in a `context`; this one then does nothing.)"""
 
-    context: NotebookContext | None = None
-
     def preprocess(self, nb, resources):
         from autograder.course.assignment import assignment_source
-        from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+        from autograder.kernel.sandbox import SandboxUnavailable, sandbox_for_grading
 
-        if self.context is not None:
+        if context_of(self) is not None:
             return nb, resources
-        execute = self.config.SandboxedExecute
         try:
-            sandbox_for_grading(Limits.from_config(execute.get("limits", {})), bool(execute.get("unsafe", False)))
+            sandbox_for_grading(Limits.from_config(self.config), setting(self.config, SandboxedExecute, "unsafe"))
         except SandboxUnavailable as error:
             refuse_to_grade(error)
         # An assignment that names a checks module its source lacks is graded by nobody.

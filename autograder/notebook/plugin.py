@@ -42,9 +42,12 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Dict, List
 
 from autograder.course.errors import ExitCode
-from autograder.course.intake import NotANotebook, not_graded, not_graded_lines, printable, read_notebook
+from autograder.course.intake import NotANotebook, not_graded, not_graded_lines, read_notebook
 from autograder.course.outcomes import Trouble, TroubleKind
+from autograder.course.text_safety import console_line
 from autograder.gradebook.merge import answer_for, answers_of, recheck_line
+from autograder.upstream.nbconvert import exporter_resources
+from autograder.upstream.nbgrader import sanitizing
 
 #: What a course's nbgrader_config.py needs (autograder configure writes it).
 CONFIG_LINES = """
@@ -102,7 +105,7 @@ def keep_settled_grade(grade, digests: AnswerDigests, settled: bool, log, studen
     if changed:
         grade.needs_manual_grade = True
         comment = next((c for c in grade.notebook.comments if c.name == grade.name), None)
-        log.warning("%s", printable(recheck_line(student, notebook, grade, comment), 1000))
+        log.warning("%s", console_line(recheck_line(student, notebook, grade, comment), 1000))
     else:
         grade.needs_manual_grade = False
     gb.db.commit()
@@ -114,6 +117,7 @@ def _save_auto_grades_keeping_manual():
     stock nbgrader asks for every manual grade again on each `nbgrader autograde --force`. A
     changed answer is asked for again, the grade kept, and RECHECK says so."""
     import nbformat
+    from nbgrader import utils
     from nbgrader.coursedir import CourseDirectory
 
     from autograder.judge.judged_cells import LedgerGrades
@@ -131,14 +135,17 @@ def _save_auto_grades_keeping_manual():
                 _keep_for_report(root, meta, resources, self.log)
             return nb, resources
 
-        def _add_score(self, cell, resources):
+        def preprocess_cell(self, cell, resources, cell_index):
+            if not utils.is_grade(cell):
+                return super().preprocess_cell(cell, resources, cell_index)
             grade_id = cell.metadata["nbgrader"]["grade_id"]
             grade = self.gradebook.find_grade(grade_id, self.notebook_id, self.assignment_id, self.student_id)
             settled = grade.manual_score is not None and not grade.needs_manual_grade
-            super()._add_score(cell, resources)
+            cell, resources = super().preprocess_cell(cell, resources, cell_index)
             keep_settled_grade(
                 grade, self._digests, settled, self.log, self.student_id, self.notebook_id, self.gradebook
             )
+            return cell, resources
 
     return SaveAutoGradesKeepingManual
 
@@ -244,7 +251,7 @@ class TakenInExporter(NotebookExporter):
             (t for t in not_graded if t.kind is TroubleKind.UNREADABLE and t.notebook == f"{stem}.ipynb"), None
         )
         resources[NOT_GRADED] = not_graded
-        if getattr(self.parent, "_sanitizing", True):
+        if sanitizing(self.parent):
             if unreadable is not None:
                 return self._page_in_place(unreadable, not_graded, resources)
             notebook = read_notebook(Path(filename).read_bytes())
@@ -279,10 +286,10 @@ class TakenInExporter(NotebookExporter):
                     try:
                         read_notebook((folder / name).read_bytes())
                     except NotANotebook as why:
-                        unreadable.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", printable(name)))
+                        unreadable.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", console_line(name)))
                     except OSError as error:
                         said = f"the grader could not read it ({type(error).__name__}); graded 0"
-                        unreadable.append(Trouble(TroubleKind.UNREADABLE, said, printable(name)))
+                        unreadable.append(Trouble(TroubleKind.UNREADABLE, said, console_line(name)))
             self._not_graded[key] = found = not_graded(notebooks, handed_in, unreadable)
             for line in not_graded_lines(meta["student"], found):
                 self.log.warning("%s", line)
@@ -304,7 +311,7 @@ class TakenInExporter(NotebookExporter):
         page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(not_graded_note(not_graded))])
         page.cells.append(nbformat.v4.new_markdown_cell(text))
         sanitize_notebook(page)
-        resources = self._init_resources(resources)
+        resources = exporter_resources(self, resources)
         return nbformat.writes(page), resources
 
     def _score_zero(self, unreadable: Trouble, resources) -> None:
@@ -329,10 +336,17 @@ class TakenInExporter(NotebookExporter):
 
 
 def configure(
-    c, *, checks_module: str = "", assignment: str = "", limits: dict | None = None, unsafe: bool = False
+    c,
+    *,
+    checks_module: str | None = None,
+    assignment: str | None = None,
+    limits: dict | None = None,
+    unsafe: bool | None = None,
 ) -> None:
     """Put the grader's preprocessors into nbgrader's autograde pipeline of config `c`; with
-    `checks_module`, name the checks module of `assignment` (of every assignment, without one)."""
+    `checks_module`, name the checks module of `assignment` (of every assignment, without one);
+    `limits` and `unsafe` set SandboxLimits and SandboxedExecute.unsafe (None: as `c` has them, or
+    as declared)."""
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import (
         AssignLatePenalties,
@@ -386,9 +400,14 @@ def configure(
         c.Assignments.settings = {**c.Assignments.get("settings", {}), assignment: {"checks_module": checks_module}}
     elif checks_module:
         c.Assignments.checks_module = checks_module
-    c.SandboxedExecute.unsafe = unsafe
+    if unsafe is not None:
+        c.SandboxedExecute.unsafe = unsafe
     if limits:
-        c.SandboxedExecute.limits = dict(limits)
+        from autograder.kernel.sandbox import Limits
+
+        Limits(**limits)  # each a limit there is, its value one: ValueError otherwise
+        for name, value in limits.items():
+            c.SandboxLimits[name] = value
 
 
 def main(argv=None) -> int:

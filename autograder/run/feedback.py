@@ -30,8 +30,8 @@ import nbformat
 from autograder.course.assignment import assignment_of
 from autograder.course.errors import ExitCode, GraderError
 from autograder.course.hidden_tests import strip_hidden_tests
-from autograder.course.intake import printable
 from autograder.course.paths import ROOT
+from autograder.course.text_safety import console_line
 from autograder.gradebook.class_gradebook import GradebookError, class_students, open_api, require_gradebook
 from autograder.gradebook.reports import flag_findings
 from autograder.gradebook.student_files import flag_note
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     out = args.out.resolve()
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     for student, why in done.failed.items():
-        print(printable(f"FAILED  {student}: no feedback page: {why}", 1000), file=sys.stderr)
+        print(console_line(f"FAILED  {student}: no feedback page: {why}", 1000), file=sys.stderr)
     for student, pages in done.written.items():
         print(
             f"{student}: {len(pages)} page(s) in {where}/feedback/{student}/"

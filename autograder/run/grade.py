@@ -39,6 +39,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
 from autograder.course.assignment import (
     Assignment,
     BundleOrigin,
@@ -47,11 +50,12 @@ from autograder.course.assignment import (
     put_venv_on_path,
 )
 from autograder.course.errors import ExitCode, GraderError, UsageError
-from autograder.course.intake import not_graded, not_graded_lines, printable, take_in
+from autograder.course.intake import not_graded, not_graded_lines, take_in
 from autograder.course.outcomes import NotebookTiming, Trouble, TroubleKind
 from autograder.course.paths import ROOT
 from autograder.course.submissions import find_submissions
 from autograder.course.task_template import CourseSource
+from autograder.course.text_safety import console_line
 from autograder.gradebook.class_course import clear_outputs, prepare_class_course, update_class_course
 from autograder.gradebook.class_gradebook import class_students, graded_by_hand
 from autograder.gradebook.class_report import write_judged, write_run_report
@@ -60,13 +64,14 @@ from autograder.gradebook.reports import read_cells, write_class_files
 from autograder.gradebook.student_files import write_student_files
 from autograder.kernel.sandbox import (
     UNSAFE_WARNING,
+    Limits,
     SandboxUnavailable,
     find_sandbox,
     folders_kernels_read,
 )
 from autograder.run.console import show_log
 from autograder.run.feedback import regenerate_feedback
-from autograder.run.options import GradingOptions, limits_from
+from autograder.run.options import GradingOptions, help_all, overrides
 from autograder.run.progress import Progress, Summary
 from autograder.run.reference import (
     KeptReference,
@@ -156,7 +161,7 @@ class GradingResult:
     rechecks: list[str] = field(default_factory=list)
     #: each student's notebooks not graded (UNREADABLE, MISSING, RENAMED), in the assignment's order
     not_graded: dict[str, list[Trouble]] = field(default_factory=dict)
-    judge_seed: int = 0  # the seed of the judge's inputs this run: --judge-seed repeats them
+    judge_seed: int | None = None  # the seed of the judge's inputs this run: --judge-seed repeats them
 
 
 # ----------------------------------------------------------------------------------------
@@ -193,7 +198,8 @@ def grade(
     out = Path(out).resolve()
     # Before anyone is graded: a sandbox that works here, with the options grading uses.
     try:
-        find_sandbox(options.limits, unsafe=options.unsafe)
+        if not options.unsafe:
+            find_sandbox(options.limits)
     except SandboxUnavailable as error:
         raise CannotGradeSafely(str(error)) from None
     course = out / "course"
@@ -223,14 +229,14 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         update_class_course(course, fresh=options.fresh_gradebook, origin=origin)
         source = CourseSource.read(course)
         key, kept, kept_key = (
-            kept_for(options.reference_cache, source, options)
-            if options.reference_cache
+            kept_for(options.reference_folder, source, options)
+            if options.reference_folder
             else KeptReference("", None, "")
         )
         if key and kept is None:
             waiting = functools.partial(log.info, "waiting for another run's reference run (key %s)", key[:12])
-            claim.enter_context(claimed_reference(options.reference_cache, key, waiting))
-            _, kept, kept_key = kept_for(options.reference_cache, source, options)  # kept while this run waited
+            claim.enter_context(claimed_reference(options.reference_folder, key, waiting))
+            _, kept, kept_key = kept_for(options.reference_folder, source, options)  # kept while this run waited
         if kept is None:
             runner.start_reference(source)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
@@ -271,11 +277,11 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
             else:  # kept_for: a run without the sandbox may take a sandboxed run's
                 progress.note(f"reference run: kept from an earlier sandboxed run (its key {kept_key[:12]})")
         try:
-            template = into_template(template, runs, progress.note, options.limits, options.compile_cache)
+            template = into_template(template, runs, options, progress.note)
         except ReferenceProblem as error:
             raise CannotGradeSafely(str(error)) from None
         if key and kept is None:
-            keep_reference(options.reference_cache, key, runs)
+            keep_reference(options.reference_folder, key, runs)
         claim.close()  # the next run with this key finds it kept
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
         mark = time.perf_counter()
@@ -306,7 +312,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
             )
         except Exception as error:
             failed.setdefault(result.student_id, []).append(
-                _grader_failed(f"their files could not be written: {type(error).__name__}: {printable(error)}")
+                _grader_failed(f"their files could not be written: {type(error).__name__}: {console_line(error)}")
             )
     for result in graded_now:  # what the class report reads of them; their last run's is kept as the one before
         student = result.student_id
@@ -419,9 +425,14 @@ def _limit(text: str) -> tuple[str, str]:
 
 
 def command_line() -> argparse.ArgumentParser:
-    """`autograder grade`'s arguments (the usage in this module's docstring and autograder/README.md shows them all)."""
-    parser = argparse.ArgumentParser(prog="autograder grade", description=__doc__.splitlines()[0])
-    about = GradingOptions.help
+    """`autograder grade`'s arguments (the usage in this module's docstring and autograder/README.md
+    shows them all; their settings' flags and help come from their declarations, options.py)."""
+    parser = argparse.ArgumentParser(
+        prog="autograder grade",
+        description=__doc__.splitlines()[0],
+        epilog="Any setting of `--help-all` may also be given as --Class.name=value (e.g. --TimePolicy.time_floor=60); "
+        "a course's nbgrader_config.py sets them too (command line first).",
+    )
     parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
     parser.add_argument(
         "--out",
@@ -439,7 +450,8 @@ def command_line() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help=f"{about('limits')}; one limit each, e.g. memory=8G; repeatable",
+        help=f"what one kernel may use (SandboxLimits: {', '.join(Limits.names())}; sizes like 8G); one limit "
+        "each, e.g. memory=8G; repeatable",
     )
     parser.add_argument(
         "--course",
@@ -450,14 +462,57 @@ def command_line() -> argparse.ArgumentParser:
         "--bundle",
         type=Path,
         metavar="CHECKOUT",
-        help="instead of --course: the bundle's own assignment, from a checkout of the bundle",
+        help="instead of --course: the assignment of a checkout of a course bundle (its nbgrader_config.py names it)",
     )
     parser.add_argument("--assignment", help="with --course: the assignment's id (its folder in source/)")
+    parser.add_argument("--help-all", action="store_true", help="every setting of a run, its default and help")
     return parser
 
 
+def course_config(origin) -> Config:
+    """The course's nbgrader_config.py as traitlets reads it (an empty Config where it has none):
+    its settings of the run (a limit, the time policy) apply to `autograder grade` as to
+    `nbgrader autograde`."""
+    folder = origin.folder if isinstance(origin, CourseOrigin) else origin.checkout
+    if not (folder / "nbgrader_config.py").is_file():
+        return Config()
+    try:
+        return PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config()
+    except Exception as error:  # the instructor's file: its own error, said
+        raise UsageError(f"{folder / 'nbgrader_config.py'} cannot be read: {type(error).__name__}: {error}") from None
+
+
+def _options(args, rest: list[str]) -> GradingOptions:
+    """The run's options: the declarations' defaults, then the course's configuration, then the
+    command line (--Class.name=value, --limit, the flags)."""
+    origin = (
+        CourseOrigin(args.course.resolve(), args.assignment) if args.course else BundleOrigin(args.bundle.resolve())
+    )
+    config = course_config(origin)
+    config.merge(overrides(rest))
+    for name, value in args.limit:
+        config.SandboxLimits[name] = value
+    tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if args.reference_cache is not None:
+        args.reference_cache = str(Path(args.reference_cache).resolve())
+    try:
+        limits = Limits.from_config(config)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return GradingOptions.from_flags(
+        args,
+        config,
+        scheduler_security=SchedulerSecurity(*tls) if all(tls) else None,
+        limits=limits,
+        origin=origin,
+    )
+
+
 def main(argv=None) -> int:
-    args = command_line().parse_args(argv)
+    args, rest = command_line().parse_known_args(argv)
+    if args.help_all:
+        print(help_all())
+        return ExitCode.DONE
     if bool(args.course) != bool(args.assignment):
         print("error: --course and --assignment go together", file=sys.stderr)
         return ExitCode.USAGE
@@ -471,23 +526,12 @@ def main(argv=None) -> int:
     if any(tls) and not all(tls):
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
         return ExitCode.USAGE
-    if args.unsafe:
-        print(UNSAFE_WARNING, file=sys.stderr, flush=True)
     show_log()
     signal.signal(signal.SIGTERM, _stop)  # SIGTERM cleans up as Ctrl-C does
     try:
-        if args.reference_cache is not None:
-            args.reference_cache = args.reference_cache.resolve()
-        options = GradingOptions.from_flags(
-            args,
-            scheduler_security=SchedulerSecurity(*tls) if all(tls) else None,
-            limits=limits_from(dict(args.limit)),
-            origin=(
-                CourseOrigin(args.course.resolve(), args.assignment)
-                if args.course
-                else BundleOrigin(args.bundle.resolve())
-            ),
-        )
+        options = _options(args, rest)
+        if options.unsafe:
+            print(UNSAFE_WARNING, file=sys.stderr, flush=True)
         result = grade(args.submissions, args.out or default_out(options.origin), options)
     except GraderError as error:
         nobody = "nobody was graded: " if error.exit_code is ExitCode.UNSAFE else ""
@@ -505,25 +549,26 @@ def main(argv=None) -> int:
     # Everything after the table may quote a submission: each line goes out with its control
     # characters escaped, so no learner's text acts on the instructor's terminal.
     for student, why in result.rejected.items():
-        print(printable(f"REJECTED {student!r}: not graded: {why}", 1000))
+        print(console_line(f"REJECTED {student!r}: not graded: {why}", 1000))
     for student, notes in result.notes.items():
         for note in notes:
-            print(printable(f"NOTE    {student}: {note}", 1000))
+            print(console_line(f"NOTE    {student}: {note}", 1000))
     for student, reasons in result.broken.items():
         for reason in reasons:
-            print(printable(f"BROKEN  {student}: {reason.line()}", 1000))
+            print(console_line(f"BROKEN  {student}: {reason.line()}", 1000))
     for student, troubles in result.not_graded.items():  # (the unreadable are among the BROKEN above)
         for line in not_graded_lines(student, [t for t in troubles if t.kind is not TroubleKind.UNREADABLE]):
             print(line)
     for student, findings in result.flagged.items():
         for finding in findings:
-            print(printable(f"REVIEW  {student}: {finding.line()}", 1000))
+            print(console_line(f"REVIEW  {student}: {finding.line()}", 1000))
     for line in result.rechecks:
-        print(printable(line, 1000))
+        print(console_line(line, 1000))
     for student, reasons in result.failed.items():
         for reason in reasons:
             print(
-                printable(f"FAILED  {student}: the grader could not grade them: {reason.line()}", 1000), file=sys.stderr
+                console_line(f"FAILED  {student}: the grader could not grade them: {reason.line()}", 1000),
+                file=sys.stderr,
             )
     assert result.out is not None  # grade() names the OUT it wrote
     where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out

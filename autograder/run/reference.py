@@ -42,7 +42,7 @@ from autograder.judge.core import is_test_cell
 from autograder.kernel.adapter import load_adapter
 from autograder.kernel.compile_cache import host_signature
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession
-from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
+from autograder.kernel.sandbox import CACHE, sandbox_for_grading
 from autograder.run.options import GradingOptions
 
 
@@ -112,10 +112,10 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
         source.write_assignment(folder)
         env = dict(GRADING_ENV)
         cache = None
-        if adapter.compile_cache is not None:
+        if adapter.compiler_cache is not None:
             cache = scratch / "cache"
             cache.mkdir()
-            env.update(adapter.compile_cache.writing(str(cache) if sandbox.unsafe else CACHE))
+            env.update(adapter.compiler_cache.writing(str(cache) if sandbox.unsafe else CACHE))
         session = SandboxSession(
             sandbox,
             scratch / "session",
@@ -135,7 +135,6 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
             judge_source=judge_source(source.loaded_config, source.assignment.id, folder),
             judge_checks_module=source.checks_module,
             judge_seed=options.judge_seed,
-            limits=options.limits.as_dict(),
         )
         run = ReferenceRun(notebook, host_signature(adapter.compiler_distributions))
         if executor.judge_source:
@@ -158,14 +157,10 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
 
 
 def into_template(
-    template: TaskTemplate,
-    runs: list[ReferenceRun],
-    say=lambda line: None,
-    limits: Limits | None = None,
-    compile_cache: bool = True,
+    template: TaskTemplate, runs: list[ReferenceRun], options: GradingOptions, say=lambda line: None
 ) -> TaskTemplate:
-    """The template with the time budgets and (unless `compile_cache` is off) the compile cache;
-    ReferenceProblem when a run was not clean."""
+    """The template with the time budgets (the options' time policy) and, unless the options'
+    compile_cache is off, the compile cache; ReferenceProblem when a run was not clean."""
     failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
     if failed:
         raise ReferenceProblem(
@@ -175,9 +170,9 @@ def into_template(
     missing = sorted(set(template.assignment.notebooks) - {run.notebook for run in runs})
     if missing:
         raise ReferenceProblem(f"no reference run for {missing}")
+    compile_cache = options.compile_cache
     cache = CompileCache.merged([(run.host, run.entries) for run in runs]) if compile_cache else None
-    limits = limits or Limits()
-    budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
+    budgets = {run.notebook: options.time_factor * run.seconds + options.time_floor for run in runs}
     merged = template.replace(
         budgets=budgets,
         helpers={run.notebook: run.helpers for run in runs if run.helpers is not None},
@@ -213,8 +208,7 @@ def reference_key(source: CourseSource, options: GradingOptions) -> str:
         "host": host_signature(load_adapter(source.adapter).compiler_distributions),
         "unsafe": options.unsafe,
         "timeout": options.reference_cell_timeout,
-        # the budgets are made from the run's seconds later: their factor and floor change nothing here
-        "limits": {k: v for k, v in options.limits.as_dict().items() if k not in ("time_factor", "time_floor")},
+        "limits": options.limits.as_dict(),
     }
     digest.update(json.dumps(settings, sort_keys=True).encode())
     return digest.hexdigest()[:32]

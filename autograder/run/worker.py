@@ -39,11 +39,10 @@ from autograder.kernel.helpers import helper_names
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
 from autograder.notebook.execute import (
+    CONTEXT_ON_CONVERTER,
     Failure,
     NotebookContext,
     NotebookRecord,
-    RequireSandbox,
-    SandboxedExecute,
     failure_of,
 )
 from autograder.notebook.plugin import configure
@@ -105,17 +104,16 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_gra
     config.Execute.shutdown_kernel = "immediate"
     # The kernel's own log is noise here.
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
-    config.SandboxedExecute.limits = limits.as_dict()
+    for name, value in limits.as_dict().items():  # the sandbox's, which the run probed
+        config.SandboxLimits[name] = value
     assignment = assignment_of(course).id
     source = course / "source" / assignment
     # The judge checks the test cells where the assignment names its checks module.
     config.SandboxedExecute.judge_source = judge_source(config, assignment, source)
-    config.ForPages.source_folder = str(source)
     # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
     # must be able to replace them when it grades again.
     config.Autograde.permissions = 644
     config.SandboxedExecute.judge_seed = options.judge_seed
-    config.MetadataFromSource.source_folder = str(source)
     # The grader took the files in and writes its own class report: the exporter only notes, on
     # each page, which notebooks were not graded.
     config.TakenInExporter.not_graded = [trouble.to_json() for trouble in not_graded or []]
@@ -155,7 +153,7 @@ def _compile_cache(template: TaskTemplate, adapter: Adapter) -> Path | None:
     """The template's compile cache, written once in this process's folder; None when it has none
     (or it was filled on another kind of machine)."""
     cache = template.cache
-    if cache is None or adapter.compile_cache is None:
+    if cache is None or adapter.compiler_cache is None:
         return None
     items = [(cache.host, b""), *sorted(cache.entries.items())]
     digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d for n, d in items)).hexdigest()[:16]
@@ -180,8 +178,8 @@ def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession
     adapter = load_adapter(template.source.adapter)
     cache = _compile_cache(template, adapter)
     env = dict(GRADING_ENV)
-    if cache is not None and adapter.compile_cache is not None:
-        env.update(adapter.compile_cache.reading(str(cache) if sandbox.unsafe else CACHE))
+    if cache is not None and adapter.compiler_cache is not None:
+        env.update(adapter.compiler_cache.reading(str(cache) if sandbox.unsafe else CACHE))
     folder = Path(tempfile.mkdtemp(prefix="session-", dir=_folder()))
     return SandboxSession(
         sandbox,
@@ -245,17 +243,12 @@ def release_sandboxes() -> None:
 
 def _recording(converter, context: NotebookContext | None = None):
     """nbgrader's converter `converter`, keeping what a notebook's failure raised as data
-    (`failure`) instead of only in its log, and handing the notebook's context to each of its
-    preprocessors that takes one (execute.SandboxedExecute, execute.RequireSandbox)."""
+    (`failure`) instead of only in its log, and holding the notebook's context for each of its
+    preprocessors that takes one (execute.SandboxedExecute, execute.RequireSandbox: they find it
+    through their parents, execute.context_of)."""
 
     class Recording(converter):
         failure: Failure | None = None
-
-        def _init_preprocessors(self) -> None:
-            super()._init_preprocessors()
-            for preprocessor in self.exporter._preprocessors:  # nbgrader's converters set this list themselves
-                if isinstance(preprocessor, (SandboxedExecute, RequireSandbox)):  # not a course's own with that name
-                    preprocessor.context = context
 
         def convert_single_notebook(self, notebook_filename: str) -> None:
             try:
@@ -264,6 +257,7 @@ def _recording(converter, context: NotebookContext | None = None):
                 self.failure = self.failure or failure_of(error, None)
                 raise
 
+    setattr(Recording, CONTEXT_ON_CONVERTER, context)
     Recording.__name__ = converter.__name__  # nbgrader's config sections are named for the class
     return Recording
 

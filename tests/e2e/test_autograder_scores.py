@@ -36,7 +36,6 @@ import pytest
 from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.outcomes import TroubleKind
 from autograder.course.paths import ROOT, SOLUTIONS
-from autograder.kernel.sandbox import Limits
 from autograder.run.grade import grade
 from tests.fixtures import build as fixtures
 from tests.grading import options
@@ -249,7 +248,7 @@ def graded(tmp_path_factory, canaries) -> Graded:
     # A copy: hostile submissions must not be able to touch the repository's fixtures.
     shutil.copytree(fixtures.SUBMISSIONS, submissions)
     start = time.perf_counter()
-    result = grade(submissions, out, options(jobs=JOBS, cell_timeout=CELL_TIMEOUT, limits=Limits(**TIME_BUDGET)))
+    result = grade(submissions, out, options(jobs=JOBS, cell_timeout=CELL_TIMEOUT, **TIME_BUDGET))
     seconds = time.perf_counter() - start
     stored = read_scores(out / "cells.csv")
     returned = {

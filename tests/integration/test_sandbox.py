@@ -89,7 +89,7 @@ def session_factory(tmp_path, assignment):
     def make(fork: bool = True, limits: dict | None = None, **options) -> SandboxSession:
         folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"performance-05-test-{uuid.uuid4().hex[:8]}"
         options.setdefault("adapter", LESSON)  # the lesson's kernels: JAX preloaded, its variables inherited
-        session = SandboxSession(find_sandbox(Limits.from_config(limits)), folder, assignment, fork=fork, **options)
+        session = SandboxSession(find_sandbox(Limits(**(limits or {}))), folder, assignment, fork=fork, **options)
         made.append(session)
         return session
 
@@ -526,7 +526,6 @@ def test_grader_cuts_output_past_limit(session_factory):
         context=NotebookContext(session),
         timeout=60,
         kernel_name="python3",
-        limits={"output": "1M"},
         extra_arguments=QUIET,
     )
     executor.preprocess(notebook, {})

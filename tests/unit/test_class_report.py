@@ -561,7 +561,8 @@ def test_report_links_existing_feedback(tmp_path):
     """The report reads the class gradebook and links feedback that exists."""
     from nbgrader.api import Gradebook
 
-    from autograder.gradebook.class_gradebook import fast_schema_stamp, quiet_gradebook_warnings
+    from autograder.gradebook.class_gradebook import quiet_gradebook_warnings
+    from autograder.upstream.nbgrader import fast_schema_stamp
 
     quiet_gradebook_warnings()
     fast_schema_stamp()

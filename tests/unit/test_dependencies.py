@@ -22,6 +22,8 @@ LOCKS = {
     "requirements-cpu.txt": ("grader", "lesson", "test"),
     "requirements-dev.txt": ("grader", "lesson", "test", "dev"),
 }
+#: The grader alone, each of its direct dependencies at the lower end of its range (`make lock`).
+LOWEST = "requirements-lowest.txt"
 
 
 def _name(requirement: str) -> str:
@@ -121,3 +123,30 @@ def test_the_grader_declares_compatible_ranges(pyproject):
     nbgrader = next(Requirement(r) for r in declared if _name(r) == "nbgrader")
     assert {"0.9.5", "0.9.6"} <= set(nbgrader.specifier.filter(["0.8.5", "0.9.5", "0.9.6", "0.10.0"]))
     assert not any(_name(r) == "setuptools" for r in pyproject["project"]["dependencies"])
+
+
+def lower_ends(pyproject: dict) -> list[str]:
+    """Each of the grader's dependencies at the lower end of its declared range, its marker kept:
+    the constraints `make lock` resolves requirements-lowest.txt with."""
+    ends = []
+    for requirement in pyproject["project"]["dependencies"]:
+        parsed = Requirement(requirement)
+        (low,) = [spec.version for spec in parsed.specifier if spec.operator == ">="]
+        ends.append(f"{parsed.name}=={low}" + (f"; {parsed.marker}" if parsed.marker else ""))
+    return ends
+
+
+def test_lowest_lock_pins_each_lower_end(pyproject):
+    """requirements-lowest.txt pins each of the grader's dependencies at the lower end of its range,
+    and holds nothing of the lesson's extra (no JAX, no Matplotlib)."""
+    from packaging.version import Version
+
+    locked = pins((ROOT / LOWEST).read_text())
+    ends = {_name(end): end.split("==")[1].split(";")[0] for end in lower_ends(pyproject)}
+    assert {name: Version(locked.get(name, "0")) for name in ends} == {n: Version(v) for n, v in ends.items()}
+    extra = {_name(r) for r in pyproject["project"]["optional-dependencies"]["lesson"]}
+    assert extra & set(locked) == set()
+
+
+if __name__ == "__main__":  # `make lock`: the lower ends, as uv's constraints
+    print("\n".join(lower_ends(tomllib.loads((ROOT / "pyproject.toml").read_text()))))

@@ -94,7 +94,7 @@ def test_unmeasurable_output_exceeds_limits():
 
 def test_executor_cuts_one_cell_keeps_next():
     """The executor cuts a cell's output and keeps the next cell's."""
-    executor = SandboxedExecute(limits={"output": "1k"})
+    executor = SandboxedExecute()
     executor.reset_execution_trackers()
     executor.clear_before_next_output = False  # as nbclient sets it when a cell starts
     executor._caps = OutputCaps(1024, 8 << 20)
@@ -112,7 +112,7 @@ def test_executor_cuts_one_cell_keeps_next():
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def executor():
-    executor = SandboxedExecute(limits={}, timeout=30)
+    executor = SandboxedExecute(timeout=30)
     executor._stopped = None
     executor._caps = OutputCaps(Limits().output, Limits().notebook_output)
     executor._configured_timeout = 30
@@ -211,7 +211,7 @@ def test_notebook_past_budget_runs_no_cell(executor, monkeypatch):
         return cell
 
     monkeypatch.setattr(Execute, "async_execute_cell", runs)
-    executor.budget, executor._deadline = 5.0, 0.0  # long past
+    executor.autograde_budget, executor._deadline = 5.0, 0.0  # long past
     cell = _run_cell(executor, _cell(), 4)
     assert ran == [] and cell.outputs[0]["ename"] == "NotRun"
     (trouble,) = executor.record.troubles
@@ -242,7 +242,7 @@ def test_notebook_end_kept_as_data(tmp_path, monkeypatch):
     session = SandboxSession(Sandbox(bwrap=None), tmp_path / "session", tmp_path)
     context = NotebookContext(session, NotebookRecord())
     try:
-        executor = SandboxedExecute(limits={}, context=context)
+        executor = SandboxedExecute(context=context)
 
         def fails(self, nb, resources=None, km=None):
             self.record.current_cell = 6

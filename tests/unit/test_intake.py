@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autograder.course.hidden_tests import strip_hidden_tests
-from autograder.course.intake import NotANotebook, printable, read_notebook, take_in
+from autograder.course.intake import NotANotebook, read_notebook, take_in
 from autograder.course.tampering import scan_notebook, scan_source
+from autograder.course.text_safety import console_line
 from autograder.judge.core import answer_cells
 from autograder.notebook.pages import sanitize_notebook
 
@@ -146,8 +147,8 @@ def test_odd_issue_notebooks_are_taken_in(odd, tmp_path):
 
 
 def test_console_lines_show_no_control_character():
-    assert printable("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"
-    assert len(printable("x" * 1000)) == 303
+    assert console_line("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"
+    assert len(console_line("x" * 1000)) == 303
 
 
 def test_notebook_past_source_bound_is_named():

@@ -80,7 +80,7 @@ def test_the_graph_is_read_from_the_code():
 #: The grader's subpackages, earliest first. A module imports only from its own subpackage or an
 #: earlier one; what runs inside a sandbox imports nothing but what is sent with it. The package's
 #: own top-level files (`__init__`, `__main__`, the course configuration) come last.
-ORDER = ("sandboxed", "course", "gradebook", "kernel", "judge", "adapters", "notebook", "run", "commands")
+ORDER = ("sandboxed", "upstream", "course", "gradebook", "kernel", "judge", "adapters", "notebook", "run", "commands")
 TOP_LEVEL = {"__init__", "__main__"}
 
 

@@ -12,9 +12,10 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.course.outcomes import CellGrade, NotebookGrades, Trouble, TroubleKind
-from autograder.gradebook.class_gradebook import _schema_head, db_url, quiet_gradebook_warnings
+from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 from autograder.gradebook.merge import answer_for, answers_of, merge_into_gradebook
 from autograder.run.worker import StudentResult
+from autograder.upstream.nbgrader import schema_head
 
 ASSIGNMENT = "ps1"
 
@@ -36,7 +37,7 @@ def template(tmp_path_factory) -> Path:
     quiet_gradebook_warnings()
     folder = tmp_path_factory.mktemp("template")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(nbgrader.api, "get_alembic_version", _schema_head)  # read here, not by running `alembic`
+        patch.setattr(nbgrader.api, "get_alembic_version", schema_head)  # read here, not by running `alembic`
         gb = Gradebook(f"sqlite:///{folder / 'gradebook.db'}")
     with gb:
         gb.add_assignment(ASSIGNMENT)

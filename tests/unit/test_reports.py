@@ -179,7 +179,7 @@ def test_new_gradebook_stamped_with_revision(tmp_path, monkeypatch):
     from nbgrader.api import Gradebook
 
     from autograder.course.assignment import put_venv_on_path
-    from autograder.gradebook.class_gradebook import fast_schema_stamp
+    from autograder.upstream.nbgrader import fast_schema_stamp
 
     put_venv_on_path()  # nbgrader's own reading runs the venv's `alembic heads`
     monkeypatch.setattr(nbgrader.api, "get_alembic_version", nbgrader.api.get_alembic_version)

@@ -17,7 +17,7 @@ from autograder.course.outcomes import CellGrade
 from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 from autograder.kernel.sandbox import Limits
-from autograder.notebook.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute
+from autograder.notebook.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute, context_of
 from autograder.notebook.pages import ForPages
 from autograder.run import worker
 from autograder.run.options import GradingOptions
@@ -66,10 +66,10 @@ def test_task_runs_grader_preprocessors(tmp_path):
     api = worker.autograde_api(course, options, Limits(output=123))
     config = api.config
     assert config.Execute.timeout == 17 and config.SandboxedExecute.judge_seed == 99
-    assert config.SandboxedExecute.limits["output"] == 123  # the session's sandbox's, not a default
+    assert config.SandboxLimits.output == 123  # the session's sandbox's, not a default
     assert "budget" not in config.SandboxedExecute  # each notebook's comes in its context
     source = str(course / "source" / "ps1")
-    assert config.SandboxedExecute.judge_source == source and config.ForPages.source_folder == source
+    assert config.SandboxedExecute.judge_source == source and config.CourseDirectory.root == str(course)
     assert config.CourseDirectory.db_url == db_url(course) and config.Autograde.permissions == 644
     # The config had none of the grader's lines: they were added.
     assert SandboxedExecute in config.Autograde.autograde_preprocessors
@@ -127,23 +127,25 @@ def test_converter_success_records_no_failure():
 
 
 def test_notebook_context_reaches_preprocessors():
-    """Each notebook's session, record and budget reach the preprocessors that take them as an
-    argument when nbgrader makes them, never through the config."""
-    from types import SimpleNamespace
+    """Each notebook's session, record and budget reach the preprocessors that take them, from the
+    converter they run in (as nbgrader makes them: each one's parent is the converter's
+    exporter), never through the config."""
+    from nbconvert.exporters import NotebookExporter
+    from traitlets.config import Configurable
 
     from autograder.notebook.execute import NotebookContext
 
-    class Autograde:
-        def _init_preprocessors(self):  # nbgrader's Autograde makes its preprocessors here
-            self.exporter = SimpleNamespace(_preprocessors=[SandboxedExecute(), RequireSandbox(), ForPages()])
+    class Autograde(Configurable):
+        pass
 
     context = NotebookContext(FakeSession(), budget=12.0)
-    recording = worker._recording(Autograde, context)()
-    recording._init_preprocessors()
-    execute, require, pages = recording.exporter._preprocessors
-    assert execute.context is context and require.context is context and not hasattr(pages, "context")
+    exporter = NotebookExporter(parent=worker._recording(Autograde, context)())
+    execute, require, pages = (kind(parent=exporter) for kind in (SandboxedExecute, RequireSandbox, ForPages))
+    assert execute.context is context and context_of(require) is context and not hasattr(pages, "context")
     assert execute.session is context.session and execute.record is context.record
-    assert execute.notebook_budget == 12.0 and execute.budget == 0.0  # the config's stays as it was
+    assert execute.notebook_budget == 12.0 and execute.autograde_budget == 0.0  # the config's stays as it was
+    alone = NotebookExporter(parent=worker._recording(Autograde)())  # nbgrader autograde's own: no context
+    assert SandboxedExecute(parent=alone).context is None and context_of(RequireSandbox(parent=alone)) is None
 
 
 def test_watchdog_ends_sandbox_unless_cancelled():

@@ -20,7 +20,7 @@ ADAPTER = Adapter(
     "jax",
     kernel_preload=("numpy", "jax", "jax.numpy"),
     inherited_env=("JAX_", "XLA_", "TF_CPP_"),
-    compile_cache=JAX_CACHE,
+    compiler_cache=JAX_CACHE,
     compiler_distributions=("jax", "jaxlib"),
     helpers={"artifacts": ArtifactRunner, "builder": ProgramBuilder},
     evidence=ProgramEvidence,
