@@ -290,9 +290,26 @@ def test_numpy_only_runs_cell_without_jax(checks, tmp_path, monkeypatch):
     assert np.array_equal(runner(np.arange(3)), [0, 2, 4])  # the jnp statements were left out
     needs_jax = checks._NumpyOnly.__new__(checks._NumpyOnly)
     needs_jax.name, needs_jax.cell = "grad", "def grad(v):\n    import jax\n    return jax.grad(lambda u: u)(v)\n"
-    with pytest.raises(checks.LearnerRaised, match="runs without JAX") as raised:
+    with pytest.raises(checks.LearnerRaised, match="JAX is not available here; use NumPy") as raised:
         needs_jax(1.0)
     assert raised.value.learner_mro[0] == "ModuleNotFoundError"
+    # jnp imported in another cell of the notebook, or by this cell's own import that cannot run
+    # here: the learner is told what to change, not only that a name is missing.
+    for cell in (
+        "def triple(v):\n    return jnp.asarray(v) * 3\n",
+        "import jax.numpy as xp\n\n\ndef triple(v):\n    return xp.asarray(v) * 3\n",
+    ):
+        uses_jnp = checks._NumpyOnly.__new__(checks._NumpyOnly)
+        uses_jnp.name, uses_jnp.cell = "triple", cell
+        with pytest.raises(checks.LearnerRaised, match="JAX is not available here; use NumPy") as raised:
+            uses_jnp(1.0)
+        assert raised.value.learner_mro[0] == "NameError"
+    # Another missing name is the learner's own slip, said as Python says it.
+    typo = checks._NumpyOnly.__new__(checks._NumpyOnly)
+    typo.name, typo.cell = "triple", "def triple(v):\n    return nmp.asarray(v) * 3\n"
+    with pytest.raises(checks.LearnerRaised, match="name 'nmp' is not defined") as raised:
+        typo(1.0)
+    assert "JAX" not in str(raised.value)
     objective = checks.tanh_network(np.eye(2, dtype=np.float32), 2)
     central = checks._NumpyOnly.__new__(checks._NumpyOnly)
     central.name = "central"
