@@ -63,7 +63,7 @@ def instructor(tmp_path_factory) -> dict:
         "--no-compile",  # half of pip's time; Python compiles what it imports
         f"{wheel}[lesson]",
         "--constraint",
-        ROOT / "requirements-cpu.txt",
+        ROOT / "requirements-grader.txt",
         cwd=home,
         env=env,
     )
