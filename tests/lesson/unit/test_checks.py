@@ -271,6 +271,29 @@ def test_made_up_or_unwaited_samples_do_not_fit(checks):
     assert np.any(np.asarray(samples) < unwaited.shortest_samples(4))
 
 
+def test_first_calls_cost_what_they_are_given(checks):
+    """The first calls of a timed executable take their own costs (warm-ups pay them), the calls after
+    none; `first_call` is the first one's alone."""
+    timed = checks.TimedExecutable(first_calls=(0.03, 0.02), result_delays=(0.001,))
+    assert [timed.delay("call", call) for call in (1, 2, 3)] == [0.03, 0.02, 0.0]
+    assert [checks.TimedExecutable(first_call=0.05).delay("call", call) for call in (1, 2)] == [0.05, 0.0]
+    started = time.perf_counter()
+    timed(None)
+    timed(None)
+    assert time.perf_counter() - started >= 0.05
+
+
+def test_reordered_samples_are_told_apart(checks):
+    """Samples that fit their calls only in another order (sorted) are told apart from honest ones
+    and from made-up ones."""
+    timed = checks.TimedExecutable(result_delays=(0.03, 0.02, 0.01))
+    honest = _time(timed, 3, warm_up=False)
+    assert not timed.fit_in_another_order(honest, 3)
+    assert timed.fit_in_another_order(sorted(honest), 3)
+    assert not timed.fit_in_another_order([0.5, 0.5, 0.5], 3)
+    assert not timed.fit_in_another_order(honest[:2], 3)
+
+
 # ---------------------------------------------------------------------------------------
 # NumPy-only tasks.
 # ---------------------------------------------------------------------------------------
