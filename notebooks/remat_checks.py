@@ -452,17 +452,17 @@ class TimedExecutable:
     the learner reports can be held between what the executable saw (`shortest_samples`,
     `longest_samples`), and made-up numbers do not fit. `executable` is a real one (its calls go
     through), or None: then a call returns a result that takes `result_delays[k]` seconds to
-    finish once waited for, and the first call itself takes `first_call` seconds (a one-off cost).
-    Waiting works every way: block_until_ready, jax.block_until_ready, np.asarray,
-    jax.device_get, float.
+    finish once waited for, and the first calls themselves take `first_calls` seconds (one-off
+    costs, as a warm-up pays; `first_call`: the first call's alone). Waiting works every way:
+    block_until_ready, jax.block_until_ready, np.asarray, jax.device_get, float.
 
     While graded, the grader's judge plays this part from outside the learner's process: it
     chooses when each call and each wait returns, and notes when it was asked.
     """
 
-    def __init__(self, executable=None, *, first_call: float = 0.0, result_delays=(0.0,)):
+    def __init__(self, executable=None, *, first_call: float = 0.0, first_calls=(), result_delays=(0.0,)):
         self.executable = executable
-        self.first_call = float(first_call)
+        self.first_calls = [float(d) for d in first_calls] or [float(first_call)]
         self.result_delays = [float(d) for d in result_delays]
         self.calls = 0
         self.events: list[tuple[str, int, float]] = []  # (kind, call, seconds): "call", "waited", "end"
@@ -470,9 +470,9 @@ class TimedExecutable:
 
     # -- what the judge and the local executable both use --------------------------------------
     def delay(self, event: str, call: int) -> float:
-        """How long the executable takes at an event: the first call, each call's result."""
+        """How long the executable takes at an event: the first calls, each call's result."""
         if event == "call":
-            return self.first_call if call == 1 else 0.0
+            return self.first_calls[call - 1] if call <= len(self.first_calls) else 0.0
         return self.result_delays[(call - 1) % len(self.result_delays)]
 
     def note(self, kind: str, call: int, seconds: float) -> None:
@@ -507,6 +507,19 @@ class TimedExecutable:
             if not waited or (after and waited[0] > min(after)):
                 unwaited.append(call)
         return unwaited
+
+    def fit_in_another_order(self, samples, repeats: int) -> bool:
+        """True when the samples do not lie between each timed call's bounds (shortest_samples,
+        longest_samples) in the order given, but do once each is matched with another call: the
+        durations were measured, then reordered (sorted, say)."""
+        found = np.asarray(samples, dtype=np.float64).reshape(-1)
+        low, high = self.shortest_samples(repeats), self.longest_samples(repeats)
+        if found.shape != low.shape:
+            return False
+        if bool(np.all((found >= low) & (found < high))):
+            return False
+        order = np.argsort(low, kind="stable")  # the calls by the least each can take
+        return bool(np.all((np.sort(found) >= low[order]) & (np.sort(found) < high[order])))
 
     def shortest_samples(self, repeats: int) -> np.ndarray:
         """For the last `repeats` calls, the least a sample that waits for its result can be."""
@@ -663,10 +676,12 @@ def difference_diagnosis(fn, point, direction, eps: float, found: float, exact: 
 NOT_JAX = """
 import sys
 
+NOT_AVAILABLE = "JAX is not available here; use NumPy"
+
 class _NoJax:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("jax", "jaxlib", "jax_plugins"):
-            raise ModuleNotFoundError(f"No module named {name!r} (this process runs without JAX)")
+            raise ModuleNotFoundError(f"No module named {name!r} (this process runs without JAX)", name=name)
         return None
 
 sys.meta_path.insert(0, _NoJax())
@@ -690,6 +705,10 @@ def build(value):
 
 import ast
 namespace = {"__name__": "__main__", "np": np, "numpy": numpy}
+# Names that stand for JAX: the usual ones (bound in another cell, which never runs here), and
+# those the cell's own imports of JAX would have bound.
+jax_names = {"jax", "jnp", "lax", "jsp", "jrandom"}
+is_jax = lambda module: isinstance(module, str) and module.partition(".")[0] in ("jax", "jaxlib")
 out = sys.stdout.buffer
 with contextlib.redirect_stdout(io.StringIO()):
     try:
@@ -697,11 +716,25 @@ with contextlib.redirect_stdout(io.StringIO()):
         for statement in ast.parse(request["cell"]).body:
             try:
                 exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
+            except ImportError as error:
+                if is_jax(error.name) and isinstance(statement, (ast.Import, ast.ImportFrom)):
+                    jax_names |= {a.asname or a.name.partition(".")[0] for a in statement.names}
             except Exception:
                 pass
         if request["name"] not in namespace:
             raise NameError(f"the answer cell, run without JAX, does not define {request['name']!r}")
-        result = ("value", namespace[request["name"]](*[build(a) for a in request["args"]]))
+        try:
+            result = ("value", namespace[request["name"]](*[build(a) for a in request["args"]]))
+        except NameError as error:
+            if getattr(error, "name", None) not in jax_names:
+                raise
+            raise NameError(f"{NOT_AVAILABLE} ({error}: this answer cell runs alone, where JAX cannot be imported)")
+        except ImportError as error:
+            if not is_jax(error.name):
+                raise
+            raise ModuleNotFoundError(
+                f"{NOT_AVAILABLE} (this answer cell runs alone, where {error.name!r} cannot be imported)"
+            )
     except BaseException as error:
         result = ("raised", [c.__name__ for c in type(error).__mro__], str(error))
 try:

@@ -77,6 +77,11 @@ NAMED_MISTAKES = {
     ),
     "mistake-segments-not-checkpointed": ("03-experiment", "test-sqrt-segments", "found 49"),
     "mistake-timing-no-block-until-ready": ("02-build", "test-timing-samples", "not waited for before the next call"),
+    "mistake-timing-sorted-samples": ("02-build", "test-timing-samples", "in the order you took them"),
+    "mistake-layer-backward-uses-jax": ("01-understand", "test-layer-backward", "JAX is not available here"),
+    "mistake-kinds-one-bucket": ("02-build", "test-residual-kinds", "every entry is in one kind"),
+    "mistake-oracle-reversed-order": ("02-build", "test-reverse-oracle", "in reverse order"),
+    "mistake-segments-isqrt-length": ("03-experiment", "test-sqrt-segments", "exactly segment_length"),
 }
 #: Fixtures that tamper with the grading: the static scan must name each for review.
 MUST_BE_FLAGGED = (
