@@ -1,8 +1,8 @@
 """Execute notebooks headless, each in a fresh kernel, as `make run` and the tests do.
 
 Executed copies go to runs/executed/<folder>/; the committed notebooks stay output-free.
-`python -m bundle.execute solutions` runs the five stages in order and stops at the
-first failure with the cell that failed.
+`python -m bundle.execute solutions` runs the five stages in order, then the *Going deeper*
+companions (deeper/), and stops at the first failure with the cell that failed.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.assignment import nbgrader_env
-from autograder.course.defaults import NOTEBOOKS
 from autograder.course.paths import KERNEL_NAME, ROOT, RUNS
+from bundle import companions
 
 
 @dataclass
@@ -74,7 +75,12 @@ def execute_notebook(path: Path, save_to: Path | None = None, timeout: int = 300
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="solutions or notebooks")
-    parser.add_argument("names", nargs="*", default=list(NOTEBOOKS), help="notebooks to run (default: all five)")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        default=[*NOTEBOOKS, *companions.names()],
+        help="notebooks to run, relative to the folder (default: the five stages, then the companions in deeper/)",
+    )
     args = parser.parse_args(argv)
     folder = (ROOT / args.folder).resolve() if not args.folder.is_absolute() else args.folder
     total = 0.0

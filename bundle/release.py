@@ -1,8 +1,10 @@
 """Release: notebooks/ (what learners get) generated from solutions/ by nbgrader.
 
 `nbgrader generate_assignment` strips the solution code and the hidden tests; the result is
-copied into notebooks/ together with the shipped module and the evidence template. Run
-`make release`; tests regenerate the release and fail on any difference.
+copied into notebooks/ together with the shipped modules and files. The *Going deeper*
+companions (solutions/deeper/, no answers in them, no part of the assignment) are copied into
+notebooks/deeper/ as they are. Run `make release`; tests regenerate the release and fail on any
+difference.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
 from autograder.course.assignment import nbgrader, new_course
-from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
-from autograder.course.paths import RELEASE
+from autograder.course.paths import RELEASE, SOLUTIONS
+from bundle import companions
 
 
 def generate_release(destination: Path) -> list[Path]:
@@ -32,6 +35,14 @@ def generate_release(destination: Path) -> list[Path]:
         for name in (*NOTEBOOKS, *SHIPPED_MODULES, *SHIPPED_FILES):
             shutil.copy2(released / name, destination / name)
             written.append(destination / name)
+    deeper = destination / companions.FOLDER
+    deeper.mkdir(exist_ok=True)
+    for stale in deeper.iterdir():
+        if stale.is_file():
+            stale.unlink()
+    for name in companions.names():
+        shutil.copy2(SOLUTIONS / name, destination / name)
+        written.append(destination / name)
     return written
 
 

@@ -1,7 +1,9 @@
-"""Author -> sync: solutions/NN-*.py (jupytext percent, the one source) -> solutions/NN-*.ipynb.
+"""Author -> sync: solutions/NN-*.py (jupytext percent, the one source) -> solutions/NN-*.ipynb,
+and the *Going deeper* companions' solutions/deeper/NN-*.py likewise (bundle/companions.py).
 
 Also writes solutions/main.py, the worked example as one script: every code cell of the five
-stages in order, so the script and the notebooks cannot drift apart.
+stages in order, so the script and the notebooks cannot drift apart (the companions are no part
+of it).
 
 nbgrader metadata in the sources is written short (only what differs from the defaults);
 sync fills in the rest so nbgrader sees complete, valid cell metadata.
@@ -15,8 +17,9 @@ import sys
 import jupytext
 import nbformat
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.paths import KERNEL_NAME, SOLUTIONS
+from bundle import companions
 
 NBGRADER_DEFAULTS = {"grade": False, "solution": False, "locked": False, "task": False, "schema_version": 3}
 KERNELSPEC = {"name": KERNEL_NAME, "display_name": "Python 3 (performance-05)", "language": "python"}
@@ -83,6 +86,8 @@ def render(check: bool = False) -> list[str]:
         text = nbformat.writes(notebook) + "\n"
         stale += _write(SOLUTIONS / name, text, check)
     stale += _write(SOLUTIONS / "main.py", worked_example(built), check)
+    for source in companions.sources():
+        stale += _write(source.with_suffix(".ipynb"), nbformat.writes(notebook_from_source(source)) + "\n", check)
     return stale
 
 

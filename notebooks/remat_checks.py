@@ -59,6 +59,9 @@ REMOTE = "__judge_remote__"
 JUDGE = None
 #: The modules an answer cell finds star-imported before it, as the notebooks import them.
 ANSWER_PRELUDE = ("remat_lesson",)
+#: What grading this lesson needs beyond the grader's core (JAX, its programs judged as data):
+#: the grader's adapter of this name (a name only: nothing here imports the grader).
+ADAPTER = "autograder.adapters.lesson"
 
 
 class _Input:
@@ -301,6 +304,15 @@ def raised_names(error: BaseException) -> list[str]:
     return list(names) if names else [cls.__name__ for cls in type(error).__mro__]
 
 
+def is_unanswered(error: BaseException) -> bool:
+    """Whether an error says the answer was never given: the release's stub (a bare
+    NotImplementedError(); one with a message is the learner's code passing on an error it should
+    have handled), or a name the test uses that the learner's notebook never defined (its answer
+    cell still stops at the stub). The class report counts such items as not attempted."""
+    stub = raised_names(error)[0] == "NotImplementedError" and not str(error)
+    return stub or type(error) is NameError
+
+
 # ---------------------------------------------------------------------------------------
 # The checks a graded cell runs.
 # ---------------------------------------------------------------------------------------
@@ -324,6 +336,7 @@ class Checks:
         self.where = where
         self.items: list[dict] = []
         self._judgments: list[dict] | None = None
+        self._unanswered = False  # whether the item being checked met an answer never given
         self._mode = _mode()
         self._draws = 0
         Checks.latest = self
@@ -340,7 +353,7 @@ class Checks:
     @contextlib.contextmanager
     def item(self, points: float, what: str):
         judgments: list[dict] = []
-        self._judgments = judgments
+        self._judgments, self._unanswered = judgments, False
         failure = None
         try:
             yield self
@@ -348,9 +361,8 @@ class Checks:
             failure = str(stop)
         except Exception as raised:  # the learner's code broke: report it, go on with the next item
             name = raised_names(raised)[0]
-            # The release's stub raises a bare NotImplementedError(); one with a message is the
-            # learner's code passing on an error it should have handled.
-            if name == "NotImplementedError" and not str(raised):
+            self._unanswered = is_unanswered(raised)
+            if self._unanswered and name == "NotImplementedError":
                 failure = "not answered yet: the answer cell still raises NotImplementedError"
             elif getattr(raised, "judge_finding", False):  # the grader's judge says why, not the learner's code
                 failure = str(raised)
@@ -358,7 +370,8 @@ class Checks:
                 failure = f"your code raised {name}: {raised}"
         finally:
             self._judgments = None
-        self.items.append({"points": points, "what": what, "judgments": judgments, "failure": failure})
+        item = {"points": points, "what": what, "judgments": judgments, "failure": failure}
+        self.items.append({**item, "unanswered": failure is not None and self._unanswered})
 
     def _judge(self, judgment: dict) -> None:
         if self._judgments is None:
@@ -409,6 +422,7 @@ class Checks:
             fn(*args, **kwargs)
         except Exception as raised:  # which exception is what is checked
             found = raised_names(raised)
+            self._unanswered = self._unanswered or is_unanswered(raised)
         else:
             found = None
         self._judge({"kind": "raises", "what": what, "hint": hint, "found": found, "expected": exception.__name__})
@@ -440,17 +454,17 @@ class TimedExecutable:
     the learner reports can be held between what the executable saw (`shortest_samples`,
     `longest_samples`), and made-up numbers do not fit. `executable` is a real one (its calls go
     through), or None: then a call returns a result that takes `result_delays[k]` seconds to
-    finish once waited for, and the first call itself takes `first_call` seconds (a one-off cost).
-    Waiting works every way: block_until_ready, jax.block_until_ready, np.asarray,
-    jax.device_get, float.
+    finish once waited for, and the first calls themselves take `first_calls` seconds (one-off
+    costs, as a warm-up pays; `first_call`: the first call's alone). Waiting works every way:
+    block_until_ready, jax.block_until_ready, np.asarray, jax.device_get, float.
 
     While graded, the grader's judge plays this part from outside the learner's process: it
     chooses when each call and each wait returns, and notes when it was asked.
     """
 
-    def __init__(self, executable=None, *, first_call: float = 0.0, result_delays=(0.0,)):
+    def __init__(self, executable=None, *, first_call: float = 0.0, first_calls=(), result_delays=(0.0,)):
         self.executable = executable
-        self.first_call = float(first_call)
+        self.first_calls = [float(d) for d in first_calls] or [float(first_call)]
         self.result_delays = [float(d) for d in result_delays]
         self.calls = 0
         self.events: list[tuple[str, int, float]] = []  # (kind, call, seconds): "call", "waited", "end"
@@ -458,9 +472,9 @@ class TimedExecutable:
 
     # -- what the judge and the local executable both use --------------------------------------
     def delay(self, event: str, call: int) -> float:
-        """How long the executable takes at an event: the first call, each call's result."""
+        """How long the executable takes at an event: the first calls, each call's result."""
         if event == "call":
-            return self.first_call if call == 1 else 0.0
+            return self.first_calls[call - 1] if call <= len(self.first_calls) else 0.0
         return self.result_delays[(call - 1) % len(self.result_delays)]
 
     def note(self, kind: str, call: int, seconds: float) -> None:
@@ -495,6 +509,19 @@ class TimedExecutable:
             if not waited or (after and waited[0] > min(after)):
                 unwaited.append(call)
         return unwaited
+
+    def fit_in_another_order(self, samples, repeats: int) -> bool:
+        """True when the samples do not lie between each timed call's bounds (shortest_samples,
+        longest_samples) in the order given, but do once each is matched with another call: the
+        durations were measured, then reordered (sorted, say)."""
+        found = np.asarray(samples, dtype=np.float64).reshape(-1)
+        low, high = self.shortest_samples(repeats), self.longest_samples(repeats)
+        if found.shape != low.shape:
+            return False
+        if bool(np.all((found >= low) & (found < high))):
+            return False
+        order = np.argsort(low, kind="stable")  # the calls by the least each can take
+        return bool(np.all((np.sort(found) >= low[order]) & (np.sort(found) < high[order])))
 
     def shortest_samples(self, repeats: int) -> np.ndarray:
         """For the last `repeats` calls, the least a sample that waits for its result can be."""
@@ -651,10 +678,12 @@ def difference_diagnosis(fn, point, direction, eps: float, found: float, exact: 
 NOT_JAX = """
 import sys
 
+NOT_AVAILABLE = "JAX is not available here; use NumPy"
+
 class _NoJax:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("jax", "jaxlib", "jax_plugins"):
-            raise ModuleNotFoundError(f"No module named {name!r} (this process runs without JAX)")
+            raise ModuleNotFoundError(f"No module named {name!r} (this process runs without JAX)", name=name)
         return None
 
 sys.meta_path.insert(0, _NoJax())
@@ -678,6 +707,10 @@ def build(value):
 
 import ast
 namespace = {"__name__": "__main__", "np": np, "numpy": numpy}
+# Names that stand for JAX: the usual ones (bound in another cell, which never runs here), and
+# those the cell's own imports of JAX would have bound.
+jax_names = {"jax", "jnp", "lax", "jsp", "jrandom"}
+is_jax = lambda module: isinstance(module, str) and module.partition(".")[0] in ("jax", "jaxlib")
 out = sys.stdout.buffer
 with contextlib.redirect_stdout(io.StringIO()):
     try:
@@ -685,11 +718,25 @@ with contextlib.redirect_stdout(io.StringIO()):
         for statement in ast.parse(request["cell"]).body:
             try:
                 exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
+            except ImportError as error:
+                if is_jax(error.name) and isinstance(statement, (ast.Import, ast.ImportFrom)):
+                    jax_names |= {a.asname or a.name.partition(".")[0] for a in statement.names}
             except Exception:
                 pass
         if request["name"] not in namespace:
             raise NameError(f"the answer cell, run without JAX, does not define {request['name']!r}")
-        result = ("value", namespace[request["name"]](*[build(a) for a in request["args"]]))
+        try:
+            result = ("value", namespace[request["name"]](*[build(a) for a in request["args"]]))
+        except NameError as error:
+            if getattr(error, "name", None) not in jax_names:
+                raise
+            raise NameError(f"{NOT_AVAILABLE} ({error}: this answer cell runs alone, where JAX cannot be imported)")
+        except ImportError as error:
+            if not is_jax(error.name):
+                raise
+            raise ModuleNotFoundError(
+                f"{NOT_AVAILABLE} (this answer cell runs alone, where {error.name!r} cannot be imported)"
+            )
     except BaseException as error:
         result = ("raised", [c.__name__ for c in type(error).__mro__], str(error))
 try:

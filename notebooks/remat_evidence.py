@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from statistics import median
 
+import numpy as np
 from remat_lesson import MEMORY_FIELDS, load_record, provenance, runs_dir
 
 STAGES = ("01-understand", "02-build", "03-experiment", "04-exercise")
@@ -40,7 +41,6 @@ def collect(command: str | None = None) -> dict:
         or {"finite": None, "automatic": None, "epsilon": None},
         "timings_s": {policy: timings.get(policy) for policy in ("plain", "remat")},
         "timing_summary_s": {policy: _spread(timings.get(policy)) for policy in ("plain", "remat")},
-        "timings_by_order_s": build.get("timings_by_order_s"),
         "predictions": records["01-understand"].get("predictions"),
         # Stage 3's sweep, {policy: {depth: planned temporary bytes}}: where the tie of the small
         # network gives way (None where stage 3 did not run its sweep).
@@ -55,13 +55,24 @@ def _memory_fields(report):
 
 
 def _spread(samples):
+    """Median and quartiles (NumPy's default, linear interpolation), and the extremes: the
+    quartiles, unlike the extremes, are not decided by one disturbed sample."""
     if not samples:
         return None
-    return {"median": median(samples), "min": min(samples), "max": max(samples), "count": len(samples)}
+    q25, q75 = (float(q) for q in np.percentile(samples, [25, 75]))
+    return {
+        "median": median(samples),
+        "q25": q25,
+        "q75": q75,
+        "min": min(samples),
+        "max": max(samples),
+        "count": len(samples),
+    }
 
 
 def order_effect(medians_by_order: dict) -> list[str]:
-    """What stage 2's runs in both orders show: one line per policy, one on the ranking.
+    """What runs in both orders show (the companion notebook of stage 2): one line per policy,
+    one on the ranking.
 
     medians_by_order: {"plain first": {"plain": [run medians], "remat": [...]}, "remat first": {...}}
     in seconds, run i of one order taken beside run i of the other. For each policy: its median
@@ -116,17 +127,17 @@ def outcomes(evidence: dict) -> dict:
         "remat_lowers_compiled_temp_bytes": None
         if None in (memory["plain"], memory["remat"])
         else memory["remat"]["temp_size_in_bytes"] < memory["plain"]["temp_size_in_bytes"],
-        "remat_is_faster": None if None in (timing["plain"], timing["remat"]) else _faster(evidence["timings_s"]),
+        "remat_is_faster": None if None in (timing["plain"], timing["remat"]) else _faster(timing),
     }
 
 
-def _faster(timings: dict):
-    """True or False only where every sample of one policy beats every sample of the other."""
-    if max(timings["remat"]) < min(timings["plain"]):
+def _faster(summaries: dict):
+    """True or False only where one policy's quartile range lies wholly below the other's."""
+    if summaries["remat"]["q75"] < summaries["plain"]["q25"]:
         return True
-    if max(timings["plain"]) < min(timings["remat"]):
+    if summaries["plain"]["q75"] < summaries["remat"]["q25"]:
         return False
-    return "not decided: the samples overlap"
+    return "not decided: the quartile ranges overlap"
 
 
 def draw_storage_figure(evidence: dict, directory: Path, stem: str = FIGURE_STEM) -> list[Path]:
@@ -147,7 +158,7 @@ def draw_storage_figure(evidence: dict, directory: Path, stem: str = FIGURE_STEM
         _draw_sweep(deep, sweep)
     else:
         figure, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.0), constrained_layout=True)
-    figure.suptitle("Two storage views of the same gradient: different units, different stories", fontsize=11)
+    figure.suptitle("The same gradients in entries and in bytes: different units, different stories", fontsize=11)
 
     if not policies:
         for axis in (top, bottom):
@@ -232,8 +243,8 @@ def _draw_sweep(axis, sweep: dict) -> None:
 
 
 FIGURE_ALT_TEXT = (
-    "Two stacked bar charts. Upper panel, unit entries: saved residual entries per policy. "
-    "Lower panel, unit bytes: the compiler's temporary-byte estimate per policy, or a hatched "
+    "Stacked charts. Upper panel, unit entries: saved residual entries per policy. "
+    "Middle panel, unit bytes: the compiler's temporary-byte estimate per policy, or a hatched "
     "box reading 'memory analysis unavailable on this backend' when there is no estimate. "
     "Third panel, when stage 3 ran its sweep, unit MiB: the compiler's temporary bytes against "
     "depth for each policy of the sweep, on log-log axes."
@@ -291,7 +302,7 @@ def _template_values(evidence: dict, explanation: str) -> dict:
         samples, summary = evidence["timings_s"][policy], evidence["timing_summary_s"][policy]
         if samples:
             timing_rows.append(
-                f"| {policy} | {summary['median'] * 1e6:.1f} | {summary['min'] * 1e6:.1f} – {summary['max'] * 1e6:.1f} | "
+                f"| {policy} | {summary['median'] * 1e6:.1f} | {summary['q25'] * 1e6:.1f} – {summary['q75'] * 1e6:.1f} | "
                 + ", ".join(f"{s * 1e6:.1f}" for s in samples)
                 + " |"
             )
@@ -309,9 +320,6 @@ def _template_values(evidence: dict, explanation: str) -> dict:
         "residual_entries": ", ".join(f"{p} {show(evidence['residual_entries'][p])}" for p in POLICIES),
         "memory_rows": memory_rows,
         "timing_rows": "\n".join(timing_rows),
-        "timing_order": "\n".join(f"- {line}" for line in order_effect(evidence["timings_by_order_s"]["medians"]))
-        if evidence.get("timings_by_order_s")
-        else "not recorded (run stage 2)",
         "prediction_rows": prediction_rows,
         "explanation": explanation.strip() or "(not written yet)",
         "provenance": f"{provenance['utc']} · Python {provenance['python']} · jax {provenance['jax']} · "

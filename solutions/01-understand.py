@@ -4,70 +4,41 @@
 #
 # By the end of the five stages you will be able to:
 #
-# - explain why reverse-mode differentiation needs values from the forward pass;
-# - compare ordinary and rematerialized gradients against an independent reverse recurrence
-#   that you write in NumPy;
-# - read saved-residual descriptions and compiled memory estimates without taking one for
-#   the other;
-# - time warm gradient calls honestly, and say why a memory benefit depends on the workload.
+# - explain why reverse-mode differentiation needs forward intermediates;
+# - compare ordinary and rematerialized gradients with an independent reverse recurrence;
+# - inspect saved residual descriptions and compiled memory estimates without equating them;
+# - measure warm gradient calls, and explain why a memory benefit depends on the workload.
 #
-# Each stage runs on its own in a fresh kernel (*Kernel → Restart Kernel and Run All Cells*).
-# Cells that say **Your turn** are yours; the cell after each one checks your answer.
+# Run each stage from the top. **Your turn** cells are yours; the next cell checks them.
 
 # %% [markdown]
 # ## Your map
 #
-# - **Before this lesson:** reading compiled HLO and the roofline model (the phase's previous
-#   lesson, *Reason with HLO and the roofline model*). Nothing else is assumed.
-# - **The whole lesson:** about 195 minutes over five stages: 25, 60, 65, 30 and 15 minutes,
-#   best taken in two or three sittings. The estimate is a model, not a stopwatch: prose read at
-#   150 words a minute, half a minute for each code cell plus the time it computes, 2 minutes
-#   for each point of a task and for each prediction. Optional *going deeper* cells come on top.
-# - **This stage:** about 25 minutes.
+# - **Before this lesson:** reading compiled HLO and the roofline model.
+# - **The whole lesson:** about 105 minutes over five stages: 15, 35, 25, 20 and 10 minutes.
+#   The *Going deeper* notebooks (`deeper/`) are optional, carry no points and are timed apart.
+# - **This stage:** about 15 minutes.
 # - **Needs:** nothing from another stage.
 # - **Points:** 3, checked automatically (one graded cell).
-# - **Compare with:** `reference-execution.txt` beside this notebook holds what a complete run
-#   of all five stages printed, on a CPU with JAX 0.9.2 (each stage starts at its line "Stage
-#   N of 5"; check reports keep only their points). With the pinned versions (JAX and jaxlib
-#   0.9.2, and the XLA inside that jaxlib), counts and bytes should match yours exactly; another
-#   version may write other programs and plan other bytes. Timings and measured peaks will not
-#   match.
+# - **Compare with:** `reference-execution.txt`, what a complete run printed (JAX 0.9.2, CPU).
 
 # %% [markdown]
 # ## The problem
 #
-# A model runs out of memory while it is being differentiated. A colleague suggests wrapping
-# every layer in `jax.checkpoint`. Two questions decide whether that is good advice:
+# A model runs out of memory while differentiated; a colleague suggests `jax.checkpoint` on
+# every layer. Does that change the gradient? Does it lower *this* program's memory?
 #
-# 1. Does it change the gradient?
-# 2. Does it lower the memory *this* program needs?
+# ## The idea
 #
-# We will not guess. We will compare gradients, list what differentiation keeps, read the
-# compiler's memory estimate and time both versions, and only then decide.
-
-# %% [markdown]
-# ## The idea: keep an intermediate, or compute it again
-#
-# To differentiate in reverse, the backward pass needs values that the forward pass produced.
-# There are two ways to have them at hand:
-#
-# - **retain** them: store each intermediate until the backward pass has used it;
-# - **rematerialize** them: store less, and rerun part of the forward computation when the
-#   backward pass asks.
-#
-# Rematerialization trades memory for arithmetic *inside one computation*. It has nothing to
-# do with writing a training checkpoint to disk, even though JAX calls the function
-# `jax.checkpoint`.
-
-# %% [markdown]
-# A first look, on a function small enough to see whole. `print_saved_residuals` lists the
-# values that differentiation keeps from the forward pass, one line each.
+# The backward pass needs values the forward pass produced. It can **retain** them, or
+# **rematerialize** them: keep less, and rerun part of the forward pass when needed. This trades
+# memory for arithmetic inside one computation; it is not a training checkpoint on disk.
+# `print_saved_residuals(f, x)` lists what differentiating `f` keeps, one line per value.
 
 # %% nbgrader={"locked": true, "grade_id": "setup"}
 import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import print_saved_residuals
-
 
 print(f"Stage 1 of 5 · Understand · JAX {jax.__version__} on {jax.default_backend()}")
 
@@ -78,87 +49,35 @@ def two_steps(v):
 
 print("two_steps, no checkpoint:")
 print_saved_residuals(two_steps, jnp.arange(3.0))
-
-# %% [markdown]
-# Read the two lines with care: each names the operation that *made* the saved value, and both
-# values were made for the backward pass, not by the forward one. `output of sin` is `sin(v)`,
-# the coefficient of the derivative of `cos(v)` (which is `−sin(v)`); `output of cos` is
-# `cos(cos(v))`, the derivative of the outer `sin`. The forward result `sin(cos(v))` is not
-# kept at all: reverse mode needs the derivatives' coefficients, not the forward values.
-# Wrapped in `jax.checkpoint`, only the input is kept; everything else is recomputed from it
-# during the backward pass:
-
-# %%
 print("jax.checkpoint(two_steps):")
 print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
 
 # %% [markdown]
-# ## The lifetime of an intermediate
+# The derivative of `sin(cos(v))` is `cos(cos(v)) · (−sin(v))`; its two factors are the saved
+# values. Reverse mode keeps whatever its backward pass reads: here factors computed from forward
+# values; for `tanh`, the forward output itself ("Jacobian coefficients and other
+# intermediates", the docs say). Under `jax.checkpoint` only the input is kept.
 #
-# Follow one value from birth to last use. In a chain `v0 → v1 → v2 → v3 → loss`, the
-# forward pass creates `v1` early, but the backward pass needs it late, after it has walked
-# back from the loss through `v3` and `v2`:
+# **An intermediate's lifetime.** In `v0 → v1 → v2 → v3 → loss`, `v1` is made early and needed
+# last. Retained, it is held throughout; recomputed, it is freed and remade from `v0` at the end.
+# Which wins depends on its size, its cost, and what else is alive then.
 #
-# | time → | forward: v1 | forward: v2 | forward: v3 | loss | backward at v3 | backward at v2 | backward at v1 |
-# |---|---|---|---|---|---|---|---|
-# | **retain** `v1` | created | kept | kept | kept | kept | kept | used, freed |
-# | **recompute** `v1` | created | freed | | | | | recomputed from `v0`, used |
-#
-# Retaining holds `v1` across the whole middle of the computation; recomputing frees it early
-# and pays one more forward step later. Which is better depends on how big `v1` is, how
-# expensive it is to recompute, and what else is alive at the same time.
-
-# %% [markdown]
-# ## Three quantities that are easy to confuse
-#
-# This lesson keeps three things apart, everywhere:
-#
-# | quantity | unit | where it comes from |
-# |---|---|---|
-# | saved residual **entries** | entries (one per value) | `print_saved_residuals`: what autodiff plans to keep, before compilation |
-# | estimated **bytes** | bytes | `compiled.memory_analysis()`: what the compiler plans to allocate |
-# | measured **peak memory** | bytes | the process or device, while the program runs |
-#
-# The compiler fuses operations and reuses buffers, and its common-subexpression elimination
-# (CSE) merges two identical computations into one, which can fold a recomputation back into
-# the value it repeats (`jax.checkpoint` guards against that by default, and stage 3 reads in
-# the compiled program what the guard costs). So fewer entries need not mean fewer bytes, and an estimate of bytes
-# is not a measured peak. Stages 2 and 3 show the first with numbers, and stage 3 sets the
-# estimates beside peaks measured in fresh processes.
-
-# %% [markdown]
-# The `jax.checkpoint` docstring says the same in one paragraph, and it is this lesson's thesis.
-# The next cell prints it from the JAX you have installed (`jax/_src/ad_checkpoint.py`):
-
-# %%
-import inspect
-import textwrap
-
-thesis = next(part for part in inspect.getdoc(jax.checkpoint).split("\n\n") if "additional internal" in part)
-print(textwrap.fill(" ".join(thesis.split()), width=88))
+# **Three quantities, measured apart:** saved *entries* (before compilation), the compiler's
+# estimated *bytes* (`compiled.memory_analysis()`), and the *peak memory* measured as it runs.
 
 # %% [markdown]
 # ## Your turn: write down your predictions
 #
-# Before any result is shown, predict what per-layer `jax.checkpoint` does to the lesson's
-# network: four layers `v ← tanh(W @ v)` with a 16×16 matrix `W`, objective `sum(v²)`.
-# "Compiled temp bytes" is one field of the compiler's estimate in the table above
-# (`temp_size_in_bytes` of `memory_analysis()`): the bytes of the buffers the compiled
-# gradient needs only while it runs, neither its arguments nor its outputs. Residuals kept
-# between the forward and the backward part of the program are among them.
-# Set `PREDICTIONS` to a dict with these four keys, each `True` or `False`:
+# The lesson's network: four layers `v ← tanh(W @ v)`, `W` 16×16, objective `sum(v²)`. Predict
+# what wrapping each layer in `jax.checkpoint` does ("temp bytes": the compiler's estimate of the
+# buffers the gradient needs while it runs). Set each key to `True` or `False`:
 #
 # ```python
-# PREDICTIONS = {
-#     "remat_changes_the_gradient": ...,
-#     "remat_saves_fewer_residual_entries": ...,
-#     "remat_lowers_compiled_temp_bytes": ...,
-#     "remat_is_faster": ...,
-# }
+# PREDICTIONS = {"remat_changes_the_gradient": ..., "remat_saves_fewer_residual_entries": ...,
+#                "remat_lowers_compiled_temp_bytes": ..., "remat_is_faster": ...}
 # ```
 #
-# Nothing here is graded; stage 5 sets your predictions beside what actually happened, so be
-# honest rather than right.
+# Not graded: stage 5 sets them beside what happened.
 
 # %% nbgrader={"solution": true, "grade_id": "predictions"}
 ### BEGIN SOLUTION
@@ -188,23 +107,18 @@ print("Predictions recorded for stage 5.")
 # %% [markdown]
 # ## Follow one layer backward
 #
-# One layer maps a vector `x` to `h = tanh(W x)`. Since `d tanh(u)/du = 1 − tanh(u)²`, the
-# local factor uses the layer's **output** `h`, not its input. Given the cotangent `h̄`
-# (the gradient of the loss with respect to `h`), the cotangent of the input is
+# A layer maps `x` to `h = tanh(W x)`. Since `d tanh(u)/du = 1 − tanh(u)²`, the local factor uses
+# the **output** `h`. Given `h̄`, the gradient of the loss with respect to `h` (its cotangent):
 #
 # $$\bar x = W^\top\bigl(\bar h \odot (1 - h^2)\bigr).$$
 #
-# Read it right to left: scale the incoming sensitivity by the tanh factor, elementwise, then
-# send it back through the transposed weights. This is why reverse mode wants `h` at hand:
-# either it was kept, or it has to be recomputed from `x` and `W`.
-
-# %% [markdown]
+# So `h` is needed: kept, or recomputed from `x` and `W`.
+#
 # ## Your turn: one layer backward
 #
-# Write `layer_backward(weights, h, h_bar)` in NumPy: it returns `x̄` for one layer
-# `h = tanh(weights @ x)`. `weights` may be rectangular, `m × n`: then `h` and `h_bar` have
-# length `m` and the result has length `n`. The checks run this answer cell on its own, in a
-# process where JAX cannot be imported: use NumPy (`np`) and the standard library only.
+# Write `layer_backward(weights, h, h_bar)`, returning `x̄`. `weights` may be `m × n`: `h` and
+# `h_bar` have length `m`, the result length `n`. NumPy only: the check runs this cell alone,
+# where JAX cannot be imported, and compares with finite differences.
 
 # %% nbgrader={"solution": true, "grade_id": "layer-backward"}
 import numpy as np
@@ -217,11 +131,6 @@ def layer_backward(weights, h, h_bar):
     return weights.T @ (h_bar * (1.0 - h**2))
     ### END SOLUTION
 
-
-# %% [markdown]
-# The check compares your rule with **central finite differences**: nudge `x` by `±eps` along
-# each coordinate and watch `⟨h̄, h⟩` change. It knows nothing about your formula, so agreement
-# is real evidence.
 
 # %% nbgrader={"grade": true, "grade_id": "test-layer-backward", "points": 3}
 import numpy as np
@@ -275,9 +184,5 @@ checks.score()
 # %% [markdown]
 # ## Carry forward
 #
-# - Reverse mode needs forward values; `1 − h²` is the one this network needs per layer.
-# - Keeping a value and recomputing it are two answers to the same need.
-# - Entries, estimated bytes and measured peak are three different quantities.
-#
-# Next, stage 2 builds both policies for the whole network and checks their gradients
-# against a reverse recurrence you write yourself.
+# - Reverse mode keeps what its backward pass reads; keeping and recomputing answer that need.
+# - Entries, estimated bytes and measured peak are three quantities.

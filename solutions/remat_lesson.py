@@ -128,6 +128,15 @@ plain.__recipe__ = ("remat_lesson", "plain", None, None)
 remat.__recipe__ = ("remat_lesson", "remat", None, None)
 
 
+def objective_defined_at(filename: str):
+    """sum(cos(sin(v))), written as if its code sat in the file `filename` (a path may hold
+    spaces): its saved residuals name that file, and one of them a line without a column."""
+    source = "def objective(v):\n    u = jnp.sin(v)\n    return jnp.sum(\njnp.cos(u))\n"
+    namespace = {"jnp": jnp}
+    exec(compile(source, filename, "exec"), namespace)
+    return _recipe(namespace["objective"], "objective_defined_at", filename)
+
+
 # ---------------------------------------------------------------------------------------
 # Plumbing around JAX's diagnostics.
 # ---------------------------------------------------------------------------------------

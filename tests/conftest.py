@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.paths import RELEASE, SOLUTIONS
 from bundle.execute import execute_notebook
 from tests.grading import JUDGE_SEED_VARIABLE, REFERENCE_CACHE_VARIABLE, SHARED_VARIABLE
@@ -126,7 +126,8 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 class NotebookRuns:
-    """The executions of one folder's five notebooks, and the runs folder they wrote to."""
+    """The executions of one folder's notebooks (the five stages, and for solutions/ the Going
+    deeper companions after them), and the runs folder they wrote to."""
 
     def __init__(self, runs_dir: Path, executions: dict):
         self.runs_dir = runs_dir
@@ -136,16 +137,19 @@ class NotebookRuns:
         return json.loads((self.runs_dir / name).read_text())
 
 
-def _execute_all(folder: Path, runs_dir: Path) -> NotebookRuns:
+def _execute_all(folder: Path, runs_dir: Path, names=NOTEBOOKS) -> NotebookRuns:
     # Records go to a scratch runs folder, never into the bundle's own runs/.
     env = {"REMAT_LESSON_RUNS_DIR": str(runs_dir), **lesson_run_env()}
-    return NotebookRuns(runs_dir, {name: execute_notebook(folder / name, env=env) for name in NOTEBOOKS})
+    return NotebookRuns(runs_dir, {name: execute_notebook(folder / name, env=env) for name in names})
 
 
 @pytest.fixture(scope="session")
 def solution_runs(tmp_path_factory) -> NotebookRuns:
-    """The five solution notebooks, executed in order in fresh kernels."""
-    return _execute_all(SOLUTIONS, tmp_path_factory.mktemp("solution-runs"))
+    """The five solution notebooks, then the Going deeper companions, executed in order in fresh kernels."""
+    from bundle import companions
+
+    names = (*NOTEBOOKS, *companions.names())
+    return _execute_all(SOLUTIONS, tmp_path_factory.mktemp("solution-runs"), names)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import re
 
 import nbformat
 
-from autograder.course.defaults import NOTEBOOKS, SHIPPED_MODULES
+from autograder.adapters.lesson import NOTEBOOKS, SHIPPED_MODULES
 from autograder.course.paths import RELEASE, SOLUTIONS
 
 HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from autograder.kernel.compile_cache import writing_env
+from autograder.adapters.jax_programs.compile_cache import writing_env
 from tests.grading import SHARED_VARIABLE
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from autograder.course.errors import ExitCode
+
 COMMANDS = {
     "grade": "autograder.run.grade",
     "install-assignment": "autograder.course.assignment",
@@ -29,11 +31,11 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
-        return 0 if argv else 2
+        return ExitCode.DONE if argv else ExitCode.USAGE
     command = argv[0]
     if command not in COMMANDS:
         print(f"error: no command {command!r}; the commands: {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     return importlib.import_module(COMMANDS[command]).main(argv[1:])
 
 

@@ -23,8 +23,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from autograder.course.errors import ExitCode, GraderError
 from autograder.course.paths import ROOT
-from autograder.gradebook.class_gradebook import GradebookError, require_gradebook
+from autograder.gradebook.class_gradebook import require_gradebook
 from autograder.gradebook.class_report import write_run_report
 from autograder.gradebook.reports import (
     lms_file,
@@ -59,9 +60,9 @@ def main(argv=None) -> int:
         cells = regenerate_class_files(out)
         written, export = write_lms_file(out, course, allow_pending=args.allow_pending, total_only=args.total_only)
         write_run_report(out, course)  # manual grades given since the run counted there too
-    except GradebookError as error:
+    except GraderError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return error.exit_code
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     students = len({row["student_id"] for row in cells})
     print(f"wrote {where}/cells.csv ({len(cells)} cells of {students} students) and {where}/grades.csv")
@@ -74,10 +75,10 @@ def main(argv=None) -> int:
             f"to leave those students out.",
             file=sys.stderr,
         )
-        return 1
+        return ExitCode.UNFINISHED
     left_out = f", without {len(export.pending)} student(s) awaiting manual grading" if export.pending else ""
     print(f"wrote {where}/{lms_file(course)}: {len(export.rows)} student(s){left_out}")
-    return 0
+    return ExitCode.DONE
 
 
 if __name__ == "__main__":

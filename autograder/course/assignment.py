@@ -1,22 +1,29 @@
 """The nbgrader course folder a grading run works in, and the assignment it holds.
 
 nbgrader wants <root>/source/<assignment>/. The course is assembled from exactly the files that
-belong to the assignment: by default the bundle's own (course/defaults.py; its source lives in
-solutions/ beside its authoring files), or an instructor's own course folder
-(`autograder grade --course COURSE --assignment ID`). Everything after that reads the assignment
-(its id, its notebooks in order) from the course folder itself (`assignment_of`).
+belong to the assignment: an instructor's own course folder (`autograder grade --course COURSE
+--assignment ID`), or a checkout of a course bundle whose assignment lies among its authoring
+files (`--bundle CHECKOUT`): the checkout's nbgrader_config.py names the module of its layout
+(`c.Bundle.layout`, a `BundleLayout`; this bundle's is among the adapters, autograder/adapters/).
+Everything after that reads the assignment (its id, its notebooks in order) from the course
+folder itself (`assignment_of`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course.defaults import ASSIGNMENT, CHECKS_MODULE, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from traitlets import Unicode
+from traitlets.config import Configurable
+
+from autograder.course.errors import ExitCode, UsageError
 from autograder.course.paths import ROOT
 
 
@@ -30,10 +37,6 @@ class Assignment:
     @property
     def stems(self) -> list[str]:
         return [Path(name).stem for name in self.notebooks]
-
-
-#: The bundle's own assignment (course/defaults.py).
-BUNDLE = Assignment(ASSIGNMENT, NOTEBOOKS)
 
 
 def assignment_of(course: Path) -> Assignment:
@@ -98,10 +101,10 @@ class CourseOrigin:
 
 
 def assignment_of_origin(origin: CourseOrigin | BundleOrigin) -> Assignment:
-    """The assignment an origin names, read from its course folder."""
+    """The assignment an origin names, read from its course folder (or its bundle's layout)."""
     if isinstance(origin, BundleOrigin):
-        assignment_files(origin.checkout)
-        return BUNDLE
+        origin.assignment_files()
+        return origin.layout.as_assignment()
     source = origin.folder / "source" / origin.assignment
     if not (origin.folder / "source").is_dir():
         raise FileNotFoundError(
@@ -114,56 +117,98 @@ def assignment_of_origin(origin: CourseOrigin | BundleOrigin) -> Assignment:
     return Assignment(origin.assignment, notebooks)
 
 
-def assignment_files(checkout: Path) -> dict[str, Path]:
-    """The source files of the bundle's assignment in a checkout of the bundle, by name:
-    the five instructor notebooks (solutions and hidden tests: nbgrader's source), the modules
-    they import (shipped to learners with the release) and the data files learners read. Nothing
-    else: a solution's *_reference.py (the sqrt(L) task's answer, the sweep's reference
-    policies) is never part of the assignment."""
-    checkout = Path(checkout)
-    files = {name: checkout / "solutions" / name for name in (*NOTEBOOKS, *SHIPPED_MODULES)}
-    files |= {name: checkout / "data" / name for name in SHIPPED_FILES}
-    missing = [str(path) for path in files.values() if not path.is_file()]
-    if missing:
-        raise FileNotFoundError(f"{checkout} is not a checkout of the bundle with its lesson built: missing {missing}")
-    return files
+@dataclass(frozen=True)
+class BundleLayout:
+    """An assignment kept in a checkout of a course bundle rather than in a course folder: its id,
+    where each of its source files lies in the checkout (by its name in source/<id>/), the
+    checkout's course configuration, and the checkout's folders that hand things out (learners
+    read them: no --out may lie there)."""
+
+    assignment: str
+    files: Mapping[str, str]
+    config: str = "nbgrader_config.py"
+    handed_out: tuple[str, ...] = ()
+
+    def as_assignment(self) -> Assignment:
+        return Assignment(self.assignment, tuple(name for name in self.files if name.endswith(".ipynb")))
 
 
-def install_assignment(checkout: Path, course: Path, *, force: bool = False) -> Path:
-    """Put exactly the assignment's source files (assignment_files) into COURSE/source/<assignment>/;
-    return that folder. A folder already there is replaced only with force (whatever else it held
-    goes, an answer file copied by hand included)."""
-    files = assignment_files(checkout)
-    target = Path(course) / "source" / ASSIGNMENT
-    if target.exists():
-        if not force:
-            raise FileExistsError(f"{target} exists: --force replaces it with the assignment's files")
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    for name, path in files.items():
-        shutil.copy2(path, target / name)
-    return target
+class Bundle(Configurable):
+    """A checkout's course bundle, as its nbgrader_config.py declares it."""
+
+    layout = Unicode(
+        "", help="The module whose BUNDLE (an autograder.course.assignment.BundleLayout) says where the assignment lies"
+    ).tag(config=True)
 
 
 @dataclass(frozen=True)
 class BundleOrigin:
-    """The bundle's own assignment, from a checkout (`autograder grade --bundle CHECKOUT`, what
-    `make autograde` passes): its assignment files and the bundle's nbgrader_config.py."""
+    """An assignment from a checkout of its course bundle (`autograder grade --bundle CHECKOUT`,
+    what `make autograde` passes): its files and configuration where the checkout's layout says."""
 
     checkout: Path
 
+    @functools.cached_property
+    def layout(self) -> BundleLayout:
+        """The layout the checkout's nbgrader_config.py names (`c.Bundle.layout`); UsageError when it names none."""
+        import importlib
+
+        from traitlets.config.loader import PyFileConfigLoader
+
+        config = self.checkout / "nbgrader_config.py"
+        try:
+            loaded = PyFileConfigLoader(config.name, path=str(self.checkout)).load_config()
+            name = Bundle(config=loaded).layout
+            layout = getattr(importlib.import_module(name), "BUNDLE", None) if name else None
+        except Exception as error:  # no config, one that does not load, a layout that does not import
+            raise UsageError(
+                f"{self.checkout} is not a checkout of a course bundle ({type(error).__name__}: {error})"
+            ) from None
+        if not isinstance(layout, BundleLayout):
+            raise UsageError(
+                f"{config} names no bundle layout (c.Bundle.layout, a module with a BUNDLE): "
+                "--bundle takes a checkout of a course bundle"
+            )
+        return layout
+
     @property
     def assignment(self) -> str:
-        return ASSIGNMENT
+        return self.layout.assignment
 
     @property
     def folders(self) -> tuple[Path, ...]:
-        """Where the assignment's files come from, and the learners' release (`make lab` serves it)."""
-        return (self.checkout / "solutions", self.checkout / "data", self.checkout / "notebooks")
+        """Where the assignment's files come from, and what the checkout hands to learners."""
+        return tuple(self.checkout / folder for folder in self.layout.handed_out)
+
+    def assignment_files(self) -> dict[str, Path]:
+        """The assignment's source files in the checkout, by name; FileNotFoundError naming the
+        missing ones."""
+        files = {name: self.checkout / relative for name, relative in self.layout.files.items()}
+        missing = [str(path) for path in files.values() if not path.is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{self.checkout} is not a checkout of the bundle with its assignment built: missing {missing}"
+            )
+        return files
+
+    def install_assignment(self, course: Path, *, force: bool = False) -> Path:
+        """Put exactly the assignment's source files into COURSE/source/<assignment>/; return that
+        folder. A folder already there is replaced only with force (whatever else it held goes,
+        an answer file copied by hand included)."""
+        files = self.assignment_files()
+        target = Path(course) / "source" / self.assignment
+        if target.exists():
+            if not force:
+                raise FileExistsError(f"{target} exists: --force replaces it with the assignment's files")
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        for name, path in files.items():
+            shutil.copy2(path, target / name)
+        return target
 
     def copy_to(self, root: Path) -> None:
-        install_assignment(self.checkout, root)
-        shutil.copy2(self.checkout / "autograder" / "nbgrader_config.py", root / "nbgrader_config.py")
+        self.install_assignment(root)
+        shutil.copy2(self.checkout / self.layout.config, root / "nbgrader_config.py")
 
 
 def new_course(root: Path, origin: CourseOrigin | BundleOrigin | None = None) -> Path:
@@ -281,28 +326,36 @@ def assignment_source(config, resources) -> Path:
 
 
 def main(argv=None) -> int:
-    """`autograder install-assignment CHECKOUT COURSE [--force]`: put exactly the bundle's
-    assignment's source files from a checkout of the bundle into COURSE/source/<assignment>/ (the five
-    instructor notebooks, the modules they import, the data learners read; never an answer file)."""
+    """`autograder install-assignment CHECKOUT COURSE [--force]`: put exactly the assignment's
+    source files from a checkout of its course bundle into COURSE/source/<assignment>/ (where the
+    checkout's layout says they are: for this bundle, the five instructor notebooks, the modules
+    they import, the data learners read; never an answer file)."""
     import argparse
+
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.course.settings import checks_module_for
 
     assert main.__doc__ is not None  # its docstring is the command's description
     parser = argparse.ArgumentParser(prog="autograder install-assignment", description=main.__doc__.split(":", 1)[1])
-    parser.add_argument("checkout", type=Path, help="a checkout of the bundle (it holds solutions/ and data/)")
+    parser.add_argument(
+        "checkout", type=Path, help="a checkout of the bundle (its nbgrader_config.py names its layout)"
+    )
     parser.add_argument("course", type=Path, help="an nbgrader course folder (`nbgrader quickstart` makes one)")
     parser.add_argument("--force", action="store_true", help="replace the assignment's folder if the course has one")
     args = parser.parse_args(argv)
     if not args.course.is_dir():
         print(f"error: {args.course} is not a folder", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
+    origin = BundleOrigin(args.checkout.resolve())
     try:
-        target = install_assignment(args.checkout, args.course, force=args.force)
-    except (FileNotFoundError, FileExistsError) as error:
+        target = origin.install_assignment(args.course, force=args.force)
+    except (FileNotFoundError, FileExistsError, UsageError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print(f"installed into {target}: {', '.join(sorted(p.name for p in target.iterdir()))}")
-    print(
-        f"next: `autograder configure {args.course} --checks-module {CHECKS_MODULE}`, then in {args.course}: "
-        f"`nbgrader generate_assignment {ASSIGNMENT}`"
-    )
-    return 0
+    config = PyFileConfigLoader(origin.layout.config, path=str(origin.checkout)).load_config()
+    checks = checks_module_for(config, origin.assignment)
+    configure = f"autograder configure {args.course}" + (f" --checks-module {checks}" if checks else "")
+    print(f"next: `{configure}`, then in {args.course}: `nbgrader generate_assignment {origin.assignment}`")
+    return ExitCode.DONE

@@ -17,12 +17,16 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
+from autograder.course.errors import GraderError
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.tampering import scan_notebook
+from autograder.course.text_safety import console_line
 
 #: The largest notebook file taken in (a bigger one is left out, named).
 MAX_NOTEBOOK_BYTES = 32 << 20
@@ -35,20 +39,11 @@ MAX_SOURCE = 1 << 20
 MAX_NOTEBOOK_SOURCE = 1 << 20
 CELL_TYPES = ("code", "markdown", "raw")
 _ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-#: Control characters (but tab) that a terminal would act on, line breaks among them.
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-class NotANotebook(ValueError):
-    """What a file holds cannot be graded as a notebook; the message says why, for the instructor."""
-
-
-def printable(text, limit: int = 300) -> str:
-    """Text from a submission as one safe console line: control characters (escape sequences,
-    carriage returns, bidirectional overrides) written as escapes, and cut at `limit`."""
-    text = str(text)
-    text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
-    return text if len(text) <= limit else text[:limit] + "..."
+class NotANotebook(GraderError, ValueError):
+    """What a file holds cannot be graded as a notebook; the message says why, for the instructor
+    (the student's notebook is graded 0, the run goes on)."""
 
 
 def _text(value) -> str:
@@ -140,23 +135,61 @@ def read_notebook(data: bytes) -> nbformat.NotebookNode:
     except RecursionError:
         raise NotANotebook("not a readable notebook (its JSON is nested too deep)") from None
     except ValueError as error:
-        raise NotANotebook(f"not a readable notebook ({printable(str(error).splitlines()[0], 120)})") from None
+        raise NotANotebook(f"not a readable notebook ({console_line(str(error).splitlines()[0], 120)})") from None
     return normalized(parsed)
+
+
+def not_graded(notebooks: Sequence[str], handed_in: Iterable[str], unreadable: Iterable[Trouble]) -> list[Trouble]:
+    """What of an assignment's `notebooks` is not graded for a student who handed in the notebook
+    files `handed_in` (any name), of which those troubled in `unreadable` could not be read: the
+    unreadable ones, the missing ones (MISSING), and the files under another name (RENAMED, each
+    matched to a missing notebook its name starts with, when there is one). In the assignment's
+    order."""
+    found = [trouble for trouble in unreadable if trouble.kind is TroubleKind.UNREADABLE]
+    handed = {name if name in notebooks else console_line(name) for name in handed_in}
+    missing = [name for name in notebooks if name not in handed]
+    found += [Trouble(TroubleKind.MISSING, "not handed in; graded 0", name) for name in missing]
+    for name in sorted(handed - set(notebooks)):
+        like = next((m for m in missing if name.startswith(Path(m).stem)), None)
+        maybe = f" (perhaps {like}, renamed)" if like else ""
+        found.append(Trouble(TroubleKind.RENAMED, f"not a notebook of the assignment{maybe}; not graded", name))
+    order = {name: index for index, name in enumerate(notebooks)}
+    return sorted(found, key=lambda item: (order.get(item.notebook or "", len(order)), item.notebook or ""))
+
+
+#: The word that opens a notebook-not-graded line on the terminal and in nbgrader's log.
+LINE_WORD = {TroubleKind.UNREADABLE: "BROKEN ", TroubleKind.MISSING: "MISSING", TroubleKind.RENAMED: "NOTE   "}
+
+
+def not_graded_lines(student: str, troubles: Sequence[Trouble]) -> list[str]:
+    """A student's notebooks not graded (not_graded's troubles) as lines, escaped (a name is the
+    learner's to choose): one per unreadable or renamed notebook, one for all the missing ones."""
+    lines = [
+        f"{LINE_WORD[t.kind]} {student}: {t.line()}"
+        for t in troubles
+        if t.kind in (TroubleKind.UNREADABLE, TroubleKind.RENAMED)
+    ]
+    missing = [t.notebook or "" for t in troubles if t.kind is TroubleKind.MISSING]
+    if missing:
+        lines.append(f"{LINE_WORD[TroubleKind.MISSING]} {student}: {', '.join(missing)}: not handed in; graded 0")
+    return [console_line(line, 1000) for line in lines]
 
 
 @dataclass
 class TakenIn:
     """One student's files as grading takes them: notebooks (normalized, as bytes), other files
-    it keeps (timestamp.txt), each notebook left out and why, what the scan found."""
+    it keeps (timestamp.txt), each notebook left out and why (UNREADABLE), what the scan found
+    (REVIEW, by notebook)."""
 
     notebooks: dict[str, bytes] = field(default_factory=dict)
     extra: dict[str, bytes] = field(default_factory=dict)
-    broken: list[str] = field(default_factory=list)
-    findings: dict[str, list[str]] = field(default_factory=dict)
+    broken: list[Trouble] = field(default_factory=list)
+    findings: list[Trouble] = field(default_factory=list)
 
 
-def take_in(files: dict[str, Path]) -> TakenIn:
-    """Read, normalize and scan one student's files; never raises (a failure is a broken line)."""
+def take_in(files: dict[str, Path], shipped: tuple[str, ...] = ()) -> TakenIn:
+    """Read, normalize and scan one student's files (`shipped`: the names of the assignment's shipped
+    files, for the scan); never raises (a failure is a broken line)."""
     taken = TakenIn()
     for name, path in files.items():
         try:
@@ -167,18 +200,16 @@ def take_in(files: dict[str, Path]) -> TakenIn:
             notebook = read_notebook(data)
             taken.notebooks[name] = nbformat.writes(notebook).encode()
         except NotANotebook as why:
-            taken.broken.append(f"{printable(name)}: {why}; graded 0")
+            taken.broken.append(Trouble(TroubleKind.UNREADABLE, f"{why}; graded 0", console_line(name)))
+            continue  # nothing of it to scan
         except Exception as error:  # anything else about this file: its notebook alone loses
             taken.notebooks.pop(name, None)
-            taken.broken.append(
-                f"{printable(name)}: the grader could not take it in ({type(error).__name__}: "
-                f"{printable(error, 200)}); graded 0"
-            )
+            said = f"the grader could not take it in ({type(error).__name__}: {console_line(error, 200)}); graded 0"
+            taken.broken.append(Trouble(TroubleKind.UNREADABLE, said, console_line(name)))
             continue
         try:  # for review only: a scan that fails costs no point
-            findings = scan_notebook(notebook)
+            findings = scan_notebook(notebook, shipped)
         except Exception as error:
             findings = [f"the scan could not read this notebook ({type(error).__name__}): look at it yourself"]
-        if findings:
-            taken.findings[name] = [printable(finding) for finding in findings]
+        taken.findings += [Trouble(TroubleKind.REVIEW, console_line(finding), name) for finding in findings]
     return taken

@@ -14,7 +14,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.course.assignment import BUNDLE, Assignment
+from autograder.course.assignment import Assignment
+from autograder.course.errors import UsageError
 
 #: Files a collected submission may carry besides notebooks (nbgrader collect writes timestamp.txt).
 EXTRA_FILES = ("timestamp.txt",)
@@ -24,15 +25,14 @@ _ID = re.compile(r"^[^\W_][\w.@+-]*$")
 MAX_ID = 128
 
 
-class UsageError(ValueError):
-    """Bad arguments: the command line or the submissions folder is not what grading needs."""
-
-
 @dataclass
 class Submissions:
     students: dict[str, dict[str, Path]] = field(default_factory=dict)  # id -> file name -> path
     rejected: dict[str, str] = field(default_factory=dict)  # folder name -> why it was not graded
     notes: dict[str, list[str]] = field(default_factory=dict)  # id -> files left out, and why
+    #: id -> notebook files left out because the assignment has no notebook of their name (named
+    #: as a RENAMED trouble, intake.not_graded)
+    other_notebooks: dict[str, list[str]] = field(default_factory=dict)
 
 
 def student_id_problem(name: str) -> str | None:
@@ -54,7 +54,7 @@ def student_id_problem(name: str) -> str | None:
     return None
 
 
-def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissions:
+def find_submissions(folder: Path, assignment: Assignment) -> Submissions:
     """The students to grade, the folders rejected and why; UsageError when the layout is wrong."""
     folder = Path(folder)
     if not folder.exists():
@@ -89,14 +89,18 @@ def find_submissions(folder: Path, assignment: Assignment = BUNDLE) -> Submissio
             if item.name.startswith(".") or item.name == "__pycache__":
                 continue
             others.append(item.name)  # (the release's own files, where nbgrader collect put them there too)
-        if others:
-            notes.append(f"left out, not notebooks of {assignment.id}: {', '.join(others)}")
+        strays = [name for name in others if not name.endswith(".ipynb")]
+        if strays:
+            notes.append(f"left out, not notebooks of {assignment.id}: {', '.join(strays)}")
         if not any(name.endswith(".ipynb") for name in files):
             found.rejected[entry.name] = f"it holds no notebook of {assignment.id} ({', '.join(assignment.notebooks)})"
             continue
         found.students[entry.name] = files
         if notes:
             found.notes[entry.name] = notes
+        renamed = [name for name in others if name.endswith(".ipynb")]
+        if renamed:
+            found.other_notebooks[entry.name] = renamed
     if not found.students:
         reasons = "".join(f"\n  {name!r}: {why}" for name, why in found.rejected.items())
         raise UsageError(f"{folder} holds no student folder that can be graded; {layout}{reasons}")

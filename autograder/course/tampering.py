@@ -20,8 +20,6 @@ import re
 
 import nbformat
 
-from autograder.course.defaults import SHIPPED_MODULES
-
 #: IPython's machinery a learner has no reason to touch.
 IPYTHON_INTERNALS = frozenset(
     {
@@ -40,7 +38,7 @@ IPYTHON_INTERNALS = frozenset(
         "user_global_ns",
     }
 )
-#: Modules whose use deserves a look in a lesson that needs none of them.
+#: Modules whose use deserves a look in an assignment that needs none of them.
 RISKY_MODULES = {
     "subprocess": "starts processes",
     "multiprocessing": "starts processes",
@@ -66,13 +64,13 @@ RISKY_CALLS = {
     ("sys", "exit"): "ends the kernel",
 }
 #: Attributes that reach the call stack's frames: the variables of whoever called the code (in
-#: the grader's helpers, their lines out). Honest lesson code reads none of them.
+#: the grader's helpers, their lines out). Honest learners' code reads none of them.
 FRAME_ATTRIBUTES = frozenset(
     {"_getframe", "currentframe", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 )
 #: Files of the grader's a submission's code has no business naming: the gradebook, nbgrader's
-#: configuration, the assignment's shipped modules (the bundle's, by default).
-GRADER_FILES = ("gradebook.db", "nbgrader_config", *SHIPPED_MODULES)
+#: configuration (and the assignment's shipped files, which the scan is given: `scan_notebook`).
+GRADER_FILES = ("gradebook.db", "nbgrader_config")
 
 
 def _root(node) -> ast.AST:
@@ -94,9 +92,10 @@ def _dotted(node) -> str:
 
 
 class _Scanner(ast.NodeVisitor):
-    def __init__(self):
+    def __init__(self, shipped: tuple[str, ...] = ()):
         self.imported: dict[str, str] = {}  # local name -> module it came from
         self.found: list[tuple[int, str, str]] = []  # (line, meaning, code)
+        self.files = (*GRADER_FILES, *shipped)
 
     def flag(self, node, meaning: str, code: str) -> None:
         self.found.append((getattr(node, "lineno", 1), meaning, code))
@@ -184,8 +183,8 @@ class _Scanner(ast.NodeVisitor):
     def visit_Constant(self, node):
         if isinstance(node.value, str):
             text = node.value.strip()
-            if any(name in text for name in GRADER_FILES):
-                self.flag(node, "names the grader's or the lesson's own files", repr(text[:60]))
+            if any(name in text for name in self.files):
+                self.flag(node, "names the grader's or the assignment's own files", repr(text[:60]))
             elif text.startswith(("/", "~", "../")) and len(text) > 1 and "\n" not in text:
                 self.flag(node, "opens a path outside the submission folder", repr(text[:60]))
 
@@ -221,27 +220,29 @@ def _graded_by_source(cell) -> bool:
     return isinstance(meta, dict) and bool(meta.get("locked") or (meta.get("grade") and not meta.get("solution")))
 
 
-def scan_source(source: str) -> list[tuple[int, str, str]]:
-    """(line, what it means, the code) for each suspicious construct of one cell's code. Code too
-    deeply nested to read (a sum of a thousand terms) is named as not scanned, never raises."""
+def scan_source(source: str, shipped: tuple[str, ...] = ()) -> list[tuple[int, str, str]]:
+    """(line, what it means, the code) for each suspicious construct of one cell's code (`shipped`:
+    the names of the assignment's shipped files, which it has no business naming). Code too deeply
+    nested to read (a sum of a thousand terms) is named as not scanned, never raises."""
     try:
         tree = _tree(source)
         if tree is None:
             first = source.strip().splitlines()[0][:60] if source.strip() else ""
             return [(1, "code that does not parse (not scanned)", first)]
-        scanner = _Scanner()
+        scanner = _Scanner(shipped)
         scanner.visit(tree)
     except (RecursionError, MemoryError, ValueError):
         return [(1, "code nested too deeply to read (not scanned)", "")]
     return scanner.found
 
 
-def scan_notebook(notebook: nbformat.NotebookNode) -> list[str]:
-    """One line per suspicious construct found in the learner's code cells."""
+def scan_notebook(notebook: nbformat.NotebookNode, shipped: tuple[str, ...] = ()) -> list[str]:
+    """One line per suspicious construct found in the learner's code cells (`shipped`: the names of
+    the assignment's shipped files)."""
     findings = []
     for index, cell in enumerate(notebook.cells):
         if cell.get("cell_type") != "code" or _graded_by_source(cell) or not isinstance(cell.get("source"), str):
             continue
-        for line, meaning, code in scan_source(cell.source):
+        for line, meaning, code in scan_source(cell.source, shipped):
             findings.append(f"cell {index + 1}, line {line}: {meaning} ({code})")
     return findings

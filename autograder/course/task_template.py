@@ -20,6 +20,8 @@ from functools import cached_property
 from pathlib import Path
 
 from autograder.course.assignment import Assignment, assignment_in
+from autograder.course.errors import UsageError
+from autograder.course.settings import checks_module_for, declared_adapter
 
 #: The files of a course, by path relative to the course folder.
 Files = dict[str, bytes]
@@ -69,17 +71,41 @@ class CourseSource:
         return [("nbgrader_config.py", self.config), *sorted(self.files.items())]
 
     @cached_property
-    def checks_module(self) -> str:
-        """The checks module the course's nbgrader_config.py names for the judge ("" for none)."""
+    def loaded_config(self):
+        """The course's nbgrader_config.py as traitlets reads it (an empty one where it cannot be read)."""
+        from traitlets.config import Config
         from traitlets.config.loader import PyFileConfigLoader
 
         with tempfile.TemporaryDirectory() as folder:
             (Path(folder) / "nbgrader_config.py").write_bytes(self.config)
             try:
-                config = PyFileConfigLoader("nbgrader_config.py", path=folder).load_config()
-            except Exception:  # an unreadable config names none
-                return ""
-        return str(config.SandboxedExecute.get("judge_checks_module", "") or "")
+                return PyFileConfigLoader("nbgrader_config.py", path=folder).load_config()
+            except Exception:  # an unreadable config names nothing
+                return Config()
+
+    @cached_property
+    def checks_module(self) -> str:
+        """The checks module the course's configuration names for the assignment ("" for none);
+        UsageError when its source lacks it (never judged in the kernel instead)."""
+        checks = checks_module_for(self.loaded_config, self.assignment.id)
+        if checks and self.folder + f"{checks}.py" not in self.files:
+            raise UsageError(
+                f"the assignment {self.assignment.id!r} names the checks module {checks!r}, but its source "
+                f"holds no {checks}.py: put it there, or name no checks module for it"
+            )
+        return checks
+
+    @cached_property
+    def adapter(self) -> str:
+        """The module its checks module names as its adapter ("" for none: the core alone)."""
+        if not self.checks_module:
+            return ""
+        return declared_adapter(self.files[self.folder + f"{self.checks_module}.py"].decode("utf-8", "replace"))
+
+    def shipped_names(self) -> list[str]:
+        """The names of the assignment's files a kernel may see (`shipped_files`)."""
+        names = [relative[len(self.folder) :] for relative in self.files if relative.startswith(self.folder)]
+        return sorted(name for name in names if not name.endswith(".ipynb") and "/" not in name)
 
     def write_course(self, course: Path) -> None:
         """nbgrader_config.py and source/ into the course folder."""
@@ -95,10 +121,8 @@ class CourseSource:
         """The assignment's files a kernel may see (never a notebook, nothing in a subfolder), in folder."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        for relative, data in self.files.items():
-            name = relative[len(self.folder) :]
-            if relative.startswith(self.folder) and not name.endswith(".ipynb") and "/" not in name:
-                (folder / name).write_bytes(data)
+        for name in self.shipped_names():
+            (folder / name).write_bytes(self.files[self.folder + name])
         return folder
 
 

@@ -7,15 +7,18 @@ course folder, with the warnings that say nothing to an instructor silenced once
 
 from __future__ import annotations
 
-import functools
 import warnings
 from pathlib import Path
 
 from autograder.course.assignment import assignment_of, resolve_in_course
+from autograder.course.errors import ExitCode, GraderError
+from autograder.upstream.nbgrader import fast_schema_stamp
 
 
-class GradebookError(ValueError):
+class GradebookError(GraderError, ValueError):
     """The class gradebook cannot be used as asked (missing, or built from another structure)."""
+
+    exit_code = ExitCode.USAGE
 
 
 def db_url(course: Path) -> str:
@@ -30,28 +33,6 @@ def quiet_gradebook_warnings() -> None:
     warnings.filterwarnings("ignore", message=r"Object of type <Submitted", category=SAWarning)
     # Notebooks saved by older tools lack cell ids; nbformat fills them in and warns each time.
     warnings.filterwarnings("ignore", message=r"Cell is missing an id field")
-
-
-@functools.cache
-def _schema_head() -> str:
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-    from nbgrader.dbutil import ALEMBIC_DIR
-
-    config = Config()
-    config.set_main_option("script_location", ALEMBIC_DIR)
-    head = ScriptDirectory.from_config(config).get_current_head()
-    assert head is not None  # nbgrader ships its migration scripts: their head is its schema's revision
-    return head
-
-
-def fast_schema_stamp() -> None:
-    """nbgrader stamps a new gradebook with its schema's revision, which it reads by running the
-    `alembic` command: a Python process, about 1.8 s. The same revision, read from the same
-    migration scripts in this process, takes 0.07 s (and once per process)."""
-    import nbgrader.api
-
-    nbgrader.api.get_alembic_version = _schema_head
 
 
 def open_api(course: Path):

@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course.assignment import assignment_of
+from autograder.course.outcomes import Trouble
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 
 
@@ -24,7 +25,7 @@ def _student_folders(course: Path, student: str) -> list[Path]:
     return [course / kind / student / name for kind in ("submitted", "autograded", "feedback")]
 
 
-def _answers(text: str | None) -> dict[str, str] | None:
+def answers_of(text: str | None) -> dict[str, str] | None:
     """The learner's answers in a notebook: {grade_id of each solution cell: its source}, in order."""
     if text is None:
         return None
@@ -40,7 +41,7 @@ def _answers(text: str | None) -> dict[str, str] | None:
     return found
 
 
-def _answer_for(answers: dict[str, str] | None, grade_id: str) -> str | None:
+def answer_for(answers: dict[str, str] | None, grade_id: str) -> str | None:
     """What a grade judges: the answer cell itself for a written or free-response answer, every
     answer of the notebook for a test cell."""
     if answers is None:
@@ -48,6 +49,19 @@ def _answer_for(answers: dict[str, str] | None, grade_id: str) -> str | None:
     if grade_id in answers:
         return answers[grade_id]
     return json.dumps(list(answers.items()))
+
+
+def recheck_line(student: str, notebook: str, grade, comment) -> str:
+    """The RECHECK line of a manual grade kept on an answer that changed (both routes print it):
+    `grade` and `comment` are the gradebook's rows (nbgrader's Grade, and its Comment or None)."""
+    kept = f"{grade.manual_score:g}" if grade.manual_score is not None else "the automatic score"
+    if grade.extra_credit:
+        kept += f" + {grade.extra_credit:g} extra credit"
+    what = "grade and comment are" if comment is not None and comment.manual_comment else "grade is"
+    return (
+        f"RECHECK {student}: {notebook}/{grade.name}: the answer changed since it was graded by hand; the "
+        f"manual {what} kept ({kept} of {grade.max_score:g}) and the cell is marked for a manual re-check in formgrader"
+    )
 
 
 @dataclass
@@ -58,7 +72,7 @@ class Merged:
     rechecks: list[str] = field(default_factory=list)
 
 
-def merge_into_gradebook(course: Path, results: list, flagged: dict[str, dict[str, list[str]]]) -> Merged:
+def merge_into_gradebook(course: Path, results: list, flagged: dict[str, list[Trouble]]) -> Merged:
     """Write each student's results into the class gradebook, in one process, in order.
 
     Automatic scores and comments are replaced. A grade entered by hand (manual score or extra
@@ -135,31 +149,22 @@ def _merge_one(gb, course: Path, result, flagged) -> list[str]:
     for notebook in submission.notebooks:
         graded = result.notebooks.get(notebook.name)
         old_file = before_folder / f"{notebook.name}.ipynb"
-        before = _answers(old_file.read_text() if old_file.exists() else None)
-        after = _answers(result.autograded.get(f"{notebook.name}.ipynb"))
+        before = answers_of(old_file.read_text() if old_file.exists() else None)
+        after = answers_of(result.autograded.get(f"{notebook.name}.ipynb"))
         comments = {c.name: c for c in notebook.comments}
         for grade in notebook.grades:
-            saved = graded["grades"].get(grade.name) if graded else None
+            saved = graded.grades.get(grade.name) if graded else None
             # Not graded (missing, unreadable or broken notebook): 0, like nbgrader does for a missing one.
-            grade.auto_score = saved["auto_score"] if saved else 0.0
+            grade.auto_score = saved.auto_score if saved else 0.0
             by_hand = grade.manual_score is not None or grade.extra_credit is not None
             if not by_hand:
-                grade.needs_manual_grade = saved["needs_manual_grade"] if saved else False
-            elif _answer_for(before, grade.name) != _answer_for(after, grade.name):
+                grade.needs_manual_grade = saved.needs_manual_grade if saved else False
+            elif answer_for(before, grade.name) != answer_for(after, grade.name):
                 grade.needs_manual_grade = True
-                kept = f"{grade.manual_score:g}" if grade.manual_score is not None else "the automatic score"
-                if grade.extra_credit:
-                    kept += f" + {grade.extra_credit:g} extra credit"
-                comment = comments.get(grade.name)
-                what = "grade and comment are" if comment is not None and comment.manual_comment else "grade is"
-                rechecks.append(
-                    f"RECHECK {student}: {notebook.name}/{grade.name}: the answer changed since it was "
-                    f"graded by hand; the manual {what} kept ({kept} of {grade.max_score:g}) and the cell "
-                    "is marked for a manual re-check in formgrader"
-                )
+                rechecks.append(recheck_line(student, notebook.name, grade, comments.get(grade.name)))
             # else: the same answer: the instructor's grade stands, as it stood.
         for comment in notebook.comments:
-            comment.auto_comment = graded["comments"].get(comment.name) if graded else None
-        notebook.late_submission_penalty = graded["late_penalty"] if graded else None
-        notebook.flagged = bool(flagged.get(student, {}).get(f"{notebook.name}.ipynb"))
+            comment.auto_comment = graded.comments.get(comment.name) if graded else None
+        notebook.late_submission_penalty = graded.late_penalty if graded else None
+        notebook.flagged = any(finding.notebook == f"{notebook.name}.ipynb" for finding in flagged.get(student, []))
     return rechecks

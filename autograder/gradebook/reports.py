@@ -13,11 +13,15 @@ from pathlib import Path
 import nbformat
 
 from autograder.course.assignment import assignment_of
-from autograder.gradebook.class_gradebook import class_students, db_url, require_gradebook
+from autograder.course.outcomes import Trouble
+from autograder.gradebook.class_gradebook import db_url, require_gradebook
+from autograder.gradebook.totals import ClassTotals, class_totals
 
 log = logging.getLogger(__name__)
 
-CELL_COLUMNS = ("student_id", "notebook", "grade_id", "score", "max_score")
+#: cells.csv: `score` is what the gradebook counts now; `pending` says the cell awaits a person
+#: (a written answer not graded yet, or a RECHECK), its score counted as it stands (gradebook/totals.py).
+CELL_COLUMNS = ("student_id", "notebook", "grade_id", "score", "max_score", "pending")
 
 FLAG_COLUMNS = ("student_id", "finding")
 
@@ -46,32 +50,25 @@ def source_cell_order(course: Path) -> dict[str, list[str]]:
     return order
 
 
-def read_cells(course: Path, students: list[str] | None = None) -> list[dict]:
-    """One row per graded cell per student (default: every student with a submission); score
-    empty while a cell awaits manual grading."""
-    from nbgrader.api import Gradebook
+def course_totals(course: Path, students: list[str] | None = None) -> ClassTotals:
+    """The class's scores (gradebook/totals.py), each notebook's cells in the source's order."""
+    return class_totals(db_url(course), assignment_of(course).id, students, source_cell_order(course))
 
-    rows = []
-    order = source_cell_order(course)
-    assignment = assignment_of(course)
-    with Gradebook(db_url(course)) as gb:
-        for student in sorted(class_students(course) if students is None else students):
-            for name in assignment.notebooks:
-                notebook = gb.find_submission_notebook(Path(name).stem, assignment.id, student)
-                grades = {g.name: g for g in notebook.grades}
-                for grade_id in order[Path(name).stem]:
-                    grade = grades[grade_id]
-                    score = "" if grade.needs_manual_grade else float(grade.score)
-                    rows.append(
-                        {
-                            "student_id": student,
-                            "notebook": Path(name).stem,
-                            "grade_id": grade_id,
-                            "score": score,
-                            "max_score": float(grade.max_score),
-                        }
-                    )
-    return rows
+
+def read_cells(course: Path, students: list[str] | None = None) -> list[dict]:
+    """cells.csv's rows: one per graded cell per student (default: every student with a
+    submission), from the one reading of the gradebook every output shares."""
+    return [
+        {
+            "student_id": cell.student,
+            "notebook": cell.notebook,
+            "grade_id": cell.grade_id,
+            "score": cell.score,
+            "max_score": cell.max_score,
+            "pending": "yes" if cell.pending else "no",
+        }
+        for cell in course_totals(course, students).cells
+    ]
 
 
 def export_grades(course: Path, destination: Path) -> None:
@@ -101,43 +98,32 @@ def lms_export(course: Path, total_only: bool = False) -> LmsExport:
     """Canvas's gradebook import layout, one row per student of the class gradebook.
 
     Columns: Student, ID, SIS User ID, SIS Login ID, Section, then the assignment's name (the total
-    after late penalties) and, unless total_only, `<assignment> <notebook>` for each notebook.
-    Student is "Last, First" when the gradebook has the names, else the student id; ID is the
-    gradebook's lms_user_id (Canvas's user id, when set); SIS User ID is the nbgrader student id.
-    A student without a submission scores 0. A student with a cell awaiting manual grading (or a
-    re-check) has no row: they are listed in `pending` instead.
+    after late penalties, as grades.csv's `score`) and, unless total_only, `<assignment> <notebook>`
+    for each notebook. Student is "Last, First" when the gradebook has the names, else the student
+    id; ID is the gradebook's lms_user_id (Canvas's user id, when set); SIS User ID is the nbgrader
+    student id. A student without a submission scores 0. A student with a cell awaiting a person
+    (a written answer, or a re-check) has no row: they are listed in `pending` instead.
     """
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import Gradebook
 
+    totals = course_totals(course)
     assignment = assignment_of(course)
     stems, name = assignment.stems, assignment.id
     header = [*LMS_ID_COLUMNS, name] + ([] if total_only else [f"{name} {s}" for s in stems])
+    points = [LMS_POINTS_ROW, "", "", "", "", _number(totals.maximum())]
+    points += [] if total_only else [_number(totals.maximum(s)) for s in stems]
+    rows, pending = [], {}
     with Gradebook(db_url(course)) as gb:
-        stored = gb.find_assignment(name)
-        maxima = {nb.name: nb.max_score for nb in stored.notebooks}
-        points = [LMS_POINTS_ROW, "", "", "", "", _number(stored.max_score)]
-        points += [] if total_only else [_number(maxima[s]) for s in stems]
-        rows, pending = [], {}
         for student in sorted(gb.students, key=lambda s: s.id):
-            scores = dict.fromkeys(stems, 0.0)
-            try:
-                submission = gb.find_submission(name, student.id)
-            except MissingEntry:
-                submission = None
-            if submission is not None:
-                waiting = [
-                    f"{nb.name}/{g.name}" for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade
-                ]
-                if waiting:
-                    pending[student.id] = sorted(waiting)
-                    continue
-                for nb in submission.notebooks:
-                    scores[nb.name] = max(0.0, nb.score - (nb.late_submission_penalty or 0.0))
+            waiting = totals.pending(student.id)
+            if waiting:
+                pending[student.id] = [f"{cell.notebook}/{cell.grade_id}" for cell in waiting]
+                continue
             shown = (
                 f"{student.last_name}, {student.first_name}" if student.last_name and student.first_name else student.id
             )
-            row = [shown, student.lms_user_id or "", student.id, "", "", _number(sum(scores.values()))]
-            rows.append(row + ([] if total_only else [_number(scores[s]) for s in stems]))
+            row = [shown, student.lms_user_id or "", student.id, "", "", _number(totals.posted(student.id))]
+            rows.append(row + ([] if total_only else [_number(totals.posted(student.id, s)) for s in stems]))
     return LmsExport(header, points, rows, pending)
 
 
@@ -183,13 +169,13 @@ def flag_findings(out: Path, student: str) -> dict[str, list[str]]:
     return found
 
 
-def write_class_files(out: Path, course: Path, flagged: dict[str, list[str]], graded: list[str]) -> list[dict]:
+def write_class_files(out: Path, course: Path, flagged: dict[str, list[Trouble]], graded: list[str]) -> list[dict]:
     """After a grading run: OUT/cells.csv, grades.csv and the LMS file from the class gradebook
     (every student in it, not only those graded now), and OUT/flags.csv: this run's findings for
     the students graded now, the earlier ones for the others. Returns cells.csv's rows."""
     out = Path(out)
     kept = [(who, finding) for who, finding in read_flags(out) if who not in set(graded)]
-    rows = kept + [(student, finding) for student in flagged for finding in flagged[student]]
+    rows = kept + [(student, finding.line()) for student in flagged for finding in flagged[student]]
     by_student = sorted(rows, key=lambda r: r[0])
     with open(out / "flags.csv", "w", newline="") as handle:
         writer = csv.writer(handle)

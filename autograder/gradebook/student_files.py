@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from autograder.course.assignment import assignment_of
+from autograder.course.outcomes import Trouble
 
 
 def flag_note(page: str, findings: list[str]) -> str:
@@ -24,9 +25,7 @@ def flag_note(page: str, findings: list[str]) -> str:
     return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + note, page, count=1)
 
 
-def write_student_files(
-    out: Path, course: Path, result, submission: dict[str, Path], findings: dict[str, list[str]]
-) -> None:
+def write_student_files(out: Path, course: Path, result, submission: dict[str, Path], findings: list[Trouble]) -> None:
     """The course folder a stock nbgrader run would leave (for formgrader), and OUT/feedback/."""
     student, assignment = result.student_id, assignment_of(course).id
     submitted = course / "submitted" / student / assignment
@@ -43,7 +42,7 @@ def write_student_files(
         if source.is_file() and source.suffix == ".py":
             shutil.copyfile(source, autograded / source.name)
     for name, page in result.feedback.items():
-        notes = findings.get(Path(name).stem + ".ipynb")
+        notes = [finding.message for finding in findings if finding.notebook == Path(name).stem + ".ipynb"]
         if notes:
             page = flag_note(page, notes)
         (feedback / name).write_text(page)

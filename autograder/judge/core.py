@@ -11,13 +11,13 @@ cell, hidden checks included, from the course's source, in the grader's process:
   (`Judge.bind`): calling it sends the kernel the function's name and the arguments as data
   (autograder/sandboxed/wire.py; fresh inputs are drawn from the run's seed, which only the grader holds);
   values the learner defined (EPSILON, HVP_DIRECTION) come over as data;
-- what a check asks of a learner's JAX program (the evidence of judge/protocol.py: its gradient,
-  its VJP's residuals, its compiled memory plan) is answered from an artifact the kernel has no part in:
-  the judge's program builder rebuilds the function from the learner's answer cells, following
-  how the judge came by it (a name an answer cell defines, what calling it on the judge's values
-  returned), and exports it; the artifact runner runs or compiles that program on the judge's own
-  inputs (both helper processes of the judge's, autograder/kernel/helpers.py);
-- `numpy_only(fn)` runs fn's answer cell alone in a helper where JAX cannot be imported;
+- what a check asks of a learner's program (its gradient, say) is answered by the assignment's
+  adapter (`Adapter.evidence`; the JAX adapter's, autograder/adapters/jax_programs/evidence.py,
+  from a program its builder rebuilds from the answer cells, never from the kernel), through
+  how the judge came by the function (`rebuilt`: a name an answer cell defines, what calling it
+  on the judge's values returned);
+- `numpy_only(fn)` runs fn's answer cell alone in a helper where only NumPy and the standard
+  library can be imported;
 - a `TimedExecutable` handed to the learner's timing code asks the judge, over the kernel's
   stdin channel, at every call and every wait: the judge chooses the delays and notes the times.
 
@@ -34,94 +34,25 @@ import contextlib
 import hashlib
 import importlib.util
 import io
-import re
 import sys
 import time
-import unicodedata
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 from nbformat.notebooknode import NotebookNode
 
+from autograder.course.errors import GraderError
 from autograder.course.hidden_tests import strip_source
-from autograder.judge.protocol import EVIDENCE, RECIPE, REMOTE, answer_prelude, lacks
+from autograder.course.outcomes import ItemVerdict
+from autograder.course.text_safety import PLAIN_NAME, learner_name, learner_text, report_line
+from autograder.judge.protocol import RECIPE, REMOTE, lacks
 from autograder.kernel.helpers import HelperError, JudgeHelpers
 from autograder.kernel.kernel_channel import JudgeUnavailable, KernelChannel
-from autograder.sandboxed.wire import WireError, decode, dumps, encode
-
-# ---------------------------------------------------------------------------------------
-# The learner's words in a report: one line each, escaped, marked as theirs.
-# ---------------------------------------------------------------------------------------
-#: What opens a line of the judge's own report: an item's mark, a cell's points line.
-#: Bounded, and a number starts only where no digit or dot precedes it: one try per run of digits,
-#: so searching is linear (a line of 40,000 digits once took 27 s of the grader's time).
-JUDGE_MARKS = re.compile(
-    r"\[\s{0,10}(?:PASS|FAIL)\s{0,10}\]|(?<![\d.])\d[\d.]{0,30}\s{1,10}of\s{1,10}\d[\d.]{0,30}\s{1,10}points",
-    re.IGNORECASE,
-)
-#: The same, not yet quoted (a report line quotes what learner_text has not quoted already).
-_UNQUOTED_MARKS = re.compile(r"(?<!\\)(?:" + JUDGE_MARKS.pattern + ")", re.IGNORECASE)
-#: How the learner's text is marked in a report.
-LEARNER_MARK = "[learner's text: {}]"
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,199}")
+from autograder.sandboxed.wire import WireError, decode, encode
 
 
-def _escape(ch: str) -> str:
-    return ch.encode("unicode_escape").decode("ascii")
-
-
-def _quoted(text: str, escape, marks_of: re.Pattern = JUDGE_MARKS) -> str:
-    """text with each character as `escape` writes it, and a backslash before each of the
-    judge's marks (found in the text as written: `\\[PASS]`, `\\3 of 3 points` read as quoted)."""
-    marks = {match.start() for match in marks_of.finditer(text)}
-    return "".join(("\\" if index in marks else "") + escape(ch) for index, ch in enumerate(text))
-
-
-def report_line(text: str) -> str:
-    """Text the judge wrote with the learner's values in it, as one line of a report: every
-    character that breaks or hides a line (controls, \\r, U+0085, U+2028, ANSI escapes, bidi
-    overrides, zero-width and other non-printing characters) and every compatibility form
-    (fullwidth brackets) written as its escape, and the judge's marks quoted."""
-    return _quoted(
-        str(text),
-        lambda ch: ch if ch.isprintable() and unicodedata.normalize("NFKC", ch) == ch else _escape(ch),
-        _UNQUOTED_MARKS,
-    )
-
-
-def learner_text(text, limit: int = 600) -> str:
-    """Text the learner's code chose (an exception's message, a process's words), as a marked
-    part of one report line: ASCII only (backslashes doubled, everything else escaped as Python
-    writes it), the judge's marks quoted, `]` escaped so the mark cannot be closed early, cut at
-    `limit`. Empty stays empty (the stub's bare NotImplementedError() says nothing)."""
-    text = str(text)[: limit * 2]
-    if not text:
-        return ""
-    escaped = _quoted(text, lambda ch: "\\]" if ch == "]" else ch if " " <= ch <= "~" and ch != "\\" else _escape(ch))
-    if len(escaped) > limit:
-        escaped = escaped[:limit].rstrip("\\") + "..."
-    return LEARNER_MARK.format(escaped)
-
-
-def learner_name(name) -> str:
-    """A class or object name the learner's code chose: as it is when it is a plain (dotted)
-    identifier, else escaped and marked as their text."""
-    name = str(name)
-    return name if _PLAIN_NAME.fullmatch(name) else learner_text(name, 200)
-
-
-def _leaves(value) -> list:
-    """A value's arrays in JAX's order of a tree's leaves (a dict's by sorted key), None left out."""
-    if value is None:
-        return []
-    if isinstance(value, dict):
-        return [leaf for key in sorted(value) for leaf in _leaves(value[key])]
-    if isinstance(value, (list, tuple)):
-        return [leaf for item in value for leaf in _leaves(item)]
-    return [np.asarray(value, dtype=np.float64) if np.asarray(value).dtype.kind in "biuf" else np.asarray(value)]
-
-
-class LearnerRaised(Exception):
+class LearnerRaised(GraderError):
     """The learner's code raised in their process; the class names it reported are `learner_mro`.
 
     `said`: what their process said (the exception's message, a refusal), escaped and marked
@@ -190,7 +121,7 @@ def answer_cells(notebook) -> list[str]:
     ]
 
 
-def _defines(source: str, name: str) -> bool:
+def defines(source: str, name: str) -> bool:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -285,8 +216,6 @@ class TrustedModules:
 # ---------------------------------------------------------------------------------------
 # The learner's work, as the judge sees it.
 # ---------------------------------------------------------------------------------------
-#: The most program text one notebook's judge keeps (its programs, as the builder wrote them).
-MAX_PROGRAMS = 64 << 20
 #: The least time a request of the judge's is given once the notebook's slack is spent (Judge._deadline):
 #: far more than any request of the instructor's reference run takes.
 ITEM_FLOOR = 15.0
@@ -317,7 +246,7 @@ class LearnerFunction(LearnerObject):
         """The judge's answer to a check's request for evidence (judge/protocol.py, REMOTE)."""
         if operation == "numpy_only":
             return self._judge.numpy_only(self._name)
-        return self._judge.artifact(self, operation, args, bind, argnums, wrap)
+        return self._judge.evidence_about(self, operation, args, bind, argnums, wrap)
 
 
 setattr(LearnerFunction, REMOTE, LearnerFunction._remote)
@@ -339,7 +268,8 @@ class Judge:
     kernel: the KernelChannel of the notebook's kernel; helpers: the student's JudgeHelpers;
     modules: the TrustedModules of the course; seed: the run's seed; answers: the submission's
     answer cells; timeout: seconds one request may take; deadline: when the notebook's time is up;
-    reserve: seconds of the notebook's budget no single request may take (`_deadline`).
+    reserve: seconds of the notebook's budget no single request may take (`_deadline`);
+    evidence: the assignment's adapter's `Adapter.evidence` (None: it offers none).
     """
 
     def __init__(
@@ -352,6 +282,7 @@ class Judge:
         timeout: float,
         deadline: float = float("inf"),
         reserve: float = 0.0,
+        evidence: Callable[[Judge], Any] | None = None,
     ):
         self.kernel, self.helpers, self.modules, self.seed = kernel, helpers, modules, int(seed)
         self.answers, self.timeout, self.deadline, self.reserve = answers, float(timeout), deadline, float(reserve)
@@ -361,15 +292,18 @@ class Judge:
         # so it costs one deadline, not one per item that needs it.
         self._ended_cells: dict[str | None, str] = {}
         self._timed_ids = 0
-        self._programs: dict[str, str] = {}  # a builder request -> its program's text (Judge._program)
-        self._agreed: set[str] = set()  # the builder requests whose program agrees with the kernel's function
         #: What broke the grader's lines, for the notebook's record (it is then broken): a helper that
         #: sent a line the judge did not ask for. Taken by `take_troubles`.
         self.troubles: list[str] = []
+        #: The adapter's answers to requests for evidence about a learner's program (None: it has none).
+        self.evidence = evidence(self) if evidence is not None else None
         #: The last cell's items as the class report keeps them (`item_records`), and why the cell
         #: could not be checked at all (None when it could).
-        self.items: list[dict] = []
+        self.items: tuple[ItemVerdict, ...] = ()
         self.cell_error: str | None = None
+        #: Whether the cell could not be checked because a name of the learner's was never defined
+        #: (the answer cell that defines it still stops at the release's stub): not attempted.
+        self.cell_unanswered = False
 
     # -- one test cell ------------------------------------------------------------------------------
     def run_cell(self, source: str, declared: float) -> tuple[float, str]:
@@ -379,6 +313,7 @@ class Judge:
         checks_module.Checks.latest = None
         namespace = {"__name__": "__judge__", "__builtins__": builtins}
         error, printed = None, io.StringIO()
+        self.cell_unanswered = False
         try:
             namespace.update(self.bind(learner_names(source)))
             with self.modules.installed(), contextlib.redirect_stdout(printed):
@@ -387,6 +322,7 @@ class Judge:
             error = f"the checks could not reach your kernel: {stopped}"
         except Exception as raised:  # outside any item: the cell could not be checked at all
             name = raised.learner_mro[0] if isinstance(raised, LearnerRaised) else type(raised).__name__
+            self.cell_unanswered = type(raised) is NameError
             error = f"the checks could not run: {name}: {raised}"
         checks = checks_module.Checks.latest
         # A failure quotes the learner's values and words: each stays on its own line, escaped.
@@ -452,7 +388,7 @@ class Judge:
             return {"$arg": arguments[-1]}
         if isinstance(value, LearnerObject):
             if not to_kernel:
-                return self._rebuilt(value._origin, names)
+                return self.rebuilt(value._origin, names)
             return {"$handle": value._handle}
         if isinstance(value, self.modules.checks.TimedExecutable):
             self._timed_ids += 1
@@ -486,7 +422,7 @@ class Judge:
         now = time.monotonic()
         return min(now + self.timeout, self.deadline, max(now + ITEM_FLOOR, self.deadline - self.reserve))
 
-    def _helper_timeout(self) -> float:
+    def helper_timeout(self) -> float:
         left = self._deadline() - time.monotonic()
         if left <= 0:
             raise LearnerRaised(["TimeoutError"], "the notebook's time budget ran out before this check")
@@ -495,7 +431,7 @@ class Judge:
     def kernel_request(self, message: dict) -> dict:
         return self.kernel.request(message, self._deadline())
 
-    def _result(self, response: dict, inbound):
+    def result(self, response: dict, inbound):
         if "result" in response:
             try:
                 return inbound(response["result"])
@@ -516,12 +452,12 @@ class Judge:
             "args": [self.outbound(a) for a in args],
             "kwargs": [[k, self.outbound(v)] for k, v in kwargs.items()],
         }
-        result = self._result(self.kernel_request(message), self.inbound)
+        result = self.result(self.kernel_request(message), self.inbound)
         if function._origin is not None:
             _mark(result, ("call", function, tuple(args), dict(kwargs)))
         return result
 
-    def _rebuilt(self, origin, names: set | None = None):
+    def rebuilt(self, origin, names: set | None = None):
         """How the program builder makes a learner's object again (wire data), from its origin;
         WireError when it cannot. names collects the learner's names it needs."""
         if origin is None:
@@ -531,115 +467,25 @@ class Judge:
                 names.add(origin[1])
             return {"$learner": origin[1]}
         if origin[0] == "item":
-            return {"$item": self._rebuilt(origin[1], names), "key": encode(origin[2])}
+            return {"$item": self.rebuilt(origin[1], names), "key": encode(origin[2])}
         _, function, args, kwargs = origin
         outbound = lambda value: self.outbound(value, to_kernel=False, names=names)  # noqa: E731
         return {
-            "$call": self._rebuilt(function._origin, names),
+            "$call": self.rebuilt(function._origin, names),
             "args": [outbound(a) for a in args],
             "kwargs": [[k, outbound(v)] for k, v in kwargs.items()],
         }
 
-    def artifact(self, function: LearnerFunction, operation: str, args, bind, argnums, wrap=None):
-        """Evidence about the learner's program (function, bound, at args' shapes): the program is
-        made by the judge's program builder from the answer cells (never by the kernel) and handed
-        over as data; the artifact runner makes it again, wraps it, applies the transform the
-        evidence needs and runs it on args, or compiles it for its plan. Anything but a program
-        earns nothing. wrap: an object of the shipped modules (sent as its recipe) applied to the
-        program first (a renaming of its checkpoint names, say)."""
-        import jax.numpy as jnp
-
-        if operation not in EVIDENCE:
-            raise ValueError(f"no such evidence: {operation}")
-        arrays = [jnp.asarray(a) for a in args]
-        avals = [[list(a.shape), a.dtype.name] for a in arrays]
-        names: set = set()
-        try:
-            target = self._rebuilt(function._origin, names)
-            positions: list = []
-            template = (
-                None
-                if bind is None
-                else [self.outbound(i, to_kernel=False, arguments=positions, names=names) for i in bind]
-            )
-        except WireError as error:
-            raise LearnerRaised(["RuntimeError"], about=f"your program cannot be judged: {error}") from None
-        cells = {}
-        for name in sorted(names):
-            defining = [source for source in self.answers if _defines(source, name)]
-            if not defining:
-                raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
-            cells[name] = defining[-1]
-        prelude = answer_prelude(self.modules.checks)
-        message = {
-            "op": "program",
-            "cells": cells,
-            "target": target,
-            "bind": template,
-            "avals": avals,
-            "prelude": prelude,
-        }
-        program = self._program(message)
-        sent_wrap = None if wrap is None else self.outbound(wrap, to_kernel=False, names=set())
-        request = {
-            "op": operation,
-            "program": program,
-            "avals": avals,
-            "wrap": sent_wrap,
-            "argnums": list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)],
-        }
-        if operation != "plan":
-            request["inputs"] = [encode(np.asarray(a)) for a in arrays]
-        # The kernel is never sent the check's own inputs: it is compared with the program at a point of its own.
-        fresh = self._fresh_point(arrays, dumps(message))
-        if fresh.key not in self._agreed:  # once per program: the kernel's own function agrees with it
-            self._agree_on_values(function, bind, program, fresh, avals)
-            self._agreed.add(fresh.key)
-        result = self._result(self._artifact_request(request), decode)
-        if operation == "residuals":
-            self._agree_on_residuals(function, bind, fresh, wrap, len(result))
-        if operation == "plan" and isinstance(result, dict):
-            self._agree_on_plan(
-                function, bind, fresh, result, list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)]
-            )
-        return result
-
-    def _artifact_request(self, request: dict) -> dict:
-        try:
-            return self.helpers.artifacts.request(request, self._helper_timeout())
-        except HelperError as error:
-            self._note_unrequested(error, "artifact runner")
-            raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
-
-    # -- the program judged is the notebook's ------------------------------------------------------
-    def _program(self, message: dict) -> str:
-        """The builder's program for message (one request per target, binding and shapes, kept
-        for the notebook): every piece of evidence about it is judged on that one program, so a
-        process that answers as it likes cannot give one program for the gradient and another
-        for what is saved."""
-        key = dumps(message)
-        if key not in self._programs:
-            try:
-                response = self.helpers.builder.request(message, self._helper_timeout())
-            except HelperError as error:
-                self._note_unrequested(error, "program builder")
-                raise LearnerRaised(
-                    ["RuntimeError"], error, "your program could not be rebuilt by the grader: "
-                ) from None
-            if "raised" in response or "refused" in response:
-                self._result(response, decode)  # raises what the answer cell raised, or why it was refused
-            if not isinstance(response.get("program"), str):
-                raise LearnerRaised(
-                    ["RuntimeError"], about="no program was handed over: an answer that is not a program earns nothing"
-                )
-            if sum(map(len, self._programs.values())) + len(response["program"]) > MAX_PROGRAMS:
-                raise LearnerRaised(["RuntimeError"], about="your programs are larger than the grader keeps")
-            self._programs[key] = response["program"]
-        return self._programs[key]
+    def evidence_about(self, function: LearnerFunction, operation: str, args, bind, argnums, wrap=None):
+        """What a check asks about the learner's program, answered by the assignment's adapter."""
+        if self.evidence is None or operation not in self.evidence.operations:
+            offered = ", ".join(self.evidence.operations) if self.evidence is not None else "none"
+            raise ValueError(f"no such evidence: {operation} (this assignment's adapter offers {offered})")
+        return self.evidence.request(function, operation, args, bind, argnums, wrap)
 
     def numpy_only(self, name: str) -> NumpyOnlyFunction:
         if name not in self._numpy_cells:
-            cells = [source for source in self.answers if _defines(source, name)]
+            cells = [source for source in self.answers if defines(source, name)]
             if not cells:
                 self._numpy_cells[name] = None
             else:
@@ -651,14 +497,14 @@ class Judge:
                 )
                 if "loaded" not in answer:
                     self._numpy_cells[name] = None
-                    self._result(answer, decode)  # raises what the cell raised
+                    self.result(answer, decode)  # raises what the cell raised
         return NumpyOnlyFunction(self, self._numpy_cells[name], name)
 
     def call_numpy_only(self, cell: int | None, name: str, args):
         if cell is None:
             raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
         message = {"op": "call", "cell": cell, "name": name, "args": [self.outbound(a, to_kernel=False) for a in args]}
-        return self._result(self._numpy_request(message), decode)
+        return self.result(self._numpy_request(message), decode)
 
     def _refuse_ended(self, source: str | None) -> None:
         if source in self._ended_cells:
@@ -668,9 +514,9 @@ class Judge:
         source = self._numpy_sources.get(message["cell"])
         self._refuse_ended(source)
         try:
-            answer = self.helpers.numpy_only.request(message, self._helper_timeout())
+            answer = self.helpers["numpy_only"].request(message, self.helper_timeout())
         except HelperError as error:
-            self._note_unrequested(error, "NumPy-only process")
+            self.note_unrequested(error, "NumPy-only process")
             self._numpy_cells.clear()  # a new process: cells are loaded again ...
             self._ended_cells[source] = str(error)  # ... but not this one
             raise LearnerRaised(["RuntimeError"], error, "the answer cell's process: ") from None
@@ -679,7 +525,7 @@ class Judge:
             self._refuse_ended(source)
         return answer
 
-    def _note_unrequested(self, error: HelperError, helper: str) -> None:
+    def note_unrequested(self, error: HelperError, helper: str) -> None:
         """A helper that sent a line the judge did not ask for breaks the notebook (said once)."""
         if error.unrequested:
             trouble = (
@@ -694,88 +540,8 @@ class Judge:
         taken, self.troubles = self.troubles, []
         return taken
 
-    def _fresh_point(self, arrays: list, key: str) -> FreshPoint:
-        """Inputs of the program's shapes and dtypes, drawn for it from the run's seed (the same for
-        the same program): floating ones at random, others as the check gave them."""
-        import zlib
 
-        rng = np.random.default_rng([self.seed, zlib.crc32(key.encode()), 7])
-        inputs = []
-        for array in (np.asarray(a) for a in arrays):
-            if array.dtype.kind == "f":
-                array = (0.5 * rng.standard_normal(array.shape)).astype(array.dtype)
-            inputs.append(array)
-        return FreshPoint(key, inputs)
-
-    def _agree_on_values(self, function: LearnerFunction, bind, program: str, fresh: FreshPoint, avals) -> None:
-        """The kernel's own function computes, at the fresh point, what the program rebuilt from the
-        answer cells computes there; ProgramDisagrees where it does not."""
-        request = {"op": "value", "program": program, "avals": avals, "wrap": None, "argnums": [0]}
-        built = self._result(self._artifact_request({**request, "inputs": fresh.encoded()}), decode)
-        kept = self._from_the_kernel(function, bind, fresh, "call", "computes nothing there")
-        found, expected = _leaves(kept), _leaves(built)
-        same = len(found) == len(expected) and all(
-            a.shape == b.shape and np.allclose(a, b, rtol=1e-3, atol=1e-5 * max(1.0, float(np.abs(b).max(initial=0))))
-            for a, b in zip(found, expected)
-        )
-        if not same:
-            raise ProgramDisagrees(
-                f"at the grader's own inputs your notebook's {_named(function)} computes other values than the program "
-                "rebuilt from your answer cells"
-            )
-
-    def _agree_on_residuals(self, function, bind, fresh: FreshPoint, wrap, count: int) -> None:
-        """The kernel's own function keeps as many values for its backward pass as the program does
-        (`count`: a number of the program's shape, not of the values at its inputs); ProgramDisagrees
-        where it does not."""
-        kept = self._from_the_kernel(
-            function, bind, fresh, "residual_count", "cannot be differentiated there", wrap=wrap
-        )
-        if kept != count:
-            raise ProgramDisagrees(
-                f"your notebook's {_named(function)} keeps {kept!r} values for its backward pass, the program rebuilt "
-                f"from your answer cells {count}"
-            )
-
-    def _agree_on_plan(self, function, bind, fresh: FreshPoint, plan: dict, argnums: list) -> None:
-        """The compiler plans the gradient of the kernel's own function as it plans the program's
-        (a plan is the program's shape's, not its inputs'); ProgramDisagrees where it does not.
-        Nothing to compare where the kernel's backend has no memory analysis."""
-        kept = self._from_the_kernel(function, bind, fresh, "memory_plan", "cannot be compiled there", argnums=argnums)
-        if isinstance(kept, dict) and kept != plan:
-            raise ProgramDisagrees(
-                f"the compiler plans {kept.get('temp_size_in_bytes')!r} temporary bytes for the gradient of your "
-                f"notebook's {_named(function)}, {plan.get('temp_size_in_bytes')} for the program rebuilt from "
-                "your answer cells"
-            )
-
-    def _from_the_kernel(
-        self, function: LearnerFunction, bind, fresh: FreshPoint, op: str, fails: str, wrap=None, argnums=None
-    ):
-        """What the kernel's own function gives at the fresh point (`op`: call it, or count what its
-        VJP keeps); ProgramDisagrees when it raises where the program did not."""
-        import jax.numpy as jnp
-
-        inputs = iter([jnp.asarray(a) for a in fresh.inputs])
-        template = list(bind) if bind is not None else [self.modules.checks.ARG] * len(fresh.inputs)
-        args = [next(inputs) if item is self.modules.checks.ARG else item for item in template]
-        message: dict = {"op": op, "target": {"$handle": function._handle}, "args": [self.outbound(a) for a in args]}
-        if op == "call":
-            message["kwargs"] = []
-        else:  # with respect to the program's inputs only, as the artifact runner takes it
-            message["inputs"] = [at for at, item in enumerate(template) if item is self.modules.checks.ARG]
-            message["wrap"] = None if wrap is None else self.outbound(wrap)
-            message["argnums"] = list(argnums or [0])
-        try:
-            return self._result(self.kernel_request(message), decode)
-        except LearnerRaised as raised:
-            raise ProgramDisagrees(
-                f"at the grader's own inputs your notebook's {_named(function)} {fails}, where the program rebuilt "
-                f"from your answer cells does ({raised})"
-            ) from None
-
-
-def _named(learner: LearnerObject) -> str:
+def named(learner: LearnerObject) -> str:
     """How the notebook came by a learner's object, for a report: a name, a call of one, an item of
     that (a key the learner's code chose is shown only when it is a plain name or a number)."""
 
@@ -786,31 +552,22 @@ def _named(learner: LearnerObject) -> str:
             return learner_name(origin[1])
         if origin[0] == "item":
             key = origin[2]
-            plain = type(key) is int or (isinstance(key, str) and _PLAIN_NAME.fullmatch(key))
+            plain = type(key) is int or (isinstance(key, str) and PLAIN_NAME.fullmatch(key))
             return f"{spelled(origin[1])}[{key!r}]" if plain else f"{spelled(origin[1])}[...]"
         return f"{spelled(origin[1]._origin)}(...)"
 
     return spelled(learner._origin)
 
 
-class FreshPoint:
-    """The judge's own inputs for comparing a program with the kernel's function (Judge._fresh_point)."""
-
-    def __init__(self, key: str, inputs: list):
-        self.key, self.inputs = key, inputs
-
-    def encoded(self) -> list:
-        return [encode(a) for a in self.inputs]
-
-
 #: The most characters of an item's wording and of its failure the class report keeps.
 KEPT_WORDING, KEPT_FAILURE = 300, 1000
 
 
-def item_records(items: list[dict]) -> list[dict]:
-    """A cell's items as plain data for the class report: wording, points, pass or fail, the
-    failure's text (already one escaped report line) and the hint of the judgment that failed,
-    when the failure ends with it (the judge's own diagnosis, which the report groups by)."""
+def item_records(items: list[dict]) -> tuple[ItemVerdict, ...]:
+    """A cell's items as the class report keeps them: wording, points, pass or fail, the
+    failure's text (already one escaped report line), the hint of the judgment that failed,
+    when the failure ends with it (the judge's own diagnosis, which the report groups by), and
+    whether it failed because the answer was never given (the checks module says so)."""
     records = []
     for item in items:
         failure = item.get("failure")
@@ -820,15 +577,16 @@ def item_records(items: list[dict]) -> list[dict]:
         if hint is not None and failure is not None and not failure.endswith(f" ({hint})"):
             hint = None  # the failure is not that judgment's (the learner's code raised after it)
         records.append(
-            {
-                "what": report_line(str(item.get("what", ""))[:KEPT_WORDING])[:KEPT_WORDING],
-                "points": float(item.get("points", 0)),
-                "passed": failure is None,
-                "failure": None if failure is None else failure[:KEPT_FAILURE],
-                "hint": hint,
-            }
+            ItemVerdict(
+                what=report_line(str(item.get("what", ""))[:KEPT_WORDING])[:KEPT_WORDING],
+                points=float(item.get("points", 0)),
+                passed=failure is None,
+                failure=None if failure is None else failure[:KEPT_FAILURE],
+                hint=hint,
+                unanswered=failure is not None and item.get("unanswered") is True,
+            )
         )
-    return records
+    return tuple(records)
 
 
 def _mark(value, origin) -> None:

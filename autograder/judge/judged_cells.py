@@ -26,8 +26,9 @@ from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import SaveAutoGrades
 
-from autograder.course.defaults import CHECKS_MODULE
+from autograder.course.outcomes import CellVerdict, ItemVerdict
 from autograder.judge.core import Judge, TrustedModules, is_test_cell, kernel_part, learner_text, write_verdict
+from autograder.kernel.adapter import GENERIC, Adapter
 from autograder.kernel.kernel_channel import KernelChannel
 
 #: Where the notebook's ledger travels among nbgrader's preprocessors (the kernel never sees it).
@@ -43,8 +44,8 @@ class Ledger:
     points: dict = field(default_factory=dict)  # grade_id -> the judge's points
     cells: dict = field(default_factory=dict)  # index of a cell holding a verdict -> its grade_id
     findings: list = field(default_factory=list)  # for review, one line each
-    #: grade_id -> {"earned", "max", "items": judge.item_records, "error"}: what the class report reads
-    items: dict = field(default_factory=dict)
+    #: grade_id -> its verdict as the class report reads it
+    items: dict[str, CellVerdict] = field(default_factory=dict)
 
     def note(self, finding: str) -> None:
         if len(self.findings) < MAX_FINDINGS:
@@ -103,10 +104,11 @@ class LedgerGrades(SaveAutoGrades):
                 gb.db.commit()
         return nb, resources
 
-    def _add_score(self, cell, resources) -> None:
+    def preprocess_cell(self, cell, resources, cell_index):
         ledger = resources.get(LEDGER)
         if ledger is None or not is_test_cell(cell):
-            return super()._add_score(cell, resources)
+            return super().preprocess_cell(cell, resources, cell_index)
+        # A test cell holds no answer: its score is all nbgrader stores of it.
         try:
             read, _ = utils.determine_grade(cell, self.log)
         except Exception as error:  # nbgrader cannot read it (a score over the cell's points, no text)
@@ -117,6 +119,7 @@ class LedgerGrades(SaveAutoGrades):
         grade.auto_score = ledger.settle(cell, read)
         grade.needs_manual_grade = grade.manual_score is not None
         self.gradebook.db.commit()
+        return cell, resources
 
 
 @dataclass
@@ -129,12 +132,18 @@ class JudgeSettings:
 
 
 class JudgedCells:
-    """One notebook's test cells, judged in the grader."""
+    """One notebook's test cells, judged in the grader (with what the assignment's adapter offers)."""
 
     def __init__(
-        self, settings: JudgeSettings, answers: list[str], timeout: float, deadline: float, reserve: float = 0.0
+        self,
+        settings: JudgeSettings,
+        answers: list[str],
+        timeout: float,
+        deadline: float,
+        reserve: float = 0.0,
+        adapter: Adapter = GENERIC,
     ):
-        self.settings, self.answers = settings, answers
+        self.settings, self.answers, self.adapter = settings, answers, adapter
         self.timeout, self.deadline, self.reserve = timeout, deadline, reserve
         self.judge: Judge | None = None
         self.ledger = Ledger()
@@ -150,17 +159,23 @@ class JudgedCells:
     def _judge_on(self, executor, helpers) -> Judge:
         if self.judge is None:
             channel = KernelChannel(
-                executor.kc, asyncio.get_running_loop(), executor.km.interrupt_kernel, executor.km.is_alive
+                executor.kc,
+                asyncio.get_running_loop(),
+                executor.km.interrupt_kernel,
+                executor.km.is_alive,
+                native_arrays=self.adapter.native_arrays,
+                operations=self.adapter.kernel_operations,
             )
             self.judge = Judge(
                 channel,
                 helpers,
-                TrustedModules(self.settings.source, self.settings.checks_module or CHECKS_MODULE),
+                TrustedModules(self.settings.source, self.settings.checks_module),
                 self.settings.seed or secrets.randbits(62),
                 self.answers,
                 timeout=self.timeout,
                 deadline=self.deadline,
                 reserve=self.reserve,
+                evidence=self.adapter.evidence,
             )
         return self.judge
 
@@ -171,7 +186,7 @@ class JudgedCells:
         if stopped is not None:
             write_verdict(cell, 0.0, f"this cell's checks did not run: {stopped}\n0 of {points:g} points")
             self.ledger.enter(cell, index, 0.0)
-            self._keep_items(cell, 0.0, points, [], f"this cell's checks did not run: {stopped}")
+            self._keep_items(cell, 0.0, points, (), f"this cell's checks did not run: {stopped}")
             return 0.0, None
         start = time.perf_counter()
         if self.judge is None:  # a notebook's judge starts with helpers nothing of an earlier notebook changed
@@ -180,7 +195,7 @@ class JudgedCells:
         earned, report = await asyncio.to_thread(judge.run_cell, cell.source, points)
         write_verdict(cell, earned, report)
         self.ledger.enter(cell, index, earned)
-        self._keep_items(cell, earned, points, judge.items, judge.cell_error)
+        self._keep_items(cell, earned, points, judge.items, judge.cell_error, judge.cell_unanswered)
         dead = judge.kernel.dead
         return time.perf_counter() - start, (
             f"the kernel stopped answering while this cell was checked ({dead})" if dead else None
@@ -191,6 +206,14 @@ class JudgedCells:
         then broken: execute.py puts each in its record)."""
         return self.judge.take_troubles() if self.judge is not None else []
 
-    def _keep_items(self, cell, earned: float, points: float, items: list[dict], error: str | None) -> None:
+    def _keep_items(
+        self,
+        cell,
+        earned: float,
+        points: float,
+        items: tuple[ItemVerdict, ...],
+        error: str | None,
+        unanswered: bool = False,
+    ) -> None:
         grade_id = str(cell.metadata["nbgrader"].get("grade_id"))
-        self.ledger.items[grade_id] = {"earned": float(earned), "max": points, "items": items, "error": error}
+        self.ledger.items[grade_id] = CellVerdict(float(earned), points, items, error, unanswered)

@@ -8,11 +8,13 @@ of the grader: it is shipped to learners who never install it. It provides:
 
 - `REMOTE` (equal to REMOTE below): a check asks for evidence about a learner's function with
   `getattr(fn, REMOTE, None)`; the judge's handles answer `(operation, args, bind, argnums,
-  wrap)` for one of EVIDENCE, or `("numpy_only", ())`; anything else has no such attribute, and
-  the check works on the function itself.
+  wrap)` for one of the operations its adapter offers (`Adapter.evidence`), or
+  `("numpy_only", ())`; anything else has no such attribute, and the check works on the
+  function itself.
 - `JUDGE`: None; the judge sets it to the run's seed on its own copy.
 - `Checks`: a test cell's checks; `Checks.latest` is the last made, with `.items` (dicts with
-  "points", "what", "failure") and `.where`.
+  "points", "what", "failure", and optionally "unanswered": True when the item failed because
+  the answer was never given, which the class report counts as not attempted) and `.where`.
 - `report_lines(items, where) -> (lines, earned, _)` and `points_line(earned, declared, most)`:
   the one wording of a report, used by the learner's kernel and by the judge alike.
 - `TimedExecutable`: an executable for a learner's timing code; the judge plays it from outside
@@ -23,6 +25,9 @@ of the grader: it is shipped to learners who never install it. It provides:
 - `ARG`: the placeholder for the judge's own inputs in a bound program.
 - `ANSWER_PRELUDE`: modules of the assignment whose names an answer cell finds bound
   (`from M import *`, as the notebooks import them before it); may be empty.
+- `ADAPTER` (optional): the module of the grader that offers what the assignment's environment
+  needs beyond the core (autograder/kernel/adapter.py), as a string literal: the grader reads it
+  from the module's text, before anything imports the module.
 
 An object a check hands to learner code may carry RECIPE: `(module, name, args, kwargs)`, how a
 helper process builds it again from the shipped module `module`.
@@ -39,8 +44,6 @@ from __future__ import annotations
 REMOTE = "__judge_remote__"
 #: The attribute of an object a helper can build again: (module, name, args, kwargs).
 RECIPE = "__recipe__"
-#: The evidence a check may ask about a learner's JAX program: each the artifact runner's transform of it.
-EVIDENCE = ("grad", "value_and_grad", "residuals", "plan")
 #: What a checks module must define (ANSWER_PRELUDE may be left out: nothing is bound).
 REQUIRED = ("REMOTE", "JUDGE", "Checks", "report_lines", "points_line", "TimedExecutable", "PendingResult", "ARG")
 
@@ -53,6 +56,8 @@ def lacks(module) -> list[str]:
     prelude = getattr(module, "ANSWER_PRELUDE", ())
     if not (isinstance(prelude, tuple) and all(isinstance(m, str) and m.isidentifier() for m in prelude)):
         missing.append("ANSWER_PRELUDE as a tuple of module names")
+    if not isinstance(getattr(module, "ADAPTER", ""), str):
+        missing.append("ADAPTER as a module's name")
     return missing
 
 

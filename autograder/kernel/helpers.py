@@ -1,20 +1,16 @@
 """The judge's helper processes, each in a sandbox of its own, away from the gradebook and the kernel.
 
-- `artifacts`: a Python with JAX that makes a learner's program again from the data the builder
-  wrote, transforms it, runs it on the judge's inputs or reads its compiled memory plan
-  (autograder/sandboxed/artifact_runner.py); no learner code runs there;
-- `numpy_only`: a Python where JAX cannot be imported, that runs a learner's answer cell alone
-  and calls its function (autograder/sandboxed/numpy_runner.py);
-- `builder`: a Python with JAX that rebuilds a learner's function from its answer cells alone and
-  writes its program as data for the artifact runner (autograder/sandboxed/program_builder.py): the kernel
-  is never asked for a program.
+The core's own is `numpy_only`: a Python where nothing but NumPy and the standard library can be
+imported, that runs a learner's answer cell alone and calls its function
+(autograder/sandboxed/numpy_runner.py). An assignment's adapter adds its own (`Adapter.helpers`;
+the JAX adapter's program builder and artifact runner, autograder/adapters/jax_programs/).
 
-All run learner-made work (code, or a program it made), so both are confined like a kernel: the same allow-list sandbox
-(sandbox.py: no network, no other process, nothing of the machine but the interpreter), an
-unprivileged uid of their own when the grader is root, the kernel's limits. The NumPy-only one
-sees no installed package but NumPy: every folder of packages is replaced by one that holds
-NumPy alone (`NumpyOnlyRunner.masks`). They speak JSON lines (wire.py) over pipes, and an
-answer is never more than data.
+All run learner-made work (code, or a program it made), so all are confined like a kernel: the
+same allow-list sandbox (sandbox.py: no network, no other process, nothing of the machine but
+the interpreter), an unprivileged uid of their own when the grader is root, the kernel's limits.
+The NumPy-only one sees no installed package but NumPy: every folder of packages is replaced by
+one that holds NumPy alone (`NumpyOnlyRunner.masks`). They speak JSON lines (wire.py) over pipes,
+and an answer is never more than data.
 
 Every line has a deadline both ways: a helper that does not take a request (it stopped reading)
 or does not answer it in time is ended, and so is one whose processes pass the kernel's limits
@@ -32,9 +28,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
+from autograder.course.errors import GraderError
 from autograder.kernel.control_line import (
     BOOTSTRAP,
     PROGRAM_PLACEHOLDER,
@@ -46,11 +44,11 @@ from autograder.kernel.control_line import (
     start,
 )
 from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
-from autograder.kernel.sandbox import CACHE, SCRATCH, Sandbox, kernel_env
+from autograder.kernel.sandbox import ASSIGNMENT_MOUNT, CACHE, SCRATCH, Sandbox, kernel_env
 
 #: The modules sent as text to another process live together, in autograder/sandboxed/.
 SANDBOXED = Path(__file__).resolve().parents[1] / "sandboxed"
-#: Seconds a helper may take to start (the artifact runner imports JAX).
+#: Seconds a helper may take to start (an adapter's may import a large library).
 START_TIMEOUT = 120
 #: Seconds a running helper may take to make itself fresh for a new notebook (HelperProcess.fresh).
 FRESH_TIMEOUT = 10
@@ -60,11 +58,7 @@ MAX_LINE = 256 << 20
 NUMPY_ONLY_FOLDERS = ("numpy", "numpy.libs")
 
 
-#: The helpers by name, as the reference run notes which ones each notebook's checks asked.
-HELPER_NAMES = ("artifacts", "numpy_only", "builder")
-
-
-class HelperError(RuntimeError):
+class HelperError(GraderError, RuntimeError):
     """A helper process did not answer (it died, or ran past its time); the message says which.
     `unrequested`: it sent a line the judge did not ask for (the notebook is then broken)."""
 
@@ -73,17 +67,18 @@ class HelperError(RuntimeError):
         self.unrequested = unrequested
 
 
-def program(runner: str, *sent: str) -> str:
+def program(runner: str | Path, *sent: str | Path) -> str:
     """The text a helper runs: wire.py, confine.py, the modules it needs, then the runner's module
-    (then its main() on the configuration)."""
+    (control_line.BOOTSTRAP then calls its main() on the configuration)."""
     return sent_text("wire.py", "confine.py", *sent, runner)
 
 
-def sent_text(*names: str) -> str:
-    """These modules' texts, one after the other, as one program for another process (their
-    `from __future__` lines left out: in one file only a first line may have one)."""
+def sent_text(*modules: str | Path) -> str:
+    """These modules' texts (a name: of autograder/sandboxed/; a path: an adapter's), one after the
+    other, as one program for another process (their `from __future__` lines left out: in one
+    file only a first line may have one)."""
     future = "from __future__ import annotations"
-    texts = [(SANDBOXED / name).read_text() for name in names]
+    texts = [(SANDBOXED / module if isinstance(module, str) else module).read_text() for module in modules]
     return "\n\n".join("\n".join(line for line in text.splitlines() if line.strip() != future) for text in texts) + "\n"
 
 
@@ -105,9 +100,12 @@ def package_folders() -> list[str]:
 class HelperProcess:
     """One helper: started on the first request, answered line by line, stopped with the session."""
 
-    runner = ""
-    #: The grader's modules the runner uses, sent before it (after wire.py and confine.py).
-    sent: tuple[str, ...] = ()
+    #: Its program: a module of autograder/sandboxed/ by name, or an adapter's by path.
+    runner: str | Path = ""
+    #: The modules the runner uses, sent before it (after wire.py and confine.py).
+    sent: tuple[str | Path, ...] = ()
+    #: Whether it reads the run's compile cache (an adapter's that compiles learners' programs).
+    uses_compile_cache = False
     #: Python's isolated mode (-I): no environment variable of Python's, no working directory on sys.path.
     isolated = True
 
@@ -119,9 +117,16 @@ class HelperProcess:
         assignment: Path | None = None,
         cache: Path | None = None,
         cache_writable: bool = False,
+        inherit: tuple[str, ...] = (),
+        withhold: tuple[str, ...] = (),
+        kernel_environment: dict[str, str] | None = None,
     ):
         self.sandbox, self.folder = sandbox, Path(folder)
+        # The environment of the student's kernels: a helper that runs answer cells as the kernel
+        # does (an adapter's program builder) takes it whole.
+        self.kernel_environment = kernel_environment
         self.assignment, self.cache, self.cache_writable = assignment, cache, cache_writable
+        self.inherit, self.withhold = inherit, withhold  # the grader's variables it inherits (sandbox.kernel_env)
         self.process: subprocess.Popen | None = None
         self.line: ControlLine | None = None
         self._ready_by: float | None = None  # launched, its "ready" line not read yet: by when it must come
@@ -141,13 +146,28 @@ class HelperProcess:
     def program(self) -> str:
         return program(self.runner, *self.sent)
 
-    def environment(self, scratch: str, cache: str | None) -> dict[str, str]:
+    def environment(self, scratch: str) -> dict[str, str]:
         """The helper's whole environment (sandbox.kernel_env and the helper's own)."""
-        return kernel_env(os.environ, scratch=scratch, cache=cache, extra=self.extra_env())
+        return kernel_env(
+            os.environ, scratch=scratch, extra=self.extra_env(), inherit=self.inherit, withhold=self.withhold
+        )
 
     def connection(self) -> Path | None:
         """A folder of the grader's bound at /run/kernel (None: no such folder)."""
         return None
+
+    # -- where things are, as the process sees them ---------------------------------------------
+    def assignment_inside(self) -> str | None:
+        """The shipped files' folder, as the process sees it (None when it has none)."""
+        if self.assignment is None:
+            return None
+        return str(self.assignment) if self.sandbox.unsafe else ASSIGNMENT_MOUNT
+
+    def cache_inside(self) -> str | None:
+        """The compile cache's folder, as the process sees it (None when it has none)."""
+        if self.cache is None:
+            return None
+        return str(self.cache) if self.sandbox.unsafe else CACHE
 
     # -- the process ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -164,8 +184,7 @@ class HelperProcess:
         if unsafe:
             Path(scratch).mkdir(parents=True, exist_ok=True)
         uid = None if unsafe else self.sandbox.kernel_uid  # the student's own (sandbox.kernel_uid)
-        cache = None if self.cache is None else (str(self.cache) if unsafe else CACHE)
-        env = self.environment(scratch, cache)
+        env = self.environment(scratch)
         self.line = ControlLine(MAX_LINE, asker="the judge")
         config = {
             "uid": uid,
@@ -322,30 +341,9 @@ class HelperWatcher(threading.Thread):
                     helper.kill(hit)
 
 
-class ArtifactRunner(HelperProcess):
-    """Makes programs written as data again, transforms them, runs them on the judge's inputs or
-    compiles them for their memory plans."""
-
-    runner = "artifact_runner.py"
-    sent = ("program_data.py",)
-
-    def config(self) -> dict:
-        # The shipped modules, for the wraps a check applies to a program (a renaming of checkpoint names, say).
-        if self.assignment is None:
-            return {}
-        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
-
-    def extra_env(self) -> dict[str, str]:
-        from autograder.kernel.compile_cache import reading_env, writing_env
-
-        if self.cache is None:
-            return {}
-        inside = str(self.cache) if self.sandbox.unsafe else CACHE
-        return writing_env(inside) if self.cache_writable else reading_env(inside)
-
-
 class NumpyOnlyRunner(HelperProcess):
-    """Runs an answer cell alone, where JAX cannot be imported, and calls its functions."""
+    """Runs an answer cell alone, where nothing but NumPy and the standard library can be imported, and
+    calls its functions."""
 
     runner = "numpy_runner.py"
 
@@ -368,79 +366,62 @@ class NumpyOnlyRunner(HelperProcess):
         return masks
 
     def config(self) -> dict:
-        return {"assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment)}
+        return {"assignment": self.assignment_inside()}
 
 
-class ProgramBuilder(HelperProcess):
-    """Rebuilds a learner's function from its answer cells and writes its program as data (never runs it).
+#: The core's own helpers, by name (an assignment's adapter adds its own: `Adapter.helpers`).
+CORE_HELPERS: dict[str, type[HelperProcess]] = {"numpy_only": NumpyOnlyRunner}
 
-    An answer cell runs here as the notebook's kernel runs it: started as the kernel is (no
-    isolated mode), with the kernel's environment, its working directory holding the shipped
-    files, the compile cache and a /run/kernel folder where the kernel has them, as `__main__`
-    (program_builder.py)."""
 
-    runner = "program_builder.py"
-    sent = ("program_data.py",)
-    isolated = False
-
-    def __init__(self, *args, kernel_env: dict[str, str] | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.kernel_env = kernel_env
-
-    def config(self) -> dict:
-        from nbclient import NotebookClient
-
-        return {
-            "assignment": "/assignment" if not self.sandbox.unsafe else str(self.assignment),
-            # A kernel's command line ends with the argument nbclient starts every kernel with.
-            "kernel_args": [f"--HistoryManager.hist_file={NotebookClient.ipython_hist_file.default_value}"],
-        }
-
-    def environment(self, scratch: str, cache: str | None) -> dict[str, str]:
-        if self.kernel_env is None or self.sandbox.unsafe:
-            return super().environment(scratch, cache)
-        return dict(self.kernel_env)
-
-    def connection(self) -> Path | None:
-        if self.sandbox.unsafe:
-            return None
-        empty = self.folder / "run-kernel"
-        empty.mkdir(parents=True, exist_ok=True)
-        return empty
+def helper_names(added: Mapping[str, type]) -> tuple[str, ...]:
+    """The names of the helpers a student has: the core's and those an adapter adds."""
+    return (*CORE_HELPERS, *added)
 
 
 class JudgeHelpers:
-    """The helpers of one student (started when first needed, stopped with the student's session)."""
+    """The helpers of one student (started when first needed, stopped with the student's session):
+    the core's and those `added` (an adapter's), by name (`helpers["numpy_only"]`)."""
 
     def __init__(
         self,
         sandbox: Sandbox,
         folder: Path,
         assignment: Path,
+        added: Mapping[str, type[HelperProcess]] | None = None,
         cache: Path | None = None,
         cache_writable: bool = False,
-        kernel_env: dict[str, str] | None = None,
+        inherit: tuple[str, ...] = (),
+        withhold: tuple[str, ...] = (),
+        kernel_environment: dict[str, str] | None = None,
     ):
         self.folder = Path(tempfile.mkdtemp(prefix="judge-", dir=folder))
-        self.artifacts = ArtifactRunner(
-            sandbox, self.folder / "artifacts", assignment=assignment, cache=cache, cache_writable=cache_writable
-        )
-        self.numpy_only = NumpyOnlyRunner(sandbox, self.folder / "numpy-only", assignment=assignment)
-        # The builder runs answer cells as the kernel does: its environment, its compile cache (read only).
-        self.builder = ProgramBuilder(
-            sandbox, self.folder / "builder", assignment=assignment, cache=cache, kernel_env=kernel_env
-        )
-        self.watcher = HelperWatcher(list(self.by_name().values()), sandbox.limits)
+        self._helpers: dict[str, HelperProcess] = {}
+        for name, kind in {**CORE_HELPERS, **(added or {})}.items():
+            reads = kind.uses_compile_cache
+            self._helpers[name] = kind(
+                sandbox,
+                self.folder / name.replace("_", "-"),
+                assignment=assignment,
+                cache=cache if reads else None,
+                cache_writable=cache_writable and reads,
+                inherit=inherit,
+                withhold=withhold,
+                kernel_environment=kernel_environment,
+            )
+        self.watcher = HelperWatcher(list(self._helpers.values()), sandbox.limits)
         self.watcher.start()
 
-    def by_name(self) -> dict[str, HelperProcess]:
-        return {name: getattr(self, name) for name in HELPER_NAMES}  # the attributes bear the names
+    def __getitem__(self, name: str) -> HelperProcess:
+        return self._helpers[name]
 
-    def launch(self, names=HELPER_NAMES) -> None:
-        """Start these processes now, without waiting for them (see HelperProcess.launch); the
-        others still start on their first request."""
-        for name, helper in self.by_name().items():
-            if name in names and helper.process is None:
+    def by_name(self) -> dict[str, HelperProcess]:
+        return dict(self._helpers)
+
+    def launch(self, names=None) -> None:
+        """Start these processes now (all, without names), without waiting for them (see
+        HelperProcess.launch); the others still start on their first request."""
+        for name, helper in self._helpers.items():
+            if (names is None or name in names) and helper.process is None:
                 helper.launch()
 
     def fresh(self) -> None:
@@ -459,7 +440,6 @@ class JudgeHelpers:
 
     def close(self) -> None:
         self.watcher.stop()
-        self.artifacts.stop()
-        self.numpy_only.stop()
-        self.builder.stop()
+        for helper in self._helpers.values():
+            helper.stop()
         shutil.rmtree(self.folder, ignore_errors=True)

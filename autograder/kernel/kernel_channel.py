@@ -13,12 +13,14 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from queue import Empty
 from typing import TYPE_CHECKING
 
 import zmq
 import zmq.asyncio
 
+from autograder.course.errors import GraderError
 from autograder.kernel.helpers import sent_text
 from autograder.sandboxed.agent import RESPONSE_MIME
 from autograder.sandboxed.wire import WireError, loads
@@ -35,17 +37,28 @@ POLL_MS = 50
 AGENT = sent_text("wire.py", "agent.py")
 #: Where a kernel keeps the agent between requests (in its own `sys`: nothing there is trusted).
 AGENT_SLOT = "_autograder_agent"
-#: The agent put in place (the first request to a kernel), then the request itself.
-INSTALL = (
-    "_autograder_g = {'__name__': 'autograder_agent'}\n"
-    f"exec(compile({AGENT!r}, '<grader>', 'exec'), _autograder_g)\n"
-    f"__import__('sys').__dict__[{AGENT_SLOT!r}] = _autograder_g\n"
-    "del _autograder_g\n"
-)
+
+
+def install(native_arrays: str | None = None, operations: tuple[Path, ...] = ()) -> str:
+    """The agent put in place (the first request to a kernel, before the request itself), told
+    how the assignment's own arrays are made (agent.NATIVE_ARRAYS), with the requests its
+    adapter adds (`operations`: Adapter.kernel_operations, run after the agent's text)."""
+    agent = AGENT if not operations else AGENT + sent_text(*operations)
+    return (
+        "_autograder_g = {'__name__': 'autograder_agent'}\n"
+        f"exec(compile({agent!r}, '<grader>', 'exec'), _autograder_g)\n"
+        f"_autograder_g['NATIVE_ARRAYS'] = {native_arrays!r}\n"
+        f"__import__('sys').__dict__[{AGENT_SLOT!r}] = _autograder_g\n"
+        "del _autograder_g\n"
+    )
+
+
+#: The agent of an assignment whose arrays are NumPy's.
+INSTALL = install()
 ASK = f"__import__('sys').__dict__[{AGENT_SLOT!r}]['answer']({{message!r}})\n"
 
 
-class JudgeUnavailable(RuntimeError):
+class JudgeUnavailable(GraderError, RuntimeError):
     """The kernel can no longer answer the judge (it died, or stopped answering)."""
 
 
@@ -66,6 +79,8 @@ class KernelChannel:
     timed: dict = field(default_factory=dict)  # id -> TimedExecutable (the judge's copy)
     dead: str | None = None
     installed: bool = False  # the agent is in the kernel (sent with the first request)
+    native_arrays: str | None = None  # how the assignment's own arrays are made (Adapter.native_arrays)
+    operations: tuple[Path, ...] = ()  # the requests the assignment's adapter adds (Adapter.kernel_operations)
 
     def request(self, message: dict, deadline: float) -> dict:
         if self.dead:
@@ -76,10 +91,10 @@ class KernelChannel:
     async def _request(self, message: dict, deadline: float) -> dict:
         # The agent's text (19 kB) travels with the first request only; later ones call it where the
         # kernel keeps it. A kernel that lost it (its code removed it) gets it again.
-        ask = ASK.format(message=json.dumps(message))
-        response, missing = await self._execute(ask if self.installed else INSTALL + ask, deadline)
+        ask, agent = ASK.format(message=json.dumps(message)), install(self.native_arrays, self.operations)
+        response, missing = await self._execute(ask if self.installed else agent + ask, deadline)
         if missing and self.installed:
-            response, _ = await self._execute(INSTALL + ask, deadline)
+            response, _ = await self._execute(agent + ask, deadline)
         self.installed = "refused" not in response or response.get("refused") != "the kernel gave no answer"
         return response
 

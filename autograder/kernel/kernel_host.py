@@ -18,6 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from autograder.course.errors import GraderError
 from autograder.kernel.control_line import ControlLine, LineError, program_text, start
 from autograder.kernel.helpers import sent_text
 from autograder.kernel.process_limits import descendants
@@ -33,7 +34,7 @@ LAUNCH_TIMEOUT = 60
 MAX_LINE = 4096
 
 
-class KernelHostError(RuntimeError):
+class KernelHostError(GraderError, RuntimeError):
     """The kernel host could not be started or did not answer."""
 
 

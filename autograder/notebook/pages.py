@@ -30,22 +30,21 @@ from __future__ import annotations
 import html
 import json
 import re
-from pathlib import Path
 
 import jinja2
 import nbformat
 import nh3
-from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.filters.strings import strip_files_prefix
-from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Integer, Unicode
+from traitlets import Integer
 
 from autograder.course.hidden_tests import strip_hidden_tests
-from autograder.judge.core import JUDGE_MARKS, is_test_cell
+from autograder.course.text_safety import page_text, reads_like_the_report
+from autograder.judge.core import is_test_cell
+from autograder.upstream.nbconvert import HTMLExporterSteps
 
 #: Output types shown as they are (text is escaped by every template; images are pixels).
 SAFE_OUTPUTS = frozenset({"text/plain", "image/png", "image/jpeg", "image/gif"})
@@ -350,55 +349,22 @@ def _count(value) -> int | None:
     return value if type(value) is int else None
 
 
-#: Characters that break, hide or reorder a line on a page: in an error's text they could write
-#: what looks like the judge's lines, so they are shown as escapes.
-_LINE_BREAKERS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
 def _visible(text):
-    if not isinstance(text, str):
-        return text
-    return _LINE_BREAKERS.sub(lambda m: ascii(m.group())[1:-1], text)
+    """An error's text on a page: what breaks, hides or reorders a line shown, not obeyed."""
+    return page_text(text) if isinstance(text, str) else text
 
 
 #: What marks a line of a learner's output that reads like the grader's report (`[PASS]`, `3 of 3
 #: points`): outside a test cell, only the learner's code wrote it.
 LEARNER_OUTPUT = "[your output] "
-#: ANSI escape sequences (a terminal's colours: they split a word on the page and show nothing).
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
-#: Letters of other scripts drawn like the Latin ones of PASS, FAIL, of, points (UTS #39's
-#: confusables for these letters), folded before the report's marks are looked for.
-_LOOKALIKES = str.maketrans(
-    "АВЕІКМНОРСТХЅаеіјорсхѕԁɑΑΒΕΙΚΜΝΟΡΤΥΧορνΡΑՏ",
-    "ABEIKMHOPCTXSaeijopcxsdaABEIKMNOPTYXopvPAS",
-)
-
-
-def _plain(text: str) -> str:
-    """text as the eye reads it: compatibility forms folded, lookalike letters made Latin, no
-    ANSI sequence, no invisible character (format, combining, or a blank drawn as a space)."""
-    import unicodedata
-
-    text = unicodedata.normalize("NFKC", _ANSI.sub("", text)).translate(_LOOKALIKES)
-    kept = []
-    for ch in text:
-        category = unicodedata.category(ch)
-        if category in ("Cf", "Mn", "Me", "Cc") and ch not in "\n\t":
-            continue
-        kept.append(" " if category == "Zs" or ch in "\u2800\u3164\uffa0\u115f\u1160" else ch)
-    return "".join(kept)
-
-
-def _reads_like_the_report(text: str) -> bool:
-    return bool(JUDGE_MARKS.search(_plain(text)))
 
 
 def _marked(text: str, mark: str = LEARNER_OUTPUT) -> str:
     """text, each line that reads like the grader's report marked as the learner's."""
-    if not _reads_like_the_report(text):
+    if not reads_like_the_report(text):
         return text
     lines = text.splitlines(keepends=True)
-    return "".join(mark + line if _reads_like_the_report(line) else line for line in lines)
+    return "".join(mark + line if reads_like_the_report(line) else line for line in lines)
 
 
 def _marked_output(output) -> NotebookNode:
@@ -417,7 +383,7 @@ def _marked_output(output) -> NotebookNode:
         shown = data.get("text/html")
         if isinstance(shown, str):
             text = html.unescape(_TAG.sub("", shown))
-            if _reads_like_the_report(text):
+            if reads_like_the_report(text):
                 del data["text/html"]
                 data["text/plain"] = _marked(" ".join(text.split()))
     return output
@@ -497,7 +463,7 @@ def sanitize_notebook(notebook, assignment_texts: frozenset[str] = frozenset()) 
             # Attachments are embedded by rendering (as data the sanitizer lets through or not).
             bundles = {k: v for k, v in (attachments or {}).items() if isinstance(v, dict)}
             source = _marked(cell.get("source", ""), "[your text] ")
-            if _reads_like_the_report(_TAG.sub("", html.unescape(source))) and source == cell.get("source"):
+            if reads_like_the_report(_TAG.sub("", html.unescape(source))) and source == cell.get("source"):
                 source = "[your text]\n\n" + source  # the marks are spelled in HTML or entities
             cell["source"] = safe_markdown(source, bundles, allowance)
         elif cell.get("cell_type") == "markdown" and attachments:
@@ -568,7 +534,6 @@ class ForPages(NbGraderPreprocessor):
     them varies from run to run), nothing a browser would run (autograder/notebook/pages.py), and its size
     bounded (`max_bytes`, counted as a page would escape it)."""
 
-    source_folder = Unicode("", help="The course's source folder of the assignment (its own markdown)").tag(config=True)
     max_bytes = Integer(8 << 20, help="The most bytes an autograded notebook may hold, as a page escapes it").tag(
         config=True
     )
@@ -579,8 +544,9 @@ class ForPages(NbGraderPreprocessor):
         from autograder.course.assignment import assignment_source
 
         own = frozenset()
-        folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
-        source = folder / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
+        source = (
+            assignment_source(self.config, resources) / f"{resources.get('nbgrader', {}).get('notebook', '')}.ipynb"
+        )
         if source.is_file():
             own = assignment_markdown(nbformat.read(source, as_version=4))
         sanitize_notebook(nb, own)
@@ -743,33 +709,23 @@ class _RememberedHighlight:
         return _HIGHLIGHTED[key]
 
 
-class PageExporter(HTMLExporter):
+class PageExporter(HTMLExporterSteps):
     """nbconvert's HTMLExporter making the same pages in about half the time: its alt texts and tab
     stops are added by with_alt_text_and_tab_stops, its templates are compiled once per process
     and each code source is highlighted once. The grader's feedback pages are written with it
     (`configure` names it for nbgrader's generate_feedback)."""
 
-    def _create_environment(self):
-        environment = super()._create_environment()
-        environment.bytecode_cache = _TEMPLATES
-        return environment
+    def template_cache(self) -> jinja2.BytecodeCache:
+        return _TEMPLATES
 
-    def from_notebook_node(self, nb, resources=None, **kw):
-        # HTMLExporter.from_notebook_node (nbconvert 7.17) up to its BeautifulSoup pass.
-        language = nb.metadata.get("language_info", {})
-        lexer = language.get("pygments_lexer", language.get("name", None))
-        highlight = self.filters.get("highlight_code") or _RememberedHighlight(
-            Highlight2HTML(pygments_lexer=lexer, parent=self)
-        )
-        resources = self._init_resources(resources)
-        data_types = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources)
-        self.register_filter("highlight_code", highlight)
-        self.register_filter("filter_data_type", data_types)
-        html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        html, missing = with_alt_text_and_tab_stops(html)
+    def code_highlighter(self, lexer: str | None) -> _RememberedHighlight:
+        return _RememberedHighlight(Highlight2HTML(pygments_lexer=lexer, parent=self))
+
+    def finish_page(self, html: str) -> str:
+        page, missing = with_alt_text_and_tab_stops(html)
         if missing:
             self.log.warning("Alternative text is missing on %s image(s).", missing)
-        return with_script_policy(html), resources
+        return with_script_policy(page)
 
 
 #: A script element of a page: its attributes and its text.

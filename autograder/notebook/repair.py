@@ -10,11 +10,9 @@ learner's whole notebook.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import nbformat
 from nbgrader.preprocessors import DeduplicateIds, NbGraderPreprocessor, OverwriteCells
-from traitlets import Unicode
 
 
 class MetadataFromSource(NbGraderPreprocessor):
@@ -26,13 +24,10 @@ class MetadataFromSource(NbGraderPreprocessor):
     changed: the real one is then restored from the source by RestoreMissingCells).
     """
 
-    source_folder = Unicode("", help="The course's source folder of the assignment").tag(config=True)
-
     def preprocess(self, nb, resources):
         from autograder.course.assignment import assignment_source
 
-        folder = Path(self.source_folder) if self.source_folder else assignment_source(self.config, resources)
-        path = folder / f"{resources['nbgrader']['notebook']}.ipynb"
+        path = assignment_source(self.config, resources) / f"{resources['nbgrader']['notebook']}.ipynb"
         source = nbformat.read(path, as_version=4)
         by_id = {
             c.metadata["nbgrader"]["grade_id"]: c for c in source.cells if "grade_id" in c.metadata.get("nbgrader", {})
@@ -87,9 +82,10 @@ class RestoreMissingCells(OverwriteCells):
             except MissingEntry:
                 source_cell = None
             if source_cell is not None and source_cell.locked and cell.source != source_cell.source:
-                released = nbformat.v4.new_code_cell(source_cell.source)
-                hidden = ClearHiddenTests(config=self.config)._remove_hidden_test_region(released)
-                if hidden and released.source == cell.source:
+                # As nbgrader's release makes it: a test cell, its hidden tests taken out.
+                released = nbformat.v4.new_code_cell(source_cell.source, metadata={"nbgrader": {"grade": True}})
+                ClearHiddenTests(config=self.config).preprocess_cell(released, {}, 0)
+                if released.source != source_cell.source and released.source == cell.source:
                     cell.source = source_cell.source
         return super().preprocess_cell(cell, resources, cell_index)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 import sys
 
-from autograder.course.intake import printable
+from autograder.course.text_safety import console_line
 
 
 class _Escaped(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return printable(record.getMessage(), 1000)
+        return console_line(record.getMessage(), 1000)
 
 
 class _Shown(logging.StreamHandler):

@@ -28,9 +28,10 @@ from pathlib import Path
 import nbformat
 
 from autograder.course.assignment import assignment_of
+from autograder.course.errors import ExitCode, GraderError
 from autograder.course.hidden_tests import strip_hidden_tests
-from autograder.course.intake import printable
 from autograder.course.paths import ROOT
+from autograder.course.text_safety import console_line
 from autograder.gradebook.class_gradebook import GradebookError, class_students, open_api, require_gradebook
 from autograder.gradebook.reports import flag_findings
 from autograder.gradebook.student_files import flag_note
@@ -137,20 +138,20 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         done = regenerate_feedback(args.out, args.student)
-    except GradebookError as error:
+    except GraderError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return error.exit_code
     out = args.out.resolve()
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     for student, why in done.failed.items():
-        print(printable(f"FAILED  {student}: no feedback page: {why}", 1000), file=sys.stderr)
+        print(console_line(f"FAILED  {student}: no feedback page: {why}", 1000), file=sys.stderr)
     for student, pages in done.written.items():
         print(
             f"{student}: {len(pages)} page(s) in {where}/feedback/{student}/"
             if pages
             else f"{student}: nothing was autograded, no feedback"
         )
-    return 1 if done.failed else 0
+    return ExitCode.UNFINISHED if done.failed else ExitCode.DONE
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
                                  [--jobs N] [--scheduler tls://host:port --tls-ca-file F
                                  --tls-cert F --tls-key F] [--cell-timeout S] [--limit NAME=VALUE ...]
                                  [--no-compile-cache] [--no-fork] [--fresh-gradebook] [--judge-seed N]
-                                 [--reference-cache DIR] [--unsafe-no-sandbox]
+                                 [--reference-cache DIR] [--no-reference-cache] [--unsafe-no-sandbox]
 
 (`python -m autograder.run.grade` is the same command; every option is explained in
 autograder/run/options.py and by `autograder grade --help`.)
@@ -33,39 +33,46 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
 from autograder.course.assignment import (
-    BUNDLE,
     Assignment,
     BundleOrigin,
     CourseOrigin,
     assignment_of_origin,
     put_venv_on_path,
 )
-from autograder.course.intake import printable, take_in
+from autograder.course.errors import ExitCode, GraderError, UsageError
+from autograder.course.intake import not_graded, not_graded_lines, take_in
+from autograder.course.outcomes import NotebookTiming, Trouble, TroubleKind
 from autograder.course.paths import ROOT
-from autograder.course.submissions import UsageError, find_submissions
+from autograder.course.submissions import find_submissions
 from autograder.course.task_template import CourseSource
+from autograder.course.text_safety import console_line
 from autograder.gradebook.class_course import clear_outputs, prepare_class_course, update_class_course
-from autograder.gradebook.class_gradebook import GradebookError, class_students, graded_by_hand
+from autograder.gradebook.class_gradebook import class_students, graded_by_hand
 from autograder.gradebook.class_report import write_judged, write_run_report
 from autograder.gradebook.merge import merge_into_gradebook
 from autograder.gradebook.reports import read_cells, write_class_files
 from autograder.gradebook.student_files import write_student_files
 from autograder.kernel.sandbox import (
     UNSAFE_WARNING,
+    Limits,
     SandboxUnavailable,
     find_sandbox,
     folders_kernels_read,
 )
 from autograder.run.console import show_log
 from autograder.run.feedback import regenerate_feedback
-from autograder.run.options import GradingOptions, limits_from
-from autograder.run.progress import Progress
+from autograder.run.options import GradingOptions, help_all, overrides
+from autograder.run.progress import Progress, Summary
 from autograder.run.reference import (
     KeptReference,
     ReferenceProblem,
@@ -82,6 +89,9 @@ log = logging.getLogger(__name__)
 #: Under --course COURSE without --out: COURSE/<this>/<assignment> (the course folder is never
 #: shown to a kernel; nbgrader's own folders of it are refused all the same).
 OUT_IN_COURSE = "autograder"
+#: Beside OUT: where a clean reference run is kept for the next run (unless --reference-cache says
+#: where, or --no-reference-cache)
+REFERENCE_CACHE = "reference-cache"
 
 
 def default_out(origin) -> Path:
@@ -112,18 +122,33 @@ def refused_out(out: Path, submissions: Path, origin) -> str | None:
     return None
 
 
-class CannotGradeSafely(RuntimeError):
-    """This host or this course cannot grade anyone fairly and safely (exit 3)."""
+class CannotGradeSafely(GraderError, RuntimeError):
+    """This host or this course cannot grade anyone fairly and safely."""
+
+    exit_code = ExitCode.UNSAFE
+
+
+#: The signal that stopped the run, when one did (SIGTERM is raised as Ctrl-C is: KeyboardInterrupt).
+_stopped_by: list[signal.Signals] = []
+
+
+def _stop(signum, frame) -> None:
+    """SIGTERM, stopping the run as Ctrl-C does: KeyboardInterrupt in the main thread, which no
+    guard of one student's catches (it is no Exception), so that the same cleanup runs on the way
+    out (temporary folders, sandboxes, workers, an --out the run made)."""
+    _stopped_by.append(signal.Signals(signum))
+    raise KeyboardInterrupt
 
 
 @dataclass
 class GradingResult:
     cells: list[dict]
-    broken: dict[str, list[str]]
-    flagged: dict[str, list[str]]
+    broken: dict[str, list[Trouble]]
+    flagged: dict[str, list[Trouble]]
     seconds: float
     students: list[str]
-    timings: dict[str, list[dict]] = field(default_factory=dict)
+    assignment: Assignment
+    timings: dict[str, list[NotebookTiming]] = field(default_factory=dict)
     student_seconds: dict[str, float] = field(default_factory=dict)
     out: Path | None = None
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds of each step of the run
@@ -131,13 +156,12 @@ class GradingResult:
     notes: dict[str, list[str]] = field(default_factory=dict)  # files left out of a submission
     #: students the grader itself failed (a crashed worker, a gradebook it could not write): not the
     #: submission's doing; the run exits 4 when there is any
-    failed: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, list[Trouble]] = field(default_factory=dict)
     #: manual grades kept on answers that changed since they were given, to look at again in formgrader
     rechecks: list[str] = field(default_factory=list)
-    assignment: Assignment = BUNDLE
-    #: scores kept for cells awaiting a manual grade (a manual grade kept through a RECHECK), by
-    #: (student, notebook, cell): grades.csv and nbgrader's export count them, so the table does
-    kept: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    #: each student's notebooks not graded (UNREADABLE, MISSING, RENAMED), in the assignment's order
+    not_graded: dict[str, list[Trouble]] = field(default_factory=dict)
+    judge_seed: int | None = None  # the seed of the judge's inputs this run: --judge-seed repeats them
 
 
 # ----------------------------------------------------------------------------------------
@@ -160,25 +184,29 @@ def grade(
     """
     started = time.perf_counter()
     options = (options or GradingOptions()).validated()
-    origin = options.origin
+    origin = options.origin if options.origin is not None else BundleOrigin(ROOT)
+    options = options.replace(origin=origin)
     submissions = Path(submissions).resolve()
-    assignment = BUNDLE
-    if origin is not None:
-        try:
-            assignment = assignment_of_origin(origin)
-        except (OSError, ValueError) as error:
-            raise UsageError(str(error)) from None
-    why = refused_out(out, submissions, origin if origin is not None else BundleOrigin(ROOT))
+    try:
+        assignment = assignment_of_origin(origin)
+    except (OSError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    why = refused_out(out, submissions, origin)
     if why:
         raise UsageError(why)
     found = find_submissions(submissions, assignment)
     out = Path(out).resolve()
     # Before anyone is graded: a sandbox that works here, with the options grading uses.
     try:
-        find_sandbox(options.limits, unsafe=options.unsafe)
+        if not options.unsafe:
+            find_sandbox(options.limits)
     except SandboxUnavailable as error:
         raise CannotGradeSafely(str(error)) from None
     course = out / "course"
+    if not options.keep_reference or options.scheduler is not None:
+        options = options.replace(reference_cache=None)  # a scheduler's workers are other hosts: they run their own
+    elif options.reference_cache is None:
+        options = options.replace(reference_cache=out.parent / REFERENCE_CACHE)
     made_here = not out.exists()
     try:
         return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
@@ -201,35 +229,46 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         update_class_course(course, fresh=options.fresh_gradebook, origin=origin)
         source = CourseSource.read(course)
         key, kept, kept_key = (
-            kept_for(options.reference_cache, source, options)
-            if options.reference_cache
+            kept_for(options.reference_folder, source, options)
+            if options.reference_folder
             else KeptReference("", None, "")
         )
         if key and kept is None:
             waiting = functools.partial(log.info, "waiting for another run's reference run (key %s)", key[:12])
-            claim.enter_context(claimed_reference(options.reference_cache, key, waiting))
-            _, kept, kept_key = kept_for(options.reference_cache, source, options)  # kept while this run waited
+            claim.enter_context(claimed_reference(options.reference_folder, key, waiting))
+            _, kept, kept_key = kept_for(options.reference_folder, source, options)  # kept while this run waited
         if kept is None:
             runner.start_reference(source)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
         tasks_options = options.replace(cell_timeout=options.cell_timeout or configured_timeout)
 
         tasks: list[StudentTask] = []
-        broken: dict[str, list[str]] = {}
-        flagged: dict[str, list[str]] = {}
-        findings_by_nb: dict[str, dict[str, list[str]]] = {}
-        failed: dict[str, list[str]] = {}
+        broken: dict[str, list[Trouble]] = {}
+        flagged: dict[str, list[Trouble]] = {}
+        failed: dict[str, list[Trouble]] = {}
+        missed: dict[str, list[Trouble]] = {}
         for student, files in found.students.items():
-            taken = take_in(files)  # never raises: what it cannot take in is named, graded 0
+            taken = take_in(
+                files, tuple(source.shipped_names())
+            )  # never raises: what it cannot take in is named, graded 0
             if taken.broken:
                 broken.setdefault(student, []).extend(taken.broken)
             if taken.findings:
-                findings_by_nb[student] = taken.findings
-                flagged[student] = [f"{name}: {f}" for name, found_here in taken.findings.items() for f in found_here]
-            tasks.append(StudentTask(student, taken.notebooks, tasks_options, extra_files=taken.extra))
+                flagged[student] = list(taken.findings)
+            handed_in = [name for name in files if name.endswith(".ipynb")] + found.other_notebooks.get(student, [])
+            missed[student] = not_graded(assignment.notebooks, handed_in, taken.broken)
+            tasks.append(
+                StudentTask(
+                    student, taken.notebooks, tasks_options, extra_files=taken.extra, not_graded=missed[student]
+                )
+            )
         phases["setup"] = time.perf_counter() - started
 
-        progress = Progress(len(tasks), stream=progress_stream)
+        progress = Progress(len(tasks), stream=progress_stream, problems=missed)
+        progress.note(
+            f"judge seed: {options.judge_seed} (grading again with --judge-seed {options.judge_seed} gives the same "
+            "inputs and messages)"
+        )
         mark = time.perf_counter()
         runs = kept if kept is not None else runner.reference_runs()
         if kept is not None:
@@ -238,11 +277,11 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
             else:  # kept_for: a run without the sandbox may take a sandboxed run's
                 progress.note(f"reference run: kept from an earlier sandboxed run (its key {kept_key[:12]})")
         try:
-            template = into_template(template, runs, progress.note, options.limits, options.compile_cache)
+            template = into_template(template, runs, options, progress.note)
         except ReferenceProblem as error:
             raise CannotGradeSafely(str(error)) from None
         if key and kept is None:
-            keep_reference(options.reference_cache, key, runs)
+            keep_reference(options.reference_folder, key, runs)
         claim.close()  # the next run with this key finds it kept
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
         mark = time.perf_counter()
@@ -254,53 +293,51 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         if result.failed:
             failed.setdefault(result.student_id, []).extend(result.failed)
         # What grading found against the judge's verdicts, reviewed as the scan's findings are.
-        for flag in result.flags:
-            notebook, _, finding = flag.partition(": ")
-            findings_by_nb.setdefault(result.student_id, {}).setdefault(notebook, []).append(finding)
-            flagged.setdefault(result.student_id, []).append(flag)
+        if result.flags:
+            flagged.setdefault(result.student_id, []).extend(result.flags)
     # A student the grader failed is not merged: no zero stands for a grade nobody gave, and a
     # regrade's earlier grades stay as they were until they are graded again.
     graded_now = [result for result in results if not result.failed]
     # Each student's results merged, and their files written, on their own: one that fails is named.
-    merged = merge_into_gradebook(course, graded_now, findings_by_nb)
+    merged = merge_into_gradebook(course, graded_now, flagged)
     for student, why in merged.failed.items():
-        failed.setdefault(student, []).append(f"their results could not be stored: {why}")
+        failed.setdefault(student, []).append(_grader_failed(f"their results could not be stored: {why}"))
     graded_now = [result for result in graded_now if result.student_id not in merged.failed]
     for result in graded_now:
         if result.broken:
             broken.setdefault(result.student_id, []).extend(result.broken)
         try:
             write_student_files(
-                out, course, result, found.students[result.student_id], findings_by_nb.get(result.student_id, {})
+                out, course, result, found.students[result.student_id], flagged.get(result.student_id, [])
             )
         except Exception as error:
             failed.setdefault(result.student_id, []).append(
-                f"their files could not be written: {type(error).__name__}: {printable(error)}"
+                _grader_failed(f"their files could not be written: {type(error).__name__}: {console_line(error)}")
             )
     for result in graded_now:  # what the class report reads of them; their last run's is kept as the one before
         student = result.student_id
         try:
-            write_judged(out, student, result.judged, broken.get(student, []), flagged.get(student, []))
+            # The unreadable are among the broken; the missing and the renamed are kept beside them.
+            beside = (TroubleKind.MISSING, TroubleKind.RENAMED)
+            troubles = broken.get(student, []) + [t for t in missed.get(student, []) if t.kind in beside]
+            write_judged(out, student, result.outcomes, troubles, flagged.get(student, []), options.judge_seed)
         except OSError as error:  # their grades are stored; only the report misses them
             log.warning("the class report's record of %s was not written: %s", student, error)
     students = sorted(found.students)
     stored = sorted(result.student_id for result in graded_now)
     cells = read_cells(course, stored)
-    kept_scores = _kept_while_pending(course, stored)
     if class_students(course):  # the class files hold what the gradebook holds: nothing before anyone is graded
         write_class_files(out, course, {k: v for k, v in flagged.items() if k in stored}, stored)
         write_run_report(out, course)
     by_hand = graded_by_hand(course, stored)
     if by_hand:  # the pages the workers wrote know nothing of the gradebook's manual grades
         for student, why in regenerate_feedback(out, by_hand).failed.items():
-            failed.setdefault(student, []).append(f"their feedback could not be regenerated: {why}")
+            failed.setdefault(student, []).append(_grader_failed(f"their feedback could not be regenerated: {why}"))
         log.info("feedback of %s regenerated with the manual grades kept in the gradebook", ", ".join(by_hand))
     phases["merge_and_export"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
-    progress.finish(seconds)
-    return GradingResult(
+    outcome = GradingResult(
         cells=cells,
-        kept=kept_scores,
         broken={k: broken[k] for k in sorted(broken)},
         flagged=flagged,
         seconds=seconds,
@@ -314,40 +351,49 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         failed={k: failed[k] for k in sorted(failed)},
         rechecks=merged.rechecks,
         assignment=assignment,
+        not_graded={k: v for k, v in sorted(missed.items()) if v},
+        judge_seed=options.judge_seed,
+    )
+    progress.finish(seconds, summary_of(outcome))
+    return outcome
+
+
+def summary_of(result: GradingResult) -> Summary:
+    """The run's counts, from its result (the summary line says what the lines after it name)."""
+    stored = {row["student_id"] for row in result.cells}
+
+    def having(kind: TroubleKind) -> int:
+        return len(
+            {s for s, troubles in result.not_graded.items() if s in stored and any(t.kind is kind for t in troubles)}
+        )
+
+    broke = {s for s, troubles in result.broken.items() if any(t.kind is not TroubleKind.UNREADABLE for t in troubles)}
+    return Summary(
+        graded=len(stored),
+        broken=len(broke & stored),
+        unreadable=having(TroubleKind.UNREADABLE),
+        missing=having(TroubleKind.MISSING),
+        renamed=having(TroubleKind.RENAMED),
+        flagged=len(set(result.flagged) & stored),
+        rechecks=len(result.rechecks),
+        failed=len(result.failed),
+        rejected=len(result.rejected),
     )
 
 
-def _kept_while_pending(course: Path, students: list[str]) -> dict[tuple[str, str, str], float]:
-    """The scores the gradebook keeps for cells awaiting a manual grade (a manual grade kept
-    through a RECHECK): what nbgrader's export and grades.csv count for them."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from autograder.course.assignment import assignment_of
-    from autograder.gradebook.class_gradebook import db_url
-
-    found = {}
-    with Gradebook(db_url(course)) as gb:
-        for student in students:
-            try:
-                submission = gb.find_submission(assignment_of(course).id, student)
-            except MissingEntry:
-                continue
-            for notebook in submission.notebooks:
-                for grade in notebook.grades:
-                    if grade.needs_manual_grade and grade.score:
-                        found[(student, notebook.name, grade.name)] = float(grade.score)
-    return found
+def _grader_failed(why: str) -> Trouble:
+    return Trouble(TroubleKind.GRADER_FAILED, why)
 
 
 def score_table(result: GradingResult) -> str:
-    """Students x notebooks, points/max; * marks cells still waiting for a manual grade."""
+    """Students x notebooks, points/max as the gradebook counts them (cells.csv's rows: pending
+    cells at the score they hold); * marks notebooks with cells still waiting for a person."""
     totals: dict[tuple[str, str], list] = {}
     for row in result.cells:
         entry = totals.setdefault((row["student_id"], row["notebook"]), [0.0, 0.0, False])
-        key = (row["student_id"], row["notebook"], row["grade_id"])
-        entry[0] += row["score"] if row["score"] != "" else result.kept.get(key, 0.0)
+        entry[0] += row["score"]
         entry[1] += row["max_score"]
-        entry[2] |= row["score"] == ""
+        entry[2] |= row["pending"] == "yes"
     stems = result.assignment.stems
     width = max([len("student")] + [len(s) for s in result.students])
     header = f"{'student':<{width}}  " + "  ".join(f"{s[:13]:>13}" for s in stems) + f"  {'total':>11}"
@@ -361,10 +407,12 @@ def score_table(result: GradingResult) -> str:
         if student in result.failed and not any(row["student_id"] == student for row in result.cells):
             lines.append(f"{student:<{width}}  not graded (FAILED below)")
             continue
-        mark = " !" if student in result.broken else (" ?" if student in result.flagged else "")
+        troubled = student in result.broken or student in result.not_graded
+        mark = " !" if troubled else (" ?" if student in result.flagged else "")
         lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
     lines.append(
-        "* includes cells awaiting manual grading (formgrader on OUT/course); ! broken submission; ? flagged for review"
+        "* cells awaiting a person, counted as they stand (formgrader on OUT/course); ! a notebook broken, unreadable "
+        "or missing; ? flagged for review"
     )
     return "\n".join(lines)
 
@@ -377,9 +425,14 @@ def _limit(text: str) -> tuple[str, str]:
 
 
 def command_line() -> argparse.ArgumentParser:
-    """`autograder grade`'s arguments (the usage in this module's docstring and autograder/README.md shows them all)."""
-    parser = argparse.ArgumentParser(prog="autograder grade", description=__doc__.splitlines()[0])
-    about = GradingOptions.help
+    """`autograder grade`'s arguments (the usage in this module's docstring and autograder/README.md
+    shows them all; their settings' flags and help come from their declarations, options.py)."""
+    parser = argparse.ArgumentParser(
+        prog="autograder grade",
+        description=__doc__.splitlines()[0],
+        epilog="Any setting of `--help-all` may also be given as --Class.name=value (e.g. --TimePolicy.time_floor=60); "
+        "a course's nbgrader_config.py sets them too (command line first).",
+    )
     parser.add_argument("submissions", type=Path, help="folder of <student_id>/<notebook>.ipynb")
     parser.add_argument(
         "--out",
@@ -397,7 +450,8 @@ def command_line() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help=f"{about('limits')}; one limit each, e.g. memory=8G; repeatable",
+        help=f"what one kernel may use (SandboxLimits: {', '.join(Limits.names())}; sizes like 8G); one limit "
+        "each, e.g. memory=8G; repeatable",
     )
     parser.add_argument(
         "--course",
@@ -408,69 +462,114 @@ def command_line() -> argparse.ArgumentParser:
         "--bundle",
         type=Path,
         metavar="CHECKOUT",
-        help="instead of --course: the bundle's own assignment, from a checkout of the bundle",
+        help="instead of --course: the assignment of a checkout of a course bundle (its nbgrader_config.py names it)",
     )
     parser.add_argument("--assignment", help="with --course: the assignment's id (its folder in source/)")
+    parser.add_argument("--help-all", action="store_true", help="every setting of a run, its default and help")
     return parser
 
 
+def course_config(origin) -> Config:
+    """The course's nbgrader_config.py as traitlets reads it (an empty Config where it has none):
+    its settings of the run (a limit, the time policy) apply to `autograder grade` as to
+    `nbgrader autograde`."""
+    folder = origin.folder if isinstance(origin, CourseOrigin) else origin.checkout
+    if not (folder / "nbgrader_config.py").is_file():
+        return Config()
+    try:
+        return PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config()
+    except Exception as error:  # the instructor's file: its own error, said
+        raise UsageError(f"{folder / 'nbgrader_config.py'} cannot be read: {type(error).__name__}: {error}") from None
+
+
+def _options(args, rest: list[str]) -> GradingOptions:
+    """The run's options: the declarations' defaults, then the course's configuration, then the
+    command line (--Class.name=value, --limit, the flags)."""
+    origin = (
+        CourseOrigin(args.course.resolve(), args.assignment) if args.course else BundleOrigin(args.bundle.resolve())
+    )
+    config = course_config(origin)
+    config.merge(overrides(rest))
+    for name, value in args.limit:
+        config.SandboxLimits[name] = value
+    tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if args.reference_cache is not None:
+        args.reference_cache = str(Path(args.reference_cache).resolve())
+    try:
+        limits = Limits.from_config(config)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return GradingOptions.from_flags(
+        args,
+        config,
+        scheduler_security=SchedulerSecurity(*tls) if all(tls) else None,
+        limits=limits,
+        origin=origin,
+    )
+
+
 def main(argv=None) -> int:
-    args = command_line().parse_args(argv)
+    args, rest = command_line().parse_known_args(argv)
+    if args.help_all:
+        print(help_all())
+        return ExitCode.DONE
     if bool(args.course) != bool(args.assignment):
         print("error: --course and --assignment go together", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if bool(args.course) == bool(args.bundle):
         print("error: name the assignment: --course COURSE --assignment ID, or --bundle CHECKOUT", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if args.out is None and not args.course:
         print("error: --out is required without --course", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
     if any(tls) and not all(tls):
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
-        return 2
-    if args.unsafe:
-        print(UNSAFE_WARNING, file=sys.stderr, flush=True)
+        return ExitCode.USAGE
     show_log()
+    signal.signal(signal.SIGTERM, _stop)  # SIGTERM cleans up as Ctrl-C does
     try:
-        if args.reference_cache is not None:
-            args.reference_cache = args.reference_cache.resolve()
-        options = GradingOptions.from_flags(
-            args,
-            scheduler_security=SchedulerSecurity(*tls) if all(tls) else None,
-            limits=limits_from(dict(args.limit)),
-            origin=(
-                CourseOrigin(args.course.resolve(), args.assignment)
-                if args.course
-                else BundleOrigin(args.bundle.resolve())
-            ),
-        )
+        options = _options(args, rest)
+        if options.unsafe:
+            print(UNSAFE_WARNING, file=sys.stderr, flush=True)
         result = grade(args.submissions, args.out or default_out(options.origin), options)
-    except (UsageError, GradebookError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except CannotGradeSafely as error:
-        print(f"error: nobody was graded: {error}", file=sys.stderr)
-        return 3
+    except GraderError as error:
+        nobody = "nobody was graded: " if error.exit_code is ExitCode.UNSAFE else ""
+        print(f"error: {nobody}{error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        terminated = signal.SIGTERM in _stopped_by
+        print(
+            f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'} before the run finished: its temporary folders, "
+            "and an --out it made, are removed",
+            file=sys.stderr,
+        )
+        return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
     print(score_table(result))
     # Everything after the table may quote a submission: each line goes out with its control
     # characters escaped, so no learner's text acts on the instructor's terminal.
     for student, why in result.rejected.items():
-        print(printable(f"REJECTED {student!r}: not graded: {why}", 1000))
+        print(console_line(f"REJECTED {student!r}: not graded: {why}", 1000))
     for student, notes in result.notes.items():
         for note in notes:
-            print(printable(f"NOTE    {student}: {note}", 1000))
+            print(console_line(f"NOTE    {student}: {note}", 1000))
     for student, reasons in result.broken.items():
         for reason in reasons:
-            print(printable(f"BROKEN  {student}: {reason}", 1000))
+            print(console_line(f"BROKEN  {student}: {reason.line()}", 1000))
+    for student, troubles in result.not_graded.items():  # (the unreadable are among the BROKEN above)
+        for line in not_graded_lines(student, [t for t in troubles if t.kind is not TroubleKind.UNREADABLE]):
+            print(line)
     for student, findings in result.flagged.items():
         for finding in findings:
-            print(printable(f"REVIEW  {student}: {finding}", 1000))
+            print(console_line(f"REVIEW  {student}: {finding.line()}", 1000))
     for line in result.rechecks:
-        print(printable(line, 1000))
+        print(console_line(line, 1000))
     for student, reasons in result.failed.items():
         for reason in reasons:
-            print(printable(f"FAILED  {student}: the grader could not grade them: {reason}", 1000), file=sys.stderr)
+            print(
+                console_line(f"FAILED  {student}: the grader could not grade them: {reason.line()}", 1000),
+                file=sys.stderr,
+            )
     assert result.out is not None  # grade() names the OUT it wrote
     where = result.out.relative_to(ROOT) if result.out.is_relative_to(ROOT) else result.out
     if (result.out / "grades.csv").exists():
@@ -487,8 +586,8 @@ def main(argv=None) -> int:
             "(FAILED lines above): grade them again",
             file=sys.stderr,
         )
-        return 4
-    return 0
+        return ExitCode.GRADER_FAILED
+    return ExitCode.DONE
 
 
 if __name__ == "__main__":

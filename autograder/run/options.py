@@ -1,127 +1,140 @@
-"""One grading run's options: every choice, timeout and limit of a run, each once, each with its help.
+"""One grading run's options: every choice, timeout and limit of a run, each declared once.
 
-`GradingOptions` is what `grade()` takes; each student's task carries it to the worker, and the
-reference run reads it. `autograder grade`'s flags are made from here (`add_flags`, `from_flags`):
-a field with a flag is declared once, its default, help and flag together. What one kernel
-may use (memory, processes, output, time budgets) is `sandbox.Limits`, held here as `limits`.
+Each setting is a trait of a traitlets Configurable, declared once with its default and help:
+`Grading` (how the run grades), `TimePolicy` (the time budgets), `SandboxLimits`
+(autograder/kernel/sandbox.py: what a kernel may use) and the two of `SandboxedExecute` that both
+routes read (`unsafe`, `judge_seed`: autograder/notebook/execute.py). A course's
+nbgrader_config.py sets them (`c.TimePolicy.time_floor = 60`), `autograder grade`'s flags and its
+`--Class.name=value` arguments too (`add_flags`, `overrides`), and `--help-all` prints them all
+(`help_all`), from the one declaration. `GradingOptions` is a run's values, frozen: what
+`grade()` takes and each student's task carries to its worker.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course.assignment import BundleOrigin, CourseOrigin
-from autograder.course.submissions import UsageError
-from autograder.kernel.sandbox import LIMITS_HELP, UNSAFE_FLAG, UNSAFE_HELP, Limits
-from autograder.run.tls import SchedulerSecurity
+from traitlets import Bool, Float, Integer, Unicode
+from traitlets.config import Config, Configurable
+
+from autograder.course.errors import UsageError
+from autograder.course.settings import Assignments, Declared
+from autograder.kernel.sandbox import Limits, SandboxLimits
+from autograder.notebook.execute import SandboxedExecute
 
 
-def option(default, help: str, flag: str | None = None, type=None):
-    """A field of GradingOptions: its default, what it means, and its flag of `autograder grade`
-    (None: made from other flags). A flag of a bool that is on by default turns it off (--no-...)."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "type": type})
+class Grading(Configurable):
+    """How one `autograder grade` run grades."""
 
-
-@dataclass(frozen=True)
-class GradingOptions:
-    """How one grading run grades (see each field's help: `GradingOptions.help(name)`)."""
-
-    jobs: int = option(1, "students graded at once on a local Dask cluster (1: here, one after another)", "--jobs", int)
-    scheduler: str | None = option(
+    jobs = Integer(1, help="students graded at once on a local Dask cluster (1: here, one after another)").tag(
+        config=True, flag="--jobs"
+    )
+    scheduler = Unicode(
         None,
-        "the address of a running Dask scheduler that speaks TLS, e.g. tls://10.0.0.5:8786 (None: no cluster)",
-        "--scheduler",
-        str,
-    )
-    scheduler_security: SchedulerSecurity | None = option(
-        None, "with a scheduler: this grader's TLS files, as `autograder tls` writes them"
-    )
-    cell_timeout: int | None = option(
+        allow_none=True,
+        help="the address of a running Dask scheduler that speaks TLS, e.g. tls://10.0.0.5:8786 (None: no cluster)",
+    ).tag(config=True, flag="--scheduler")
+    cell_timeout = Integer(
         None,
-        "seconds a learner's cell may run (None: Execute.timeout in the course's nbgrader_config.py)",
-        "--cell-timeout",
-        int,
+        allow_none=True,
+        help="seconds a learner's cell may run (None: Execute.timeout of the course's nbgrader_config.py)",
+    ).tag(config=True, flag="--cell-timeout")
+    compile_cache = Bool(True, help="kernels share the reference run's compiled programs (faster; same grades)").tag(
+        config=True, flag="--no-compile-cache"
     )
-    reference_cell_timeout: int = option(
-        300, "seconds an instructor's cell may run in the reference run (it compiles every program for the cache)"
-    )
-    budget_without_reference: float = option(
-        600.0, "a notebook's time budget in seconds where the reference run set none"
-    )
-    watchdog_grace: float = option(
-        30.0, "seconds past a notebook's time budget before its whole sandbox is ended (the kernel was told first)"
-    )
-    limits: Limits = option(Limits(), LIMITS_HELP.format(names=", ".join(Limits().as_dict())))
-    compile_cache: bool = option(
-        True, "kernels share the reference run's compiled programs (faster; same grades)", "--no-compile-cache"
-    )
-    fork_kernels: bool = option(
-        True, "each notebook's kernel is forked from one warm host per student (faster; same grades)", "--no-fork"
-    )
-    unsafe: bool = option(False, UNSAFE_HELP, UNSAFE_FLAG)
-    fresh_gradebook: bool = option(
+    fork_kernels = Bool(
+        True, help="each notebook's kernel is forked from one warm host per student (faster; same grades)"
+    ).tag(config=True, flag="--no-fork")
+    fresh_gradebook = Bool(
         False,
-        "start a new class gradebook (the old one is copied to OUT/gradebook-backups/): manual grades are then lost",
-        "--fresh-gradebook",
-    )
-    judge_seed: int = option(
-        0,
-        "the seed of the fresh inputs the judge draws (0: a new one for the run, which only the grader holds); "
-        "give the one a run printed to grade again with the same inputs",
-        "--judge-seed",
-        int,
-    )
-    reference_cache: Path | None = option(
+        help="start a new class gradebook (the old one is copied to OUT/gradebook-backups/): manual grades are then lost",
+    ).tag(config=True, flag="--fresh-gradebook")
+    reference_cache = Unicode(
         None,
-        "a folder where a clean reference run is kept and reused by the next run with the same source, grader, "
-        "host and options (None: the instructor's notebooks run every time)",
-        "--reference-cache",
-        Path,
+        allow_none=True,
+        help="a folder where a clean reference run is kept and reused by the next run with the same source, grader, "
+        "host and options (None: reference-cache/ beside OUT)",
+    ).tag(config=True, flag="--reference-cache")
+    keep_reference = Bool(
+        True,
+        help="a clean reference run is kept (in --reference-cache, or reference-cache/ beside OUT) and reused by the "
+        "next run with the same source, grader, host and options, instead of running the instructor's notebooks",
+    ).tag(config=True, flag="--no-reference-cache")
+
+
+class TimePolicy(Configurable):
+    """How much time a run gives: a notebook's budget comes from its reference run's seconds, a
+    student's is the sum of their notebooks'; past a notebook's budget its kernel is stopped (the
+    checks that finished keep their points)."""
+
+    time_factor = Float(10.0, help="a notebook's time budget: this many times its reference run's seconds ...").tag(
+        config=True, flag="--time-factor"
     )
-    origin: CourseOrigin | BundleOrigin | None = option(
-        None, "an instructor's course folder and assignment to grade (None: this bundle's own assignment)"
-    )
+    time_floor = Float(120.0, help="... plus this many seconds").tag(config=True, flag="--time-floor")
+    budget_without_reference = Float(
+        600.0, help="a notebook's time budget in seconds where the reference run set none"
+    ).tag(config=True)
+    watchdog_grace = Float(
+        30.0, help="seconds past a notebook's time budget before its whole sandbox is ended (the kernel was told first)"
+    ).tag(config=True)
+    reference_cell_timeout = Integer(
+        300, help="seconds an instructor's cell may run in the reference run (it compiles every program for the cache)"
+    ).tag(config=True)
+
+
+#: Every Configurable whose settings a grading run reads, in the order `--help-all` prints them.
+CONFIGURABLES: tuple[type[Configurable], ...] = (Grading, TimePolicy, SandboxLimits, SandboxedExecute, Assignments)
+
+
+class GradingOptions(Declared):
+    """How one grading run grades: the values of the run's settings (see each one's help:
+    `GradingOptions.help(name)`), and three made from other flags: the sandbox's `limits`, the
+    scheduler's TLS files (`scheduler_security`) and where the assignment comes from (`origin`:
+    an instructor's course and assignment; None: the bundle the grader sits in)."""
+
+    SETTINGS = {
+        **{name: (Grading, name) for name in Grading.class_trait_names(config=True)},
+        **{name: (TimePolicy, name) for name in TimePolicy.class_trait_names(config=True)},
+        "unsafe": (SandboxedExecute, "unsafe"),
+        "judge_seed": (SandboxedExecute, "judge_seed"),
+    }
+    EXTRA = {"limits": Limits(), "scheduler_security": None, "origin": None}
 
     @classmethod
-    def help(cls, name: str) -> str:
-        return next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == name)
+    def from_config(cls, config: Config, **values):
+        """The values a course's configuration (and the command line's --Class.name=value) sets,
+        then `values`; the sandbox's limits from the config's SandboxLimits unless given."""
+        values.setdefault("limits", Limits.from_config(config))
+        return super().from_config(config, **values)
 
     @classmethod
     def add_flags(cls, parser) -> None:
-        """Add a flag to an argparse parser for every field that has one, from its declaration."""
-        for f in dataclasses.fields(cls):
-            flag, help = f.metadata.get("flag"), f.metadata["help"]
+        """Add a flag to an argparse parser for every setting that declares one, with its help. A
+        flag of a bool that is on by default turns it off (--no-...)."""
+        for name in cls.SETTINGS:
+            trait = cls.trait(name)
+            flag = trait.metadata.get("flag")
             if flag is None:
                 continue
-            if isinstance(f.default, bool):  # on by default: the flag turns it off, and says so first
-                action = "store_false" if f.default else "store_true"
-                parser.add_argument(
-                    flag,
-                    dest=f.name,
-                    action=action,
-                    help=(f"on by default (this flag turns it off): {help}" if f.default else help),
-                )
+            if isinstance(trait, Bool):  # on by default: the flag turns it off, and says so first
+                action = "store_false" if trait.default() else "store_true"
+                about = f"on by default (this flag turns it off): {trait.help}" if trait.default() else trait.help
+                parser.add_argument(flag, dest=name, action=action, default=None, help=about)
             else:
-                metavar = "DIR" if f.metadata["type"] is Path else None
-                parser.add_argument(
-                    flag, dest=f.name, type=f.metadata["type"], default=None, metavar=metavar, help=help
-                )
+                metavar = "DIR" if name == "reference_cache" else None
+                parser.add_argument(flag, dest=name, default=None, metavar=metavar, help=trait.help)
 
     @classmethod
-    def from_flags(cls, args, **others) -> GradingOptions:
-        """The options of parsed flags (add_flags), a flag not given keeping its default; `others`
-        are the fields made from other flags (scheduler_security, limits, origin)."""
-        given = {}
-        for f in dataclasses.fields(cls):
-            if f.metadata.get("flag") is not None and getattr(args, f.name, None) is not None:
-                given[f.name] = getattr(args, f.name)
-        return cls(**given, **others)
-
-    def replace(self, **changes) -> GradingOptions:
-        return dataclasses.replace(self, **changes)
+    def from_flags(cls, args, config: Config | None = None, **others) -> GradingOptions:
+        """The options of a course's configuration (`config`), then of parsed flags (add_flags): a
+        flag not given keeps what the configuration or the default says. `others` are the values
+        made from other flags (scheduler_security, limits, origin)."""
+        given = {name: getattr(args, name) for name in cls.SETTINGS if getattr(args, name, None) is not None}
+        try:
+            return cls.from_config(config or Config(), **given, **others)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
 
     def validated(self) -> GradingOptions:
         """These options, or UsageError naming the first that cannot be used."""
@@ -149,10 +162,66 @@ class GradingOptions:
                 raise UsageError("--reference-cache is for runs on this host: a scheduler's workers are other hosts")
         return self
 
+    @property
+    def reference_folder(self) -> Path | None:
+        """The folder of kept reference runs (`reference_cache`) as a path."""
+        return Path(self.reference_cache) if self.reference_cache else None
+
 
 def limits_from(values: dict | None) -> Limits:
-    """Limits with these overrides (names as `Limits`, values like "8G"); UsageError on an unknown name."""
+    """Limits with these overrides (names as `SandboxLimits`', values like "8G"); UsageError on an
+    unknown name or a value that is not one."""
     try:
-        return Limits.from_config(values)
+        return Limits(**(values or {}))
     except ValueError as error:
         raise UsageError(str(error)) from None
+
+
+#: A setting on the command line as a Configurable takes it: --Class.name=value.
+_OVERRIDE = re.compile(r"^--([A-Za-z]\w*)\.([a-z_]\w*)=(.*)$", re.S)
+
+
+def overrides(arguments: list[str]) -> Config:
+    """The --Class.name=value arguments as a traitlets Config (values as their traits read text);
+    UsageError for one that names no setting of the run's Configurables."""
+    known = {cls.__name__: cls for cls in CONFIGURABLES}
+    config = Config()
+    for argument in arguments:
+        match = _OVERRIDE.match(argument)
+        if not match or match.group(1) not in known:
+            raise UsageError(f"unrecognized argument {argument!r} (the settings: autograder grade --help-all)")
+        owner, name, value = known[match.group(1)], match.group(2), match.group(3)
+        trait = owner.class_traits(config=True).get(name)
+        if trait is None:
+            raise UsageError(f"{owner.__name__} has no setting {name!r} (autograder grade --help-all)")
+        try:
+            config[owner.__name__][name] = trait.from_string(value)
+        except (ValueError, TypeError):
+            raise UsageError(f"{argument}: {name} must be {trait.info()}") from None
+    return config
+
+
+def help_all() -> str:
+    """Every setting a grading run reads, each Configurable's as traitlets writes it (its name, type,
+    default and help): what `autograder grade --help-all` prints."""
+    return "\n".join(cls.class_get_help().rstrip() + "\n" for cls in CONFIGURABLES)
+
+
+def settings_table(owner: type[Configurable]) -> str:
+    """A Markdown table of a Configurable's settings (name, default, help), from its declaration:
+    the one the README shows (tests/unit/test_settings.py checks that they agree)."""
+    rows = ["| setting | default | what it is, and what happens past it |", "|---|---|---|"]
+    for name, trait in owner.class_traits(config=True).items():
+        rows.append(f"| `{name}` | {_shown(trait.default())} | {trait.help} |")
+    return "\n".join(rows)
+
+
+def _shown(value) -> str:
+    """A default as a reader writes it: sizes in MiB or GiB, numbers plainly."""
+    if isinstance(value, int) and value >= 1 << 20 and value % (1 << 20) == 0:
+        return f"{value >> 30} GiB" if value % (1 << 30) == 0 else f"{value >> 20} MiB"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+if __name__ == "__main__":  # the README's tables of the limits and the time policy, from their declaration
+    print(f"{settings_table(SandboxLimits)}\n\n{settings_table(TimePolicy)}")

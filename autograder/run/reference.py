@@ -6,8 +6,8 @@ learner's is (autograder/judge/core.py), in parallel on the workers. It gives th
 
 - a self-test: every test cell must earn all its points on the instructor's solutions, and no
   cell may raise or warn; otherwise nobody is graded (CannotGradeSafely, exit 3);
-- the compile cache (autograder/kernel/compile_cache.py): every program the solutions' kernels and the
-  judge's artifact runner compile.
+- the compile cache (autograder/kernel/compile_cache.py), where the assignment's adapter has one:
+  every program the solutions' kernels and the judge's helpers compile.
 
 A clean reference run may be kept (`GradingOptions.reference_cache`, `--reference-cache DIR`)
 under a key of everything it depends on: the assignment's source, the grader's own code, this
@@ -34,17 +34,22 @@ from typing import NamedTuple
 
 import nbformat
 
+from autograder.course.errors import ExitCode, GraderError
 from autograder.course.paths import KERNEL_NAME
+from autograder.course.settings import judge_source
 from autograder.course.task_template import CompileCache, CourseSource, TaskTemplate
 from autograder.judge.core import is_test_cell
-from autograder.kernel.compile_cache import host_signature, writing_env
+from autograder.kernel.adapter import load_adapter
+from autograder.kernel.compile_cache import host_signature
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession
-from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
+from autograder.kernel.sandbox import CACHE, sandbox_for_grading
 from autograder.run.options import GradingOptions
 
 
-class ReferenceProblem(RuntimeError):
+class ReferenceProblem(GraderError, RuntimeError):
     """The instructor's solutions do not pass their own checks: no student can be graded fairly."""
+
+    exit_code = ExitCode.UNSAFE
 
 
 @dataclass
@@ -100,14 +105,17 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
 
     started = time.perf_counter()
     sandbox = sandbox_for_grading(options.limits, options.unsafe)
+    adapter = load_adapter(source.adapter)
     scratch = Path(tempfile.mkdtemp(prefix="autograder-reference-"))
     try:
         folder = scratch / "source"
         source.write_assignment(folder)
-        cache = scratch / "cache"
-        cache.mkdir()
-        inside = str(cache) if sandbox.unsafe else CACHE
-        env = {**GRADING_ENV, **writing_env(inside)}
+        env = dict(GRADING_ENV)
+        cache = None
+        if adapter.compiler_cache is not None:
+            cache = scratch / "cache"
+            cache.mkdir()
+            env.update(adapter.compiler_cache.writing(str(cache) if sandbox.unsafe else CACHE))
         session = SandboxSession(
             sandbox,
             scratch / "session",
@@ -116,20 +124,19 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
             cache_writable=True,
             fork=False,
             env=env,
+            adapter=adapter,
         )
         executed = nbformat.read(folder / notebook, as_version=4)
-        checks = source.checks_module
         executor = SandboxedExecute(
             context=NotebookContext(session),
             timeout=options.reference_cell_timeout,
             kernel_name=KERNEL_NAME,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
-            judge_source=str(folder) if checks and (folder / f"{checks}.py").is_file() else "",
-            judge_checks_module=checks,
+            judge_source=judge_source(source.loaded_config, source.assignment.id, folder),
+            judge_checks_module=source.checks_module,
             judge_seed=options.judge_seed,
-            limits=options.limits.as_dict(),
         )
-        run = ReferenceRun(notebook, host_signature())
+        run = ReferenceRun(notebook, host_signature(adapter.compiler_distributions))
         if executor.judge_source:
             session.judge_helpers().launch()  # they start while the kernel does
         try:
@@ -139,8 +146,10 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
         finally:
             run.helpers = session.judge_helpers().used() if executor.judge_source else []
             session.remove()
-        run.problems += problems_of(executed) + solution_shortfalls(executed) + executor.record.trouble
-        run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()}
+        run.problems += (
+            problems_of(executed) + solution_shortfalls(executed) + [t.line() for t in executor.record.troubles]
+        )
+        run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()} if cache else {}
         run.seconds = time.perf_counter() - started
         return run
     finally:
@@ -148,14 +157,10 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
 
 
 def into_template(
-    template: TaskTemplate,
-    runs: list[ReferenceRun],
-    say=lambda line: None,
-    limits: Limits | None = None,
-    compile_cache: bool = True,
+    template: TaskTemplate, runs: list[ReferenceRun], options: GradingOptions, say=lambda line: None
 ) -> TaskTemplate:
-    """The template with the time budgets and (unless `compile_cache` is off) the compile cache;
-    ReferenceProblem when a run was not clean."""
+    """The template with the time budgets (the options' time policy) and, unless the options'
+    compile_cache is off, the compile cache; ReferenceProblem when a run was not clean."""
     failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
     if failed:
         raise ReferenceProblem(
@@ -165,9 +170,9 @@ def into_template(
     missing = sorted(set(template.assignment.notebooks) - {run.notebook for run in runs})
     if missing:
         raise ReferenceProblem(f"no reference run for {missing}")
+    compile_cache = options.compile_cache
     cache = CompileCache.merged([(run.host, run.entries) for run in runs]) if compile_cache else None
-    limits = limits or Limits()
-    budgets = {run.notebook: limits.time_factor * run.seconds + limits.time_floor for run in runs}
+    budgets = {run.notebook: options.time_factor * run.seconds + options.time_floor for run in runs}
     merged = template.replace(
         budgets=budgets,
         helpers={run.notebook: run.helpers for run in runs if run.helpers is not None},
@@ -188,7 +193,8 @@ def into_template(
 # ---------------------------------------------------------------------------------------
 def reference_key(source: CourseSource, options: GradingOptions) -> str:
     """What a reference run depends on, hashed: the course's source files, the grader's code,
-    this host (its CPU and JAX), and the options that change the run."""
+    this host (its CPU, and its adapter's compiler: JAX's releases for a JAX course), and the
+    options that change the run."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
     grader = sorted(package.rglob("*.py"))
@@ -199,11 +205,10 @@ def reference_key(source: CourseSource, options: GradingOptions) -> str:
         digest.update(f"{name}\0{len(data)}\0".encode())
         digest.update(data)
     settings = {
-        "host": host_signature(),
+        "host": host_signature(load_adapter(source.adapter).compiler_distributions),
         "unsafe": options.unsafe,
         "timeout": options.reference_cell_timeout,
-        # the budgets are made from the run's seconds later: their factor and floor change nothing here
-        "limits": {k: v for k, v in options.limits.as_dict().items() if k not in ("time_factor", "time_floor")},
+        "limits": options.limits.as_dict(),
     }
     digest.update(json.dumps(settings, sort_keys=True).encode())
     return digest.hexdigest()[:32]

@@ -17,7 +17,8 @@ import dataclasses
 import uuid
 from typing import TYPE_CHECKING
 
-from autograder.course.submissions import UsageError
+from autograder.course.errors import UsageError
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.run.options import GradingOptions
 from autograder.run.reference import ReferenceRun, run_reference
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 def broken_result(student_id: str, why: str) -> StudentResult:
     """A student the grader could not grade (its task failed twice): named as the grader's failure,
     not the submission's (the run exits 4), and stored nowhere (no zero stands for a grade)."""
-    return StudentResult(student_id, failed=[f"{why}; not graded: grade them again"])
+    return StudentResult(
+        student_id, failed=[Trouble(TroubleKind.GRADER_FAILED, f"{why}; not graded: grade them again")]
+    )
 
 
 def submission_size(task) -> int:

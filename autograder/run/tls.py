@@ -14,9 +14,10 @@ new files means making them all again. Every certificate names the hosts given w
 (default: this machine's name and localhost) and is valid for --days (default 30).
 
 TLS is then the only way in: started with `--preload autograder.run.tls`, a scheduler or worker
-stops the HTTP server every Dask server starts (`dask_setup`). The same preload keeps the
-server's housekeeping rare (`keep_housekeeping_rare`): the CPU of a grading cluster is the
-kernels'.
+stops the HTTP server every Dask server starts (`dask_setup`), and its log no longer announces
+that server as a dashboard (`DashboardLineLeftOut`, put on Dask's loggers when this module is
+imported, before the server logs its addresses). The same preload keeps the server's
+housekeeping rare (`keep_housekeeping_rare`): the CPU of a grading cluster is the kernels'.
 """
 
 from __future__ import annotations
@@ -24,15 +25,41 @@ from __future__ import annotations
 import argparse
 import datetime
 import ipaddress
+import logging
 import os
 import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.course.errors import ExitCode
+
 ROLES = ("scheduler", "worker", "client")
 #: The preload (`dask scheduler|worker --preload PRELOAD`) that closes a server's HTTP port.
 PRELOAD = "autograder.run.tls"
+
+
+class DashboardLineLeftOut(logging.Filter):
+    """Dask logs "dashboard at: <address>" for the HTTP server every scheduler and worker starts,
+    with `--no-dashboard` too; the preload closes that server, so the line names a port that does
+    not answer (and invites a look at one that would name the students being graded)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "dashboard at" not in record.getMessage()
+
+
+def leave_out_dashboard_lines() -> None:
+    """Put the filter on the loggers of Dask's servers (once), and quiet the note about a proxy
+    for an HTTP server that is closed."""
+    for name in ("distributed.scheduler", "distributed.worker"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DashboardLineLeftOut) for f in logger.filters):
+            logger.addFilter(DashboardLineLeftOut())
+    logging.getLogger("distributed.http.proxy").setLevel(logging.WARNING)
+
+
+# Imported as a preload, this runs before the server logs its addresses (dask_setup runs after).
+leave_out_dashboard_lines()
 
 
 def dask_setup(server) -> None:
@@ -177,7 +204,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.days < 1:
         print("error: --days must be at least 1", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     written = make_tls_files(args.folder, args.host or None, args.days)
     print(f"wrote {', '.join(sorted(written))} into {args.folder}")
-    return 0
+    return ExitCode.DONE

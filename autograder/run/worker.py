@@ -8,6 +8,7 @@ ever share a gradebook file. The parent merges the results into the class gradeb
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -21,20 +22,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course.assignment import assignment_of, nbgrader_setting, notebook_kernel, put_venv_on_path
+from autograder.course.outcomes import (
+    CellGrade,
+    NotebookGrades,
+    NotebookOutcome,
+    NotebookTiming,
+    Trouble,
+    TroubleKind,
+)
+from autograder.course.settings import judge_source
 from autograder.course.task_template import TaskTemplate
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
-from autograder.kernel.compile_cache import reading_env, unseal, usable_cache, write_cache
-from autograder.kernel.helpers import HELPER_NAMES
+from autograder.kernel.adapter import Adapter, load_adapter
+from autograder.kernel.compile_cache import unseal, usable_cache, write_cache
+from autograder.kernel.helpers import helper_names
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession, kernel_interpreter
 from autograder.kernel.sandbox import CACHE, Limits, sandbox_for_grading
 from autograder.notebook.execute import (
+    CONTEXT_ON_CONVERTER,
     Failure,
     NotebookContext,
     NotebookRecord,
-    RequireSandbox,
-    SandboxedExecute,
     failure_of,
-    past_budget,
 )
 from autograder.notebook.plugin import configure
 from autograder.run.options import GradingOptions
@@ -51,30 +60,32 @@ class StudentTask:
     #: Whether this process is likely to grade another student after this one (the runner knows):
     #: only then is a sandbox made ahead for it.
     another_follows: bool = True
+    #: The student's notebooks not graded (intake.not_graded's troubles): every page of theirs names them.
+    not_graded: list[Trouble] = field(default_factory=list)
 
 
 @dataclass
 class StudentResult:
     student_id: str
     timestamp: str | None = None
-    notebooks: dict = field(default_factory=dict)  # notebook name -> grades, comments, penalty
+    notebooks: dict[str, NotebookGrades] = field(default_factory=dict)  # by notebook name (its stem)
     autograded: dict[str, str] = field(default_factory=dict)  # file name -> notebook JSON
     feedback: dict[str, str] = field(default_factory=dict)  # file name -> HTML
-    broken: list[str] = field(default_factory=list)  # what of the submission could not be graded, and why
-    failed: list[str] = field(default_factory=list)  # what the grader itself failed to do
-    #: For review, "<notebook file>: <finding>": what grading found against the judge's verdicts
-    flags: list[str] = field(default_factory=list)
-    timings: list[dict] = field(default_factory=list)
-    #: notebook name -> what the class report keeps of it: its time and budget, and each judged
-    #: cell's items (autograder/gradebook/class_report.py)
-    judged: dict = field(default_factory=dict)
+    broken: list[Trouble] = field(default_factory=list)  # what of the submission could not be graded, and why
+    failed: list[Trouble] = field(default_factory=list)  # what the grader itself failed to do
+    #: For review: what grading found against the judge's verdicts (kind REVIEW, by notebook)
+    flags: list[Trouble] = field(default_factory=list)
+    timings: list[NotebookTiming] = field(default_factory=list)
+    #: file name -> what the class report keeps of the notebook (autograder/gradebook/class_report.py)
+    outcomes: dict[str, NotebookOutcome] = field(default_factory=dict)
     seconds: float = 0.0
     worker: str = ""
 
 
-def autograde_api(course: Path, options: GradingOptions, limits: Limits):
+def autograde_api(course: Path, options: GradingOptions, limits: Limits, not_graded: list[Trouble] | None = None):
     """nbgrader's Python API on the course folder, with its nbgrader_config.py and our overrides
-    (the settings of this run: the same for every notebook of every student)."""
+    (the settings of this run: the same for every notebook of every student; `not_graded`, the
+    student's notebooks not graded, which the grader found when it took their files in)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -82,7 +93,7 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits):
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     names = [getattr(p, "__name__", str(p)) for p in config.Autograde.get("autograde_preprocessors", [])]
     if "SandboxedExecute" not in names:  # a course folder without the grader's lines: they are added
-        configure(config, checks_module=config.SandboxedExecute.get("judge_checks_module", ""))
+        configure(config)
     # The config names the gradebook relative to the course; this process runs elsewhere.
     config.CourseDirectory.root = str(course)
     config.CourseDirectory.db_url = db_url(course)
@@ -93,17 +104,20 @@ def autograde_api(course: Path, options: GradingOptions, limits: Limits):
     config.Execute.shutdown_kernel = "immediate"
     # The kernel's own log is noise here.
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
-    config.SandboxedExecute.limits = limits.as_dict()
-    source = course / "source" / assignment_of(course).id
-    checks = config.SandboxedExecute.get("judge_checks_module", "")
-    # The judge checks the test cells where the assignment's checks speak its protocol.
-    config.SandboxedExecute.judge_source = str(source) if checks and (source / f"{checks}.py").is_file() else ""
-    config.ForPages.source_folder = str(source)
+    for name, value in limits.as_dict().items():  # the sandbox's, which the run probed
+        config.SandboxLimits[name] = value
+    assignment = assignment_of(course).id
+    source = course / "source" / assignment
+    # The judge checks the test cells where the assignment names its checks module.
+    config.SandboxedExecute.judge_source = judge_source(config, assignment, source)
     # nbgrader writes autograded files read-only (444); the grader may run as an ordinary user and
     # must be able to replace them when it grades again.
     config.Autograde.permissions = 644
     config.SandboxedExecute.judge_seed = options.judge_seed
-    config.MetadataFromSource.source_folder = str(source)
+    # The grader took the files in and writes its own class report: the exporter only notes, on
+    # each page, which notebooks were not graded.
+    config.TakenInExporter.not_graded = [trouble.to_json() for trouble in not_graded or []]
+    config.TakenInExporter.class_report = False
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
@@ -135,20 +149,20 @@ def _folder() -> Path:
     return _FOLDER
 
 
-def _compile_cache(template: TaskTemplate) -> Path | None:
+def _compile_cache(template: TaskTemplate, adapter: Adapter) -> Path | None:
     """The template's compile cache, written once in this process's folder; None when it has none
     (or it was filled on another kind of machine)."""
     cache = template.cache
-    if cache is None:
+    if cache is None or adapter.compiler_cache is None:
         return None
     items = [(cache.host, b""), *sorted(cache.entries.items())]
     digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d for n, d in items)).hexdigest()[:16]
     folder = _folder() / f"cache-{digest}"
     if not folder.is_dir():
         staged = Path(tempfile.mkdtemp(dir=_folder()))
-        write_cache(cache.entries, cache.host, staged)
+        write_cache(cache.entries, cache.host, staged, adapter.compiler_distributions)
         os.rename(staged, folder)
-    return usable_cache(folder)
+    return usable_cache(folder, adapter.compiler_distributions)
 
 
 def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession:
@@ -161,10 +175,11 @@ def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession
             return ahead[1]
         ahead[1].remove()
     sandbox = sandbox_for_grading(task.options.limits, task.options.unsafe)
-    cache = _compile_cache(template)
+    adapter = load_adapter(template.source.adapter)
+    cache = _compile_cache(template, adapter)
     env = dict(GRADING_ENV)
-    if cache is not None:
-        env.update(reading_env(str(cache) if sandbox.unsafe else CACHE))
+    if cache is not None and adapter.compiler_cache is not None:
+        env.update(adapter.compiler_cache.reading(str(cache) if sandbox.unsafe else CACHE))
     folder = Path(tempfile.mkdtemp(prefix="session-", dir=_folder()))
     return SandboxSession(
         sandbox,
@@ -173,25 +188,27 @@ def student_session(task: StudentTask, template: TaskTemplate) -> SandboxSession
         cache=cache,
         fork=task.options.fork_kernels,
         env=env,
+        adapter=adapter,
     )
 
 
 def start_session(session: SandboxSession, kernel_name: str, helpers=()) -> None:
     """Start what the student's notebooks will need before the first one asks: the warm kernel host
-    (its imports, about a second) and these of the judge's helpers (a Python with JAX, one without)."""
+    (its imports, about a second for a JAX course) and these of the judge's helpers."""
     if session.fork:
         session.start_host(kernel_interpreter(kernel_name), session.kernel_environment(os.environ))
     if helpers:
         session.judge_helpers().launch(helpers)
 
 
-def helpers_ahead(template: TaskTemplate, notebooks: list[str], judged: bool) -> set[str]:
-    """The judge's helpers to start as a student's grading begins: those the reference run's checks
-    asked in these notebooks (all of them for a notebook it noted nothing for). Any other one
-    starts on its first request: a student who handed in one notebook starts no JAX for another."""
+def helpers_ahead(template: TaskTemplate, notebooks: list[str], judged: bool, names: tuple[str, ...]) -> set[str]:
+    """The judge's helpers (of `names`, the student's) to start as a student's grading begins: those
+    the reference run's checks asked in these notebooks (all of them for a notebook it noted
+    nothing for). Any other one starts on its first request: a student who handed in one notebook
+    starts no JAX for another."""
     if not judged:
         return set()
-    return {helper for name in notebooks for helper in template.helpers.get(name, HELPER_NAMES)}
+    return {helper for name in notebooks for helper in template.helpers.get(name, names)}
 
 
 def make_next_session(task: StudentTask, template: TaskTemplate, kernel_name: str) -> None:
@@ -226,17 +243,12 @@ def release_sandboxes() -> None:
 
 def _recording(converter, context: NotebookContext | None = None):
     """nbgrader's converter `converter`, keeping what a notebook's failure raised as data
-    (`failure`) instead of only in its log, and handing the notebook's context to each of its
-    preprocessors that takes one (execute.SandboxedExecute, execute.RequireSandbox)."""
+    (`failure`) instead of only in its log, and holding the notebook's context for each of its
+    preprocessors that takes one (execute.SandboxedExecute, execute.RequireSandbox: they find it
+    through their parents, execute.context_of)."""
 
     class Recording(converter):
         failure: Failure | None = None
-
-        def _init_preprocessors(self) -> None:
-            super()._init_preprocessors()
-            for preprocessor in self.exporter._preprocessors:  # nbgrader's converters set this list themselves
-                if isinstance(preprocessor, (SandboxedExecute, RequireSandbox)):  # not a course's own with that name
-                    preprocessor.context = context
 
         def convert_single_notebook(self, notebook_filename: str) -> None:
             try:
@@ -245,6 +257,7 @@ def _recording(converter, context: NotebookContext | None = None):
                 self.failure = self.failure or failure_of(error, None)
                 raise
 
+    setattr(Recording, CONTEXT_ON_CONVERTER, context)
     Recording.__name__ = converter.__name__  # nbgrader's config sections are named for the class
     return Recording
 
@@ -276,7 +289,7 @@ def _nbgrader_said(outcome: dict) -> str:
     return lines[0].removeprefix("[ERROR] ").removeprefix("[CRITICAL] ").strip()[:300] if lines else "no reason given"
 
 
-def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
+def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict[str, NotebookGrades]]:
     from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(db_url(course)) as gb:
@@ -285,17 +298,19 @@ def _read_grades(course: Path, student_id: str) -> tuple[str | None, dict]:
         except MissingEntry:
             return None, {}
         timestamp = submission.timestamp.isoformat() if submission.timestamp else None
-        notebooks = {}
-        for nb in submission.notebooks:
-            notebooks[nb.name] = {
-                "grades": {
-                    g.name: {"auto_score": g.auto_score, "needs_manual_grade": bool(g.needs_manual_grade)}
-                    for g in nb.grades
-                },
-                "comments": {c.name: c.auto_comment for c in nb.comments},
-                "late_penalty": nb.late_submission_penalty,
-            }
+        notebooks = {
+            nb.name: NotebookGrades(
+                {g.name: CellGrade(g.auto_score, bool(g.needs_manual_grade)) for g in nb.grades},
+                {c.name: c.auto_comment for c in nb.comments},
+                nb.late_submission_penalty,
+            )
+            for nb in submission.notebooks
+        }
         return timestamp, notebooks
+
+
+#: What the watchdog says when it ends a notebook's sandbox past its budget and grace.
+PAST_THE_BUDGET = "it ran past its time budget and was stopped"
 
 
 def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading.Timer:
@@ -304,12 +319,43 @@ def _watchdog(seconds: float, fired: list, session: SandboxSession) -> threading
 
     def fire():
         fired.append(True)
-        session.halt("the notebook ran past its time budget")
+        session.halt(PAST_THE_BUDGET)
 
     timer = threading.Timer(seconds, fire)
     timer.daemon = True
     timer.start()
     return timer
+
+
+def _notebook_troubles(
+    name: str, record: NotebookRecord, failure: Failure | None, fired: bool, graded: bool
+) -> list[Trouble]:
+    """What went wrong in one notebook, by kind: it was not graded at all (nbgrader failed on it,
+    or the watchdog ended it before it was written), it ran past its budget, or the troubles its
+    record noted (a limit, a cell's timeout, the kernel's death)."""
+    if failure is not None or not graded:
+        failure = record.failure or failure
+        if fired:
+            return [Trouble(TroubleKind.TIME_BUDGET, f"{PAST_THE_BUDGET}; graded 0", name)]
+        if failure is None:
+            return [Trouble(TroubleKind.NOT_GRADED, "nbgrader wrote no autograded notebook; graded 0", name)]
+        where = f" (in cell {failure.cell + 1})" if failure.cell is not None else ""
+        return [Trouble(TroubleKind.NOT_GRADED, f"{failure.cause}{where}; graded 0", name, failure.cell)]
+    if fired:
+        finished = "the checks it had finished keep their points, the rest scored 0"
+        return [Trouble(TroubleKind.TIME_BUDGET, f"{PAST_THE_BUDGET}; {finished}", name)]
+    return [dataclasses.replace(trouble, notebook=name) for trouble in record.troubles]
+
+
+def _timing(name: str, seconds: float, record: NotebookRecord) -> NotebookTiming:
+    """Where the notebook's seconds went: starting its kernel, its first cell (the imports), its
+    other cells, its test cells, and the rest (nbgrader's own steps)."""
+    cells = record.cells
+    first = cells[0]["seconds"] if cells else 0.0
+    tests = sum(c["seconds"] for c in cells if c["test"])
+    work = sum(c["seconds"] for c in cells[1:] if not c["test"])
+    rest = max(0.0, seconds - record.kernel_start - first - work - tests)
+    return NotebookTiming(name, seconds, record.kernel_start, first, work, tests, rest)
 
 
 def notebook_budget(own: float, student_deadline: float, now: float) -> float | None:
@@ -341,7 +387,7 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         for name, data in {**task.extra_files, **task.notebooks}.items():
             (submitted / name).write_bytes(data)
         session = student_session(task, template)
-        api = autograde_api(course, task.options, session.sandbox.limits)
+        api = autograde_api(course, task.options, session.sandbox.limits, task.not_graded)
         # No Execute.kernel_name: nbgrader runs the kernel the notebooks name.
         kernel_name = nbgrader_setting(api.config, "Execute", "kernel_name") or notebook_kernel(
             template.source.notebook(assignment.notebooks[0])
@@ -349,7 +395,8 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         judged = bool(api.config.SandboxedExecute.judge_source)
         submitted_notebooks = [name for name in assignment.notebooks if name in task.notebooks]
         # while nbgrader prepares the first notebook
-        start_session(session, kernel_name, helpers_ahead(template, submitted_notebooks, judged))
+        helpers = helper_names(session.adapter.helpers)
+        start_session(session, kernel_name, helpers_ahead(template, submitted_notebooks, judged, helpers))
         autograded = course / "autograded" / task.student_id / assignment.id
 
         # Time is the course's to give, not the submission's to take: each notebook has the budget the
@@ -359,17 +406,21 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         for position, name in enumerate(submitted_notebooks):
             budget = notebook_budget(own[name], student_deadline, time.monotonic())
             if budget is None:  # the student's time is spent: graded with what finished, the class goes on
-                result.broken.append(
-                    f"{name}: not graded: this student's time budget of {sum(own.values()):.0f} s ran out "
-                    "before it; graded 0"
+                spent = Trouble(
+                    TroubleKind.TIME_BUDGET,
+                    f"not graded: this student's time budget of {sum(own.values()):.0f} s ran out before it; graded 0",
+                    name,
                 )
-                result.judged[name] = {"seconds": 0.0, "budget": 0.0, "past_budget": True, "cells": {}}
+                result.broken.append(spent)
+                result.outcomes[name] = NotebookOutcome(0.0, 0.0, troubles=(spent,))
                 continue
             if position == 1:
                 # After this student's first notebook: the next sandbox's imports then fill the
                 # waits of this student's later ones, instead of delaying the next first notebook.
                 _make_next_session_or_log(task, template, kernel_name)
-            context = NotebookContext(session, NotebookRecord(), budget)
+            context = NotebookContext(
+                session, NotebookRecord(), budget, reserve=max(0.0, budget - task.options.time_floor) if budget else 0.0
+            )
             record = context.record
             fired: list = []
             timer = _watchdog(budget + task.options.watchdog_grace, fired, session)
@@ -380,47 +431,13 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
                 timer.cancel()
             seconds = time.perf_counter() - t0
             if record.ledger is not None:
-                result.flags += [f"{name}: {finding}" for finding in record.ledger.findings]
-            result.judged[name] = {
-                "seconds": seconds,
-                "budget": budget,
-                "past_budget": bool(fired) or past_budget(record.trouble),
-                "cells": dict(record.ledger.items) if record.ledger is not None else {},
-            }
-            cells = record.cells
-            first = cells[0]["seconds"] if cells else 0.0
-            tests = sum(c["seconds"] for c in cells if c["test"])
-            work = sum(c["seconds"] for c in cells[1:] if not c["test"])
-            result.timings.append(
-                {
-                    "notebook": name,
-                    "total": seconds,
-                    "kernel_start": record.kernel_start,
-                    "first_cell_imports": first,
-                    "notebook_work": work,
-                    "hidden_and_public_tests": tests,
-                    "nbgrader_overhead": max(0.0, seconds - record.kernel_start - first - work - tests),
-                }
+                result.flags += [Trouble(TroubleKind.REVIEW, finding, name) for finding in record.ledger.findings]
+            troubles = _notebook_troubles(name, record, failure, fired=bool(fired), graded=(autograded / name).exists())
+            result.broken += troubles
+            result.outcomes[name] = NotebookOutcome(
+                seconds, budget, dict(record.ledger.items) if record.ledger is not None else {}, tuple(troubles)
             )
-            path = autograded / name
-            if failure is not None or not path.exists():
-                failure = record.failure or failure
-                reason = (
-                    "it ran past its time limit and was stopped"
-                    if fired
-                    else failure.cause + (f" (in cell {failure.cell + 1})" if failure.cell is not None else "")
-                    if failure is not None
-                    else "nbgrader wrote no autograded notebook"
-                )
-                result.broken.append(f"{name}: {reason}; graded 0")
-                continue
-            if fired:
-                result.broken.append(
-                    f"{name}: it ran past its time limit and was stopped; the checks it had "
-                    "finished keep their points, the rest scored 0"
-                )
-            else:
-                result.broken += [f"{name}: {trouble}" for trouble in record.trouble]
+            result.timings.append(_timing(name, seconds, record))
 
         if len(submitted_notebooks) < 2:
             _make_next_session_or_log(task, template, kernel_name)
@@ -437,11 +454,13 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         if result.autograded:
             failure = _convert(api, GenerateFeedback, task.student_id)
             if failure is not None:
-                result.broken.append(f"feedback could not be generated: {failure.cause}")
+                result.broken.append(
+                    Trouble(TroubleKind.NO_FEEDBACK, f"feedback could not be generated: {failure.cause}")
+                )
         feedback_dir = course / "feedback" / task.student_id / assignment.id
         for path in sorted(feedback_dir.glob("*.html")) if feedback_dir.exists() else []:
             result.feedback[path.name] = path.read_text()
-        result.timings.append({"notebook": "(feedback)", "total": time.perf_counter() - t0})
+        result.timings.append(NotebookTiming("(feedback)", time.perf_counter() - t0))
     finally:
         if session is not None:
             session.remove()

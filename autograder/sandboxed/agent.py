@@ -6,19 +6,14 @@ request, as an execute request of its own (not stored in the kernel's history): 
 text after autograder/sandboxed/wire.py's, and the request. Nothing of a hidden test travels: a request
 names a learner's function and carries data (arrays drawn fresh for the run). The answer goes
 back as one display output of type RESPONSE_MIME, and is only ever data (wire.py). A learner's
-JAX program is never asked of the kernel: the judge's program builder rebuilds it from the
-answer cells (autograder/sandboxed/program_builder.py).
+program is never asked of the kernel: an adapter's helpers rebuild it from the answer cells (the
+JAX adapter's program builder, autograder/adapters/jax_programs/).
 
 Requests (JSON):
 
     {"op": "describe", "names": [...]}   each name of the learner's: a value, a handle, or missing
     {"op": "call", "target": <value>, "args": [...], "kwargs": [[name, value], ...]}
-    {"op": "residual_count", "target": <value>, "args": [...], "inputs": [i, ...], "wrap": <value> | null}
-                                         how many values jax.vjp of the function (wrapped) keeps,
-                                         with respect to the args at `inputs`, the others fixed:
-                                         what the judge compares with the program it rebuilt from
-                                         the answer cells
-    {"op": "memory_plan", ...}           the same function's gradient, compiled: its memory plan
+    ...                                  and what the assignment's adapter adds (OPERATIONS)
 
 A timed executable ({"$timed": ...}) asks the judge, through the kernel's stdin channel, at each
 call and at each wait for a result: the judge answers when it chooses, and notes when it was
@@ -77,15 +72,23 @@ class _Timed:
         return self._pending(self, call, result, waited=lambda: self._ask("wait", call))
 
 
-def _as_jax(array):
-    import jax.numpy
+#: What makes an array the judge sent as the assignment's own array type (JAX's, say) one again,
+#: as "module.function" (its `asarray`): set by the grader when it installs the agent, from the
+#: assignment's adapter (`Adapter.native_arrays`); None: arrays stay NumPy's.
+NATIVE_ARRAYS = None
 
-    return jax.numpy.asarray(array)
+
+def _as_native(array):
+    import importlib
+
+    module, _, function = str(NATIVE_ARRAYS).rpartition(".")
+    return getattr(importlib.import_module(module), function)(array)
 
 
 def _value(data):
-    """A value of the judge's, as the learner's code would have been given it (JAX arrays as JAX arrays)."""
-    return decode(data, resolve=_resolve, as_jax=_as_jax)
+    """A value of the judge's, as the learner's code would have been given it (an array of the
+    assignment's own type as one)."""
+    return decode(data, resolve=_resolve, as_native=_as_native if NATIVE_ARRAYS else None)
 
 
 def _resolve(form, data, nested):
@@ -167,66 +170,20 @@ def _call(request) -> dict:
     return {"result": encode(target(*args, **kwargs), keep=_keep)}
 
 
-def _traced(request):
-    """(the kernel's function of the request's inputs, the other arguments fixed, traced as the
-    program builder traces a program and run from its jaxpr, wrapped as the request says; the
-    inputs' values)."""
-    import jax
-    import jax.extend
-
-    function = _value(request["target"])
-    args = [_value(item) for item in request.get("args", [])]
-    inputs = [int(at) for at in request["inputs"]]
-
-    def program(*values):
-        given = dict(zip(inputs, values))
-        return function(*[given.get(at, arg) for at, arg in enumerate(args)])
-
-    values = [args[at] for at in inputs]
-    run = jax.extend.core.jaxpr_as_fun(jax.make_jaxpr(program)(*values))
-
-    def traced(*values):
-        outputs = run(*values)
-        return outputs[0] if len(outputs) == 1 else list(outputs)
-
-    if request.get("wrap") is not None:
-        traced = _value(request["wrap"])(traced)
-    return traced, values
-
-
-def _residual_count(request) -> dict:
-    import jax
-
-    traced, values = _traced(request)
-    return {"result": len(jax.tree_util.tree_leaves(jax.vjp(traced, *values)[1]))}
-
-
-#: The compiler's memory plan, field by field (the artifact runner's MEMORY_FIELDS).
-PLAN_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes")
-
-
-def _memory_plan(request) -> dict:
-    import jax
-
-    traced, values = _traced(request)
-    argnums = [int(at) for at in request.get("argnums", [0])]
-    which = argnums[0] if len(argnums) == 1 else tuple(argnums)
-    analysis = jax.jit(jax.grad(traced, argnums=which)).lower(*values).compile().memory_analysis()
-    plan = None if analysis is None else {name: int(getattr(analysis, name)) for name in PLAN_FIELDS}
-    return {"result": encode(plan)}
+#: The requests this agent answers, by "op". An assignment's adapter may add its own: its
+#: `Adapter.kernel_operations` texts run after this one's and add to it (the JAX adapter's
+#: residual count and memory plan, which compare a kernel's function with the judge's program).
+OPERATIONS = {
+    "describe": lambda request: _describe(request["names"]),
+    "call": _call,
+}
 
 
 def respond(line: str) -> dict:
     """The response to one request line (raised exceptions of the learner's code included)."""
     request = loads(line)
-    operations = {
-        "describe": lambda r: _describe(r["names"]),
-        "call": _call,
-        "residual_count": _residual_count,
-        "memory_plan": _memory_plan,
-    }
     try:
-        return operations[request["op"]](request)
+        return OPERATIONS[request["op"]](request)
     except WireError as error:
         return {"refused": str(error)}
     except BaseException as error:  # the learner's code raised (or exited): that is the answer

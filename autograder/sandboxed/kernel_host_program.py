@@ -4,27 +4,30 @@ The grader's side is autograder/kernel/kernel_host.py. This text is sent after c
 by the grader's bootstrap (autograder/kernel/control_line.py: it imports nothing of the grader, which
 the sandbox does not show). It is the sandbox's first process: it takes its private line to the
 grader, drops to the kernel's unprivileged uid, and then, warm, imports what every kernel imports
-(ipykernel, NumPy, JAX: about a second, paid once per student instead of once per notebook) and
-serves one request per line, each answered with the nonce it came with. For each request:
+(ipykernel's modules, and what the assignment's adapter names: NumPy and JAX for a JAX course,
+about a second, paid once per student instead of once per notebook) and serves one request per
+line, each answered with the nonce it came with. For each request:
 
 1. it ends every other process in the sandbox (what the previous notebook left running);
 2. it empties /tmp, /run/kernel and /dev/shm, and makes a fresh working copy of the
    assignment's shipped files in /tmp/submission, with an empty $HOME and IPYTHONDIR: nothing
    a notebook wrote (an IPython startup file, a package that would shadow a shipped module)
    reaches the next;
-3. from the second request on, it imports Matplotlib too, once (only some notebooks plot: a
-   student who hands in one notebook mostly needs none of it, one who hands in several pays for
-   it once), in that fresh workspace, so that nothing a kernel left can reach its configuration;
+3. from the second request on, it imports what only some notebooks import (the adapter's later
+   preload: Matplotlib for the lesson, whose notebooks plot), once: a student who hands in one
+   notebook mostly needs none of it, one who hands in several pays for it once; in that fresh
+   workspace, so that nothing a kernel left can reach its configuration;
 4. it forks the kernel, which closes the line, sets its limits (confine.set_limits) and starts
    ipykernel, listening on no TCP port.
 
-Forking is safe because the host starts no thread, JAX backend or ZeroMQ context. It is not
+Forking is safe because the host starts no thread, backend (JAX's) or ZeroMQ context. It is not
 dumpable, so a kernel can neither trace it nor open its memory, descriptors or environment; its
 command line is zeros; as the first process of its PID namespace it takes no signal a kernel
 sends it. Cold (`warm` false), the host imports nothing ahead and serves one kernel.
 
 The configuration (kernel_host.KernelHost's): uid, own_pid_namespace, warm, scratch, keep,
-workdir, assignment, connection, limits, and the line (control_line.ControlLine.config).
+workdir, assignment, connection, limits, preload and preload_later (the adapter's modules), and
+the line (control_line.ControlLine.config).
 """
 
 from __future__ import annotations
@@ -140,14 +143,14 @@ class Host:
     def serve(self, reader, writer, start: str) -> None:
         """A forked kernel per request, its pid answered; warm, with the kernels' imports made ahead."""
         if self.config["warm"]:
-            import_the_kernels_stack()
+            import_the_kernels_stack(self.config.get("preload", []))
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are not waited for; orphans are reaped
         reply(writer, start, {"ready": True})
         for served, (nonce, request) in enumerate(requests(reader)):
             self.end_the_others()
             self.fresh_workspace()
             if served == 1 and self.config["warm"]:
-                import_the_plotting_stack()
+                import_where_possible(self.config.get("preload_later", []))
             # What the host imported is never garbage: frozen, a kernel's full collections skip
             # it (about 0.1 s of a notebook's CPU time) and leave its shared pages unwritten.
             gc.freeze()
@@ -225,7 +228,7 @@ def print_in_pieces() -> None:
     iostream.OutStream._flush_buffers = in_pieces  # type: ignore[method-assign]  # monkeypatched on purpose
 
 
-#: What IPKernelApp.initialize imports, and what every notebook of the lesson imports.
+#: What IPKernelApp.initialize imports, whatever the assignment.
 KERNELS_STACK = (
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
@@ -234,32 +237,26 @@ KERNELS_STACK = (
     "IPython.core.completerlib",
     "IPython.extensions.storemagic",
     "tornado.platform.asyncio",
-    "numpy",
-    "jax",
-    "jax.numpy",
 )
-#: What only the notebooks that plot import (about a third of a second).
-PLOTTING_STACK = ("matplotlib", "matplotlib.pyplot")
 
 
-def import_the_kernels_stack() -> None:
-    """KERNELS_STACK, and the debugger's modules (IPythonKernel imports them as it starts)."""
+def import_the_kernels_stack(preload) -> None:
+    """KERNELS_STACK, then what every notebook of the assignment imports (`preload`, its adapter's),
+    and the debugger's modules (IPythonKernel imports them as it starts)."""
     import importlib
 
-    for name in KERNELS_STACK:
+    for name in (*KERNELS_STACK, *preload):
         importlib.import_module(name)
-    try:
-        importlib.import_module("ipykernel.debugger")
-    except ImportError:
-        pass
+    import_where_possible(["ipykernel.debugger"])
 
 
-def import_the_plotting_stack() -> None:
-    """PLOTTING_STACK, where it can be imported (an assignment's environment may lack it)."""
+def import_where_possible(names) -> None:
+    """These modules, in order, as far as they can be imported (an assignment's environment may
+    lack one: its notebooks then fail on it themselves)."""
     import importlib
 
     try:
-        for name in PLOTTING_STACK:
+        for name in names:
             importlib.import_module(name)
     except ImportError:
         pass

@@ -77,11 +77,45 @@ def only_allowed() -> None:
         def find_spec(self, name, path=None, target=None):
             if name.partition(".")[0] not in allowed and name.partition(".")[0] not in SHIPPED:
                 raise ModuleNotFoundError(
-                    f"No module named {name!r} (this process offers NumPy and the standard library only)"
+                    f"No module named {name!r} (this process offers NumPy and the standard library only)", name=name
                 )
             return None
 
     sys.meta_path.insert(0, OnlyAllowed())
+
+
+#: Names an answer cell commonly gives JAX (bound in another cell of the notebook, which this
+#: process never runs), besides those its own failed imports would have bound.
+CONVENTIONAL_JAX_NAMES = frozenset({"jax", "jnp", "lax", "jsp", "jrandom"})
+#: Per loaded cell: the names that stand for JAX there.
+JAX_NAMES: dict[str, set] = {}
+#: What a learner reads when a NumPy-only answer reaches for JAX.
+NOT_AVAILABLE = "JAX is not available here; use NumPy"
+
+
+def _is_jax(module) -> bool:
+    return isinstance(module, str) and module.partition(".")[0] in ("jax", "jaxlib")
+
+
+def _bound_by(statement) -> set:
+    """The names an import statement binds (`import jax.numpy as jnp`: jnp; `import jax`: jax)."""
+    import ast
+
+    if not isinstance(statement, ast.Import | ast.ImportFrom):
+        return set()
+    return {alias.asname or alias.name.partition(".")[0] for alias in statement.names}
+
+
+def without_jax(error: BaseException, jax_names) -> BaseException:
+    """error, said as what the learner must change when it comes from reaching for JAX (a name
+    that stands for JAX, an import of it); otherwise error itself."""
+    if isinstance(error, NameError) and getattr(error, "name", None) in jax_names:
+        return NameError(f"{NOT_AVAILABLE} ({error}: this answer cell runs alone, where JAX cannot be imported)")
+    if isinstance(error, ImportError) and _is_jax(error.name):
+        return ModuleNotFoundError(
+            f"{NOT_AVAILABLE} (this answer cell runs alone, where {error.name!r} cannot be imported)"
+        )
+    return error
 
 
 def answer(request, cells: dict) -> dict:
@@ -94,11 +128,15 @@ def answer(request, cells: dict) -> dict:
 
         namespace = {"__name__": "__answer_cell__", "np": numpy, "numpy": numpy}
         cells[str(request["cell"])] = namespace
+        JAX_NAMES[str(request["cell"])] = set(CONVENTIONAL_JAX_NAMES)
         # One statement at a time: one that cannot run here (it needs JAX, say) is left out, so the
         # function is judged on its own; a function that needs JAX fails when it is called.
         for statement in ast.parse(str(request["source"])).body:
             try:
                 exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
+            except ImportError as error:
+                if _is_jax(error.name):  # the names it would have bound are JAX's
+                    JAX_NAMES[str(request["cell"])] |= _bound_by(statement)
             except Exception:
                 pass
         return {"loaded": True}
@@ -110,7 +148,11 @@ def answer(request, cells: dict) -> dict:
         if function is None:
             raise NameError(f"the answer cell, run where JAX cannot be imported, does not define {request['name']!r}")
         args = [decode(item, resolve=_resolve) for item in request["args"]]
-        return {"result": encode(function(*args))}
+        try:
+            result = function(*args)
+        except (NameError, ImportError) as error:
+            raise without_jax(error, JAX_NAMES.get(str(request["cell"]), CONVENTIONAL_JAX_NAMES)) from None
+        return {"result": encode(result)}
     raise WireError(f"no operation {request['op']!r}")
 
 

@@ -8,7 +8,7 @@ code, no object of the sender's choosing: whatever a learner's process does to i
 the conversation, the grader receives data and checks it.
 
     {"$list": [...]}  {"$tuple": [...]}  {"$dict": [[key, value], ...]}
-    {"$array": {"dtype": "float32", "shape": [16], "data": "<base64>", "jax": false}}
+    {"$array": {"dtype": "float32", "shape": [16], "data": "<base64>", "native": false}}
     {"$handle": 3, "type": "function", "callable": true}        an object left where it lives
     {"$shipped": ["<shipped module>", "<function>"], "args": [...], "kwargs": [...]}
                                                                   rebuilt from a shipped module
@@ -102,13 +102,14 @@ def encode(value, *, keep=None, _depth: int = 0, _budget: _Budget | None = None)
             raise WireError(f"arrays of dtype {array.dtype.name} do not travel")
         budget.count(0, array.nbytes)
         data = base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
-        module = type(value).__module__ or ""
         return {
             "$array": {
                 "dtype": array.dtype.name,
                 "shape": [int(n) for n in array.shape],
                 "data": data,
-                "jax": module.startswith(("jax", "jaxlib")),
+                # an array of another library's (the assignment's own array type): made one again
+                # where the receiver can (decode's as_native)
+                "native": not isinstance(value, np.ndarray | np.generic),
                 "scalar": isinstance(value, np.generic),
             }
         }
@@ -124,11 +125,11 @@ def encode(value, *, keep=None, _depth: int = 0, _budget: _Budget | None = None)
     raise WireError(f"a {type(value).__name__} does not travel as data")
 
 
-def decode(data, *, resolve=None, as_jax=None, _depth: int = 0, _budget: _Budget | None = None):
+def decode(data, *, resolve=None, as_native=None, _depth: int = 0, _budget: _Budget | None = None):
     """Wire data as a value. resolve(form, data, nested) builds the non-data forms ($handle,
-    $shipped, $timed, $arg); without it they are a WireError. as_jax(array) turns the arrays sent
-    as JAX arrays back into JAX arrays (the kernel's side); otherwise every array is NumPy's.
-    Anything malformed is a WireError."""
+    $shipped, $timed, $arg); without it they are a WireError. as_native(array) turns the arrays
+    sent as another library's (JAX's, say) into that library's again (the kernel's side);
+    otherwise every array is NumPy's. Anything malformed is a WireError."""
     budget = _budget or _Budget()
     budget.count()
     if _depth > MAX_DEPTH:
@@ -144,7 +145,7 @@ def decode(data, *, resolve=None, as_jax=None, _depth: int = 0, _budget: _Budget
     form = next(iter(data))
     if not isinstance(form, str) or not form.startswith("$"):
         raise WireError("not a value of the wire format: an object without a $form")
-    nested = lambda item: decode(item, resolve=resolve, as_jax=as_jax, _depth=_depth + 1, _budget=budget)  # noqa: E731
+    nested = lambda item: decode(item, resolve=resolve, as_native=as_native, _depth=_depth + 1, _budget=budget)  # noqa: E731
     body = data[form]
     if form in ("$list", "$tuple"):
         if not isinstance(body, list):
@@ -171,7 +172,7 @@ def decode(data, *, resolve=None, as_jax=None, _depth: int = 0, _budget: _Budget
         return result
     if form == "$array":
         array = _array(body, budget)
-        return as_jax(array) if as_jax is not None and body.get("jax") is True else array
+        return as_native(array) if as_native is not None and body.get("native") is True else array
     if resolve is not None:
         return resolve(form, data, nested)
     raise WireError(f"{form} is not accepted here")

@@ -33,9 +33,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
+from autograder.course.outcomes import TroubleKind
 from autograder.course.paths import ROOT, SOLUTIONS
-from autograder.kernel.sandbox import Limits
 from autograder.run.grade import grade
 from tests.fixtures import build as fixtures
 from tests.grading import options
@@ -77,6 +77,11 @@ NAMED_MISTAKES = {
     ),
     "mistake-segments-not-checkpointed": ("03-experiment", "test-sqrt-segments", "found 49"),
     "mistake-timing-no-block-until-ready": ("02-build", "test-timing-samples", "not waited for before the next call"),
+    "mistake-timing-sorted-samples": ("02-build", "test-timing-samples", "in the order you took them"),
+    "mistake-layer-backward-uses-jax": ("01-understand", "test-layer-backward", "JAX is not available here"),
+    "mistake-kinds-one-bucket": ("02-build", "test-residual-kinds", "every entry is in one kind"),
+    "mistake-oracle-reversed-order": ("02-build", "test-reverse-oracle", "in reverse order"),
+    "mistake-segments-isqrt-length": ("03-experiment", "test-sqrt-segments", "exactly segment_length"),
 }
 #: Fixtures that tamper with the grading: the static scan must name each for review.
 MUST_BE_FLAGGED = (
@@ -202,7 +207,8 @@ def _notebook_id(name: str) -> str:
 
 
 def read_scores(path: Path) -> list[dict]:
-    """Rows of a cells.csv or of the expected table, scores as floats (None: awaiting manual grading)."""
+    """Rows of a cells.csv or of the expected table, scores as floats (None: awaiting manual grading:
+    an empty score in the expected table, a pending cell in cells.csv)."""
     with path.open(newline="") as stream:
         rows = [
             row for row in csv.DictReader(stream) if row.get("student_id") and not row["student_id"].startswith("#")
@@ -214,7 +220,7 @@ def read_scores(path: Path) -> list[dict]:
             "student_id": row["student_id"].strip(),
             "notebook": _notebook_id(row["notebook"].strip()),
             "grade_id": row["grade_id"].strip(),
-            "score": _number(row["score"]),
+            "score": None if row.get("pending") == "yes" else _number(row["score"]),
             "max_score": _number(row["max_score"]),
             "note": (row.get("note") or "").strip(),
         }
@@ -247,11 +253,14 @@ def graded(tmp_path_factory, canaries) -> Graded:
     # A copy: hostile submissions must not be able to touch the repository's fixtures.
     shutil.copytree(fixtures.SUBMISSIONS, submissions)
     start = time.perf_counter()
-    result = grade(submissions, out, options(jobs=JOBS, cell_timeout=CELL_TIMEOUT, limits=Limits(**TIME_BUDGET)))
+    result = grade(submissions, out, options(jobs=JOBS, cell_timeout=CELL_TIMEOUT, **TIME_BUDGET))
     seconds = time.perf_counter() - start
     stored = read_scores(out / "cells.csv")
     returned = {
-        (r["student_id"], _notebook_id(r["notebook"]), r["grade_id"]): (_number(r["score"]), _number(r["max_score"]))
+        (r["student_id"], _notebook_id(r["notebook"]), r["grade_id"]): (
+            None if r["pending"] == "yes" else _number(r["score"]),
+            _number(r["max_score"]),
+        )
         for r in result.cells
     }
     assert returned == {
@@ -347,12 +356,9 @@ def test_every_fixture_is_graded(graded):
 def test_broken_notebooks_are_reported(graded):
     assert [name for name in MUST_BE_BROKEN if name not in graded.broken] == [], f"broken: {graded.broken}"
     # A kernel stopped at a limit says which limit.
-    assert any("process limit" in reason for reason in graded.broken["hostile-fork-bomb"]), graded.broken[
-        "hostile-fork-bomb"
-    ]
-    assert any("memory limit" in reason for reason in graded.broken["hostile-memory-hog"]), graded.broken[
-        "hostile-memory-hog"
-    ]
+    for student, limit in (("hostile-fork-bomb", "process limit"), ("hostile-memory-hog", "memory limit")):
+        troubles = graded.broken[student]
+        assert any(t.kind is TroubleKind.LIMIT and limit in t.message for t in troubles), troubles
 
 
 def test_solutions_earn_every_auto_graded_point(graded):
@@ -431,7 +437,7 @@ def test_tampering_scan_names_every_fixture(graded):
         rows = list(csv.DictReader(handle))
     assert {row["student_id"] for row in rows} == set(graded.flagged)
     assert sorted((row["student_id"], row["finding"]) for row in rows) == sorted(
-        (student, finding) for student, findings in graded.flagged.items() for finding in findings
+        (student, finding.line()) for student, findings in graded.flagged.items() for finding in findings
     )
     assert all(re.match(r"^\d\d-[a-z]+\.ipynb: ", row["finding"]) for row in rows), rows[:3]
 
@@ -448,8 +454,8 @@ AIMED_AT_VERDICTS = {
 def test_verdict_messages_refused_and_flagged(graded, student):
     """No message reaches a verdict and each attempt is flagged."""
     assert student not in graded.broken, graded.broken.get(student)  # nbgrader never read "inf" or no text
-    refused = [f for f in graded.flagged[student] if "aimed at the grader's report and score was refused" in f]
-    assert {finding.split(".ipynb: ")[0] for finding in refused} == AIMED_AT_VERDICTS[student], graded.flagged
+    refused = [f for f in graded.flagged[student] if "aimed at the grader's report and score was refused" in f.message]
+    assert {f.notebook.removesuffix(".ipynb") for f in refused} == AIMED_AT_VERDICTS[student], graded.flagged
     for path in (graded.out / "course" / "autograded" / student / "performance-05").glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -542,8 +548,8 @@ def test_the_grader_itself_failed_no_student(graded):
 
 def test_stalling_notebook_stops_at_budget(graded):
     """A stalling notebook stops at its time budget and keeps its finished check."""
-    (reason,) = [r for r in graded.broken["hostile-slow-cells"] if "time budget" in r]
-    assert "01-understand.ipynb" in reason and "keep their points" in reason
+    (reason,) = [r for r in graded.broken["hostile-slow-cells"] if r.kind is TroubleKind.TIME_BUDGET]
+    assert reason.notebook == "01-understand.ipynb" and "keep their points" in reason.message
     page = (graded.out / "feedback" / "hostile-slow-cells" / "01-understand.html").read_text()
     assert "time budget" in page  # the feedback says where it stopped
 
@@ -564,9 +570,9 @@ def test_pages_and_notebooks_stay_small(graded):
 
 def test_review_lines_have_no_control_chars(graded):
     """Review lines carry no terminal control character."""
-    findings = graded.flagged["hostile-console-escape"] + graded.flagged["hostile-deep-expression"]
+    findings = [f.line() for f in graded.flagged["hostile-console-escape"] + graded.flagged["hostile-deep-expression"]]
     assert any("\\x1b" in f for f in findings) and any("not scanned" in f for f in findings)
-    for line in [f for found in graded.flagged.values() for f in found]:
+    for line in [f.line() for found in graded.flagged.values() for f in found]:
         assert not any(ord(ch) < 32 and ch != "\t" for ch in line), line
     text = (graded.out / "flags.csv").read_text()
     assert "\x1b" not in text

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course.assignment import assignment_files, install_assignment
-from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.course.assignment import BundleOrigin
 from autograder.course.paths import RELEASE, ROOT
 from autograder.run.grade import main as grade_main
 from autograder.run.grade import refused_out
@@ -35,8 +35,8 @@ PY = sys.executable
 def _class(tmp_path: Path) -> tuple[Path, Path]:
     """A course with the assignment installed, and a one-student class."""
     course = tmp_path / "course"
-    install_assignment(ROOT, course)
-    shutil.copyfile(ROOT / "autograder" / "nbgrader_config.py", course / "nbgrader_config.py")
+    BundleOrigin(ROOT).install_assignment(course)
+    shutil.copyfile(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     subs = tmp_path / "subs"
     (subs / "ann").mkdir(parents=True)
     shutil.copyfile(RELEASE / NOTEBOOKS[0], subs / "ann" / NOTEBOOKS[0])
@@ -139,8 +139,6 @@ def test_installed_messages_name_no_make_target():
     named = re.compile(rf"\bmake ({'|'.join(targets)})\b")
     found = []
     for path in sorted((ROOT / "autograder").glob("*.py")):
-        if path.name == "bench_grading.py":  # `make bench-grading` is a checkout's benchmark
-            continue
         tree = ast.parse(path.read_text())
         docstrings = {
             id(node.value)
@@ -172,7 +170,7 @@ def test_install_assignment_installs_exact_files(tmp_path):
     assert installed == sorted([*NOTEBOOKS, *SHIPPED_MODULES, *SHIPPED_FILES])
     assert "remat_sweep_reference.py" not in installed
     # The same bytes as the checkout's, and every module a notebook imports is among them.
-    for name, path in assignment_files(ROOT).items():
+    for name, path in BundleOrigin(ROOT).assignment_files().items():
         assert (course / "source" / ASSIGNMENT / name).read_bytes() == path.read_bytes()
     # Again: refused, then --force replaces the folder whole (an answer file copied by hand goes).
     (course / "source" / ASSIGNMENT / "remat_sweep_reference.py").write_text("# the answer")
@@ -325,20 +323,35 @@ def test_kernel_search_finds_no_class(tmp_path, capsys):
             assert "canaries found: []" in printed, printed[-2000:]
             assert "borrowed answers from" not in printed and secret not in printed
             cells = list(csv.DictReader(open(out / "cells.csv")))
-            assert sum(float(row["score"] or 0) for row in cells) == 0
+            assert sum(float(row["score"]) for row in cells) == 0
     finally:
         shutil.rmtree(beside_venv, ignore_errors=True)
 
 
 def test_console_table_counts_recheck_like_csv():
-    """A manual grade kept while its changed answer awaits a re-check: cells.csv leaves the cell
-    empty (pending), nbgrader's export and grades.csv count the kept score, and so does the table."""
+    """A manual grade kept while its changed answer awaits a re-check: cells.csv counts the kept
+    score and says the cell is pending, as nbgrader's export and grades.csv count it, and so does
+    the table."""
     from autograder.course.assignment import Assignment
     from autograder.run.grade import GradingResult, score_table
 
     rows = [
-        {"student_id": "ann", "notebook": "04-exercise", "grade_id": "test-hvp", "score": 5.0, "max_score": 6.0},
-        {"student_id": "ann", "notebook": "04-exercise", "grade_id": "answer-why-hvp", "score": "", "max_score": 2.0},
+        {
+            "student_id": "ann",
+            "notebook": "04-exercise",
+            "grade_id": "test-hvp",
+            "score": 5.0,
+            "max_score": 6.0,
+            "pending": "no",
+        },
+        {
+            "student_id": "ann",
+            "notebook": "04-exercise",
+            "grade_id": "answer-why-hvp",
+            "score": 1.5,
+            "max_score": 2.0,
+            "pending": "yes",
+        },
     ]
     result = GradingResult(
         cells=rows,
@@ -347,7 +360,6 @@ def test_console_table_counts_recheck_like_csv():
         seconds=0.0,
         students=["ann"],
         assignment=Assignment(ASSIGNMENT, ("04-exercise.ipynb",)),
-        kept={("ann", "04-exercise", "answer-why-hvp"): 1.5},
     )
     line = next(line for line in score_table(result).splitlines() if line.startswith("ann"))
     assert line.split()[1:] == ["6.5/8*", "6.5/8"]

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
-from autograder.course.defaults import ASSIGNMENT, NOTEBOOKS
+from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS
 from autograder.course.paths import AUTOGRADER, RELEASE, ROOT, SOLUTIONS
 from autograder.gradebook.class_gradebook import GradebookError
 from autograder.run.grade import grade
@@ -51,10 +51,12 @@ def _cells(out: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def _row(out: Path, student: str, notebook: str, cell: str) -> dict:
+    return next(r for r in _cells(out) if (r["student_id"], r["notebook"], r["grade_id"]) == (student, notebook, cell))
+
+
 def _score(out: Path, student: str, notebook: str, cell: str) -> str:
-    return next(
-        r["score"] for r in _cells(out) if (r["student_id"], r["notebook"], r["grade_id"]) == (student, notebook, cell)
-    )
+    return _row(out, student, notebook, cell)["score"]
 
 
 def grade_by_hand(
@@ -124,7 +126,7 @@ def test_the_samples_score_what_their_readme_says(graded):
     found: dict[str, dict[str, list[float]]] = {}
     for row in _cells(graded):
         points = found.setdefault(row["student_id"], {}).setdefault(row["notebook"], [0.0, 0.0])
-        points[0] += float(row["score"] or 0)
+        points[0] += float(row["score"])
         points[1] += float(row["max_score"])
     for student, notebooks in documented.items():
         for notebook in STEMS:
@@ -240,7 +242,10 @@ def test_changed_answer_keeps_grade_for_recheck(regraded):
     )
     assert line is not None, printed
     assert "changed" in line and "kept" in line
-    assert _score(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp") == ""  # awaits the instructor again
+    # Awaits the instructor again, counted as it stands (the kept grade), as grades.csv counts it.
+    assert _row(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp") | {"score": "1.0", "pending": "yes"} == (
+        _row(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp")
+    )
     export = _cli("autograder.commands.export", "--out", str(out))
     assert export.returncode == 1
     assert re.search(r"^PENDING sample-two-mistakes: .*04-exercise/answer-why-hvp", export.stdout, re.M), export.stdout
@@ -249,6 +254,7 @@ def test_changed_answer_keeps_grade_for_recheck(regraded):
     settled = _cli("autograder.commands.export", "--out", str(out))
     assert settled.returncode == 1  # its other written answer was never graded
     assert "PENDING sample-two-mistakes: 05-evidence/explanation\n" in settled.stdout, settled.stdout
+    assert _row(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp")["pending"] == "no"
     assert _score(out, "sample-two-mistakes", "04-exercise", "answer-why-hvp") == "1.0"
 
 
@@ -303,7 +309,7 @@ def test_lms_export_layout_and_numbers(out):
     cells = _cells(out)
     pending = {}
     for row in cells:
-        if row["score"] == "":
+        if row["pending"] == "yes":
             pending.setdefault(row["student_id"], []).append(f"{row['notebook']}/{row['grade_id']}")
     assert sorted(pending) == ["sample-complete", "sample-two-mistakes"], pending
 
@@ -326,7 +332,7 @@ def test_lms_export_layout_and_numbers(out):
         by_notebook = dict.fromkeys(STEMS, 0.0)
         for row in cells:
             if row["student_id"] == student:
-                value = manual.get(row["grade_id"]) if row["score"] == "" else float(row["score"])
+                value = manual.get(row["grade_id"]) if row["pending"] == "yes" else float(row["score"])
                 by_notebook[row["notebook"]] += value
         return by_notebook
 
@@ -374,7 +380,7 @@ def test_lms_export_layout_and_numbers(out):
 
     # What the samples were made to show: the complete one earns every automatic point, the one
     # with two mistakes loses exactly the points of two cells.
-    automatic = [r for r in cells if r["score"] != ""]
+    automatic = [r for r in cells if r["pending"] == "no"]
     complete = [r for r in automatic if r["student_id"] == "sample-complete"]
     assert all(float(r["score"]) == float(r["max_score"]) for r in complete)
     assert number(by_id["sample-complete"][5]) == sum(float(r["max_score"]) for r in complete) + sum(

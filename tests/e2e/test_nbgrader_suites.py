@@ -44,7 +44,7 @@ def test_nbgrader_suites_pass_with_plugin(tmp_path):
         "PYTHONPATH": str(ROOT),
     }
     command = [sys.executable, "-m", "pytest", "--pyargs", *SUITES, "-p", "tests.nbgrader_with_the_grader"]
-    command += ["-p", "no:cacheprovider", "-q", "-rs", "--rootdir", str(tmp_path)]
+    command += ["-p", "no:cacheprovider", "-q", "-rfEs", "--rootdir", str(tmp_path)]
     run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000)
     report = run.stdout[-6000:] + run.stderr[-2000:]
     assert run.returncode == 0, report

@@ -9,7 +9,10 @@ nbgrader_config.py, is graded with `nbgrader generate_assignment`, `nbgrader aut
   stage 2 deserves), and a canary in the instructor's home is read by no kernel;
 - a second assignment, not this lesson's (tests/fixtures/second_assignment.py): honest students
   score what stock nbgrader gives them, the hostile one is contained;
-- where the sandbox cannot start, `nbgrader autograde` stops with exit 3 and grades nobody.
+- where the sandbox cannot start, `nbgrader autograde` stops with exit 3 and grades nobody;
+- a class with a notebook that is not JSON, one missing, one renamed and a re-check is graded
+  alike by `nbgrader autograde` and by `autograder grade`, cell by cell, every problem named, and
+  every output of a route gives the same totals and the same pending cells.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from autograder.adapters.lesson import ASSIGNMENT
 from autograder.course.assignment import nbgrader_env, new_course, stock_nbgrader_env
-from autograder.course.defaults import ASSIGNMENT
 from autograder.notebook.plugin import CLASS_REPORT
 from tests.fixtures import build as fixtures
 from tests.fixtures import second_assignment
@@ -111,8 +114,11 @@ def test_plugin_autograde_scores_as_make(tmp_path, instructor_home):
     assert all(student in (report / "report.html").read_text() for student in STUDENTS)
     items = list(csv.DictReader(open(report / "report" / "items.csv")))
     oracle = [row for row in items if row["cell"] == "test-reverse-oracle"]
-    assert oracle and all(row["of"] == str(len(STUDENTS)) for row in oracle)
-    assert min(int(row["passed"]) for row in oracle) <= len(STUDENTS) - 2  # the mistake and the unanswered one
+    counted = ("attempted", "not attempted", "not checked")
+    assert oracle and all(sum(int(row[c]) for c in counted) == len(STUDENTS) for row in oracle)
+    # the mistake fails them; the forged submission's stage 2 is unanswered: not attempted
+    assert min(int(row["attempted"]) - int(row["passed"]) for row in oracle) >= 1
+    assert all(int(row["not attempted"]) >= 1 for row in oracle)
     feedback = _nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", env=env)
     assert feedback.returncode == 0, feedback.stderr[-3000:]
     pages = list((course / "feedback").rglob("*.html"))
@@ -223,3 +229,172 @@ def test_wheel_holds_the_grader_alone(tmp_path):
     assert len(modules) > 50 and sorted(modules - set(names)) == []
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
     assert "autograder = autograder.commands.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def _cells(db: Path, assignment: str) -> dict[tuple[str, str, str], tuple[float, bool]]:
+    """{(student, notebook, cell): (score as the gradebook counts it, pending)}."""
+    with Gradebook(f"sqlite:///{db}") as gb:
+        return {
+            (submission.student.id, nb.name, grade.name): (float(grade.score), bool(grade.needs_manual_grade))
+            for submission in gb.find_assignment(assignment).submissions
+            for nb in submission.notebooks
+            for grade in nb.grades
+        }
+
+
+def _override(db: Path, student: str, notebook: str, cell: str, score: float) -> None:
+    """What formgrader's box does: a person's score for a cell."""
+    with Gradebook(f"sqlite:///{db}") as gb:
+        grade = gb.find_grade(cell, notebook, second_assignment.ASSIGNMENT, student)
+        grade.manual_score, grade.needs_manual_grade = score, False
+        gb.db.commit()
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _totals(cells: dict) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for (student, _, _), (score, _) in cells.items():
+        found[student] = found.get(student, 0.0) + score
+    return found
+
+
+def _report_totals(report: Path) -> dict[str, float]:
+    return {row["student"]: float(row["total"]) for row in _rows(report / "report" / "scores.csv")}
+
+
+def _report_problems(report: Path) -> set[tuple[str, str, str]]:
+    return {(row["student"], row["notebook"], row["kind"]) for row in _rows(report / "report" / "needs-a-person.csv")}
+
+
+def test_both_routes_agree_on_a_class_with_problems(tmp_path, instructor_home):
+    """A class with a notebook that is not JSON (erin's text), one missing and one handed in under
+    another name (fay's arithmetic), and a re-check (partly-wrong's overridden test, whose answer
+    then changes): `nbgrader autograde` grades erin's other notebook as `autograder grade` does,
+    both name every problem in their log, report and feedback, give the same score in every cell
+    after the regrade, and every output of each gives the same totals and pending cells."""
+    home, _ = instructor_home
+    env = _env(home, tmp=tmp_path / "tmp")
+    assignment = second_assignment.ASSIGNMENT
+    course = second_assignment.make_course(tmp_path / "course", plugin=True, judged=True)
+    submitted = course / "submitted"
+    shutil.rmtree(submitted / "hostile")
+    shutil.copytree(submitted / "right", submitted / "erin")
+    (submitted / "erin" / assignment / "text.ipynb").write_text('{"cells": [{"cell_type": "code", ')
+    shutil.copytree(submitted / "right", submitted / "fay")
+    (submitted / "fay" / assignment / "arithmetic.ipynb").rename(
+        submitted / "fay" / assignment / "arithmetic (1).ipynb"
+    )
+    assert _nbgrader(course, "generate_assignment", assignment, "--force", env=env).returncode == 0
+
+    # Route A: nbgrader's own command. nbgrader alone stops erin at NotJSONError.
+    first_a = _nbgrader(course, "autograde", assignment, env=env, timeout=600)
+    log_a = first_a.stdout + first_a.stderr
+    assert first_a.returncode == 0, log_a[-3000:]
+    assert "NotJSONError" not in log_a, log_a[-3000:]
+    assert "SAWarning" not in log_a, log_a[-3000:]
+    for line in (
+        "BROKEN  erin: text.ipynb: not a readable notebook",
+        "MISSING fay: arithmetic.ipynb: not handed in; graded 0",
+        "NOTE    fay: arithmetic (1).ipynb: not a notebook of the assignment (perhaps arithmetic.ipynb, renamed)",
+    ):
+        assert line in log_a, line
+    route_a = _cells(course / "gradebook.db", assignment)
+    assert route_a[("erin", "arithmetic", "test-arithmetic")] == (2.0, False)  # her other notebook, graded
+    assert route_a[("erin", "text", "test-text")] == (0.0, False)
+    assert route_a[("fay", "arithmetic", "test-arithmetic")] == (0.0, False)
+    assert route_a[("fay", "text", "test-text")] == (2.0, False)
+
+    # Route B: the grader's own run on the same course.
+    bin_dir = Path(PY).parent
+    grade = [str(bin_dir / "autograder"), "grade", "submitted", "--course", ".", "--assignment", assignment]
+    env_b = {**env, "PATH": f"{bin_dir}:{env['PATH']}"}
+    first_b = subprocess.run(grade, cwd=course, env=env_b, capture_output=True, text=True, timeout=900)
+    assert first_b.returncode == 0, first_b.stdout[-3000:] + first_b.stderr[-3000:]
+    assert "BROKEN erin (" in first_b.stdout  # counted as it finishes, not only after
+    for line in (
+        "BROKEN  erin: text.ipynb: not a readable notebook",
+        "MISSING fay: arithmetic.ipynb: not handed in; graded 0",
+        "NOTE    fay: arithmetic (1).ipynb: not a notebook of the assignment (perhaps arithmetic.ipynb, renamed)",
+        "1 with a notebook not read (BROKEN), 1 with notebooks missing (MISSING), "
+        "1 with a notebook under another name (NOTE)",
+        "judge seed: ",
+    ):
+        assert line in first_b.stdout, line
+    out = course / "autograder" / assignment
+    assert _cells(out / "course" / "gradebook.db", assignment) == route_a
+
+    # Each route's report and feedback name the problems.
+    report_a = course / CLASS_REPORT / assignment
+    problems = {("erin", "text", "unreadable"), ("fay", "arithmetic", "missing"), ("fay", "arithmetic (1)", "renamed")}
+    assert _report_problems(report_a) == problems == _report_problems(out)
+    assert _nbgrader(course, "generate_feedback", assignment, env=env).returncode == 0
+    for folder in (course / "feedback" / "erin" / assignment, out / "feedback" / "erin"):
+        page = (folder / "arithmetic.html").read_text()
+        assert "Not graded in this assignment" in page and "text.ipynb" in page, folder
+    unreadable_page = (course / "feedback" / "erin" / assignment / "text.html").read_text()
+    assert "The grader could not read this notebook" in unreadable_page
+
+    # A person overrides partly-wrong's arithmetic test on both routes; then the answer changes.
+    for db in (course / "gradebook.db", out / "course" / "gradebook.db"):
+        _override(db, "partly-wrong", "arithmetic", "test-arithmetic", 1.0)
+    fixed = second_assignment._answered(
+        "arithmetic.ipynb", "def add(a, b):\n    return a + b", second_assignment.JUDGED_SOURCES
+    )
+    nbformat.write(fixed, submitted / "partly-wrong" / assignment / "arithmetic.ipynb")
+    again_a = _nbgrader(course, "autograde", assignment, "--force", env=env, timeout=600)
+    assert again_a.returncode == 0, again_a.stderr[-3000:]
+    again_b = subprocess.run(grade, cwd=course, env=env_b, capture_output=True, text=True, timeout=900)
+    assert again_b.returncode == 0, again_b.stdout[-3000:] + again_b.stderr[-3000:]
+    recheck = "RECHECK partly-wrong: arithmetic/test-arithmetic: the answer changed since it was graded by hand"
+    assert recheck in again_a.stdout + again_a.stderr and recheck in again_b.stdout
+    route_a = _cells(course / "gradebook.db", assignment)
+    route_b = _cells(out / "course" / "gradebook.db", assignment)
+    assert route_b == route_a, "the two routes disagree after the re-check"
+    assert route_a[("partly-wrong", "arithmetic", "test-arithmetic")] == (1.0, True)  # kept, to check again
+
+    # One truth on route B: the terminal, cells.csv, grades.csv, the report, formgrader's API, the
+    # LMS file and nbgrader's own export agree on every total and on what is pending.
+    truth, pending = _totals(route_b), {(s, nb, g) for (s, nb, g), (_, p) in route_b.items() if p}
+    table = {
+        line.split()[0]: float(next(w for w in reversed(line.split()) if "/" in w).split("/")[0])
+        for line in again_b.stdout.splitlines()
+        if line.split() and line.split()[0] in truth
+    }
+    cells = _rows(out / "cells.csv")
+    from_cells: dict[str, float] = {}
+    for row in cells:
+        from_cells[row["student_id"]] = from_cells.get(row["student_id"], 0.0) + float(row["score"])
+    assert {(r["student_id"], r["notebook"], r["grade_id"]) for r in cells if r["pending"] == "yes"} == pending
+    grades = {row["student_id"]: float(row["raw_score"]) for row in _rows(out / "grades.csv")}
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}") as gb:
+        formgrader = {s["student"]: float(s["score"]) for s in gb.submission_dicts(assignment)}
+    exported = subprocess.run(
+        [str(bin_dir / "autograder"), "export", "--out", str(out), "--allow-pending"],
+        cwd=course,
+        env=env_b,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert "PENDING partly-wrong: arithmetic/test-arithmetic" in exported.stdout
+    lms = {row["SIS User ID"]: float(row[assignment]) for row in _rows(out / f"lms-{assignment}.csv")[1:]}
+    assert _nbgrader(out / "course", "export", env=env).returncode == 0
+    nbgrader_own = {row["student_id"]: float(row["raw_score"]) for row in _rows(out / "course" / "grades.csv")}
+    report = _report_totals(out)
+    report_pending = {
+        (student, row["notebook"], row["cell"])
+        for row in _rows(out / "report" / "pending-manual.csv")
+        for student in row["who"].split(", ")
+    }
+    assert table == from_cells == grades == formgrader == nbgrader_own == report == truth
+    assert lms == {s: v for s, v in truth.items() if s not in {p[0] for p in pending}}
+    assert report_pending == pending
+    # And on route A: the report and nbgrader's export count what its gradebook counts.
+    assert _nbgrader(course, "export", env=env).returncode == 0
+    course_export = {row["student_id"]: float(row["raw_score"]) for row in _rows(course / "grades.csv")}
+    assert _report_totals(report_a) == course_export == _totals(route_a)

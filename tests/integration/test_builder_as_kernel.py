@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from autograder.course.defaults import SHIPPED_MODULES
+from autograder.adapters.lesson import SHIPPED_MODULES
 from autograder.course.paths import RELEASE
 from autograder.kernel.kernels import GRADING_ENV, SandboxedKernelManager, SandboxSession
 from autograder.kernel.sandbox import find_sandbox

@@ -166,7 +166,7 @@ def test_halting_session_ends_stalled_helper(tmp_path):
     What the watchdog does past a notebook's budget: the kernel's sandbox and the helpers end."""
     session = SandboxSession(UNSAFE, tmp_path / "session", tmp_path)
     helpers = session.judge_helpers()
-    stalled = helpers.numpy_only = helpers.watcher.helpers[1] = FakeHelper(tmp_path, "stops-reading")
+    stalled = helpers._helpers["numpy_only"] = helpers.watcher.helpers[0] = FakeHelper(tmp_path, "stops-reading")
     try:
         assert finished(lambda: stalled.request({"op": "first"}, 30))[0] == {"ok": True}
         threading.Timer(0.5, session.halt, ["the notebook ran past its time budget"]).start()
@@ -224,7 +224,10 @@ class CountingHelpers:
 
     def __init__(self):
         self.requests = []
-        self.numpy_only = self
+
+    def __getitem__(self, name):
+        assert name == "numpy_only"
+        return self
 
     def request(self, message, timeout):
         self.requests.append(message["op"])
@@ -299,7 +302,7 @@ def test_fresh_helper_keeps_nothing_of_earlier_notebook(tmp_path, which):
     """A cell that leaves a process of its own session (out of reach of its process group) and
     shadows a shipped module: at the next notebook the helper's sandbox holds its first process
     alone again, and the shipped files as shipped."""
-    from autograder.course.defaults import SHIPPED_MODULES
+    from autograder.adapters.lesson import SHIPPED_MODULES
     from autograder.course.paths import RELEASE
     from autograder.kernel.helpers import ProgramBuilder
     from autograder.kernel.sandbox import find_sandbox
@@ -340,7 +343,7 @@ def test_helper_started_ahead_is_taken_when_first_asked(tmp_path):
 def test_builder_forks_find_the_shipped_modules_as_shipped(tmp_path):
     """A fork that writes over a shipped module in its working directory changes nothing for the
     next fork: the builder imported the notebook's prelude from the shipped files before forking."""
-    from autograder.course.defaults import SHIPPED_MODULES
+    from autograder.adapters.lesson import SHIPPED_MODULES
     from autograder.course.paths import RELEASE
     from autograder.kernel.helpers import ProgramBuilder
     from autograder.kernel.sandbox import find_sandbox

@@ -21,7 +21,14 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder.course.defaults import CHECKS_MODULE, NOTEBOOKS, SHIPPED_MODULES
+from autograder.adapters.jax_programs.sandboxed import (
+    artifact_runner,
+    kernel_operations,  # noqa: F401  (the JAX requests, added to the agent)
+    program_builder,
+)
+from autograder.adapters.jax_programs.sandboxed.program_data import program_as_data
+from autograder.adapters.lesson import ADAPTER as LESSON
+from autograder.adapters.lesson import CHECKS_MODULE, NOTEBOOKS, SHIPPED_MODULES
 from autograder.course.hidden_tests import BEGIN, END
 from autograder.course.paths import SOLUTIONS
 from autograder.judge.core import (
@@ -33,8 +40,7 @@ from autograder.judge.core import (
     kernel_part,
     learner_names,
 )
-from autograder.sandboxed import agent, artifact_runner, numpy_runner, program_builder
-from autograder.sandboxed.program_data import program_as_data
+from autograder.sandboxed import agent, numpy_runner
 from autograder.sandboxed.wire import MAX_DEPTH, WireError, decode, dumps, encode, loads
 from tests.reports import assert_judges_lines_only
 
@@ -190,6 +196,7 @@ class InProcessKernel:
         self.namespace, self.timed, self.dead, self.sent = namespace, {}, None, []
         self.tamper = tamper
         monkeypatch.setattr(agent, "_user_namespace", lambda: self.namespace)
+        monkeypatch.setattr(agent, "NATIVE_ARRAYS", LESSON.native_arrays)  # as the grader installs the agent
         monkeypatch.setattr(builtins, "input", self._input)
 
     def _input(self, prompt=""):
@@ -244,6 +251,9 @@ class InProcessHelpers:
 
     def fresh(self):
         pass
+
+    def __getitem__(self, name):  # as the student's JudgeHelpers are asked
+        return getattr(self, name)
 
 
 @pytest.fixture(scope="module")
@@ -302,7 +312,15 @@ def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5, builder_tam
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
             exec(compile(cell.source, "<answer>", "exec"), namespace)
     kernel = InProcessKernel(namespace, monkeypatch, tamper)
-    judge = Judge(kernel, InProcessHelpers(builder_tamper), trusted, seed, answer_cells(notebook), timeout=60)
+    judge = Judge(
+        kernel,
+        InProcessHelpers(builder_tamper),
+        trusted,
+        seed,
+        answer_cells(notebook),
+        timeout=60,
+        evidence=LESSON.evidence,
+    )
     return judge, kernel
 
 
@@ -348,7 +366,7 @@ def test_non_data_kernel_answer_earns_nothing(monkeypatch, trusted):
 
 def test_made_up_timing_samples_earn_nothing(monkeypatch, trusted):
     judge, kernel = _judge("02-build.ipynb", monkeypatch, trusted)
-    kernel.namespace["timing_samples"] = lambda compiled, x, repeats=5: [0.05] * repeats
+    kernel.namespace["timing_samples"] = lambda compiled, x, repeats=7, warmups=3: [0.05] * repeats
     earned, report = judge.run_cell(_source("02-build.ipynb", "test-timing-samples"), 3)
     assert earned == 0, report
 
@@ -385,8 +403,9 @@ def test_unsynchronized_timing_loses_wait_item(monkeypatch, trusted):
         time.sleep(0.03)
         return reply
 
-    def unsynchronized(compiled, x, repeats=5):
-        np.asarray(compiled(x))  # the warm-up is waited for; the timed calls are not
+    def unsynchronized(compiled, x, repeats=7, warmups=3):
+        for _ in range(warmups):
+            np.asarray(compiled(x))  # the warm-ups are waited for; the timed calls are not
         samples = []
         for _ in range(repeats):
             start = time.perf_counter()
@@ -463,6 +482,8 @@ def test_numpy_only_cell_alone_jax_fails(monkeypatch, trusted):
     monkeypatch.setattr(numpy_runner, "answer", _without_jax(numpy_runner.answer))
     earned, report = judge.run_cell(_source("01-understand.ipynb", "test-layer-backward"), 3)
     assert earned == 0 and "NameError" in report
+    # What the learner must change, not only what Python could not find.
+    assert "JAX is not available here; use NumPy" in report
 
 
 def _without_jax(answer):
@@ -594,7 +615,7 @@ def test_wrong_segment_activations_fail(checkpoint, kept, monkeypatch, trusted):
     _with_answer(judge, kernel, "sqrt_segments_loss", _segments_answer(checkpoint))
     source = _source("03-experiment.ipynb", "test-sqrt-segments")
     earned, report = judge.run_cell(source, 4)
-    visible = "[FAIL] 0/1  16 layers in segments of 4 keep one activation per segment, not one per layer"
+    visible = "[FAIL] 0/1  16 layers in segments of 2, and of 8: one activation kept per segment, not one per layer"
     assert earned == 2 and visible in report and kept in report, report
     assert visible.split("  ", 1)[1] in source[: source.index(BEGIN)]  # a visible item: make validate says so
 
@@ -838,7 +859,7 @@ def test_unrebuildable_object_earns_nothing(monkeypatch, trusted):
     judge, _ = _judge("03-experiment.ipynb", monkeypatch, trusted)
     orphan = LearnerFunction(judge, 1, "something", "function")  # no origin: not a name, not a call's result
     with pytest.raises(LearnerRaised, match="cannot be made again"):
-        judge.artifact(orphan, "grad", [np.zeros(3, np.float32)], None, 0)
+        judge.evidence_about(orphan, "grad", [np.zeros(3, np.float32)], None, 0)
 
 
 HAND_MADE_EXPORT = '''

@@ -38,6 +38,8 @@ def layout(tmp_path) -> dict:
         "assignment": str(assignment),
         "connection": str(connection),
         "limits": Limits().as_dict(),
+        "preload": ["json"],
+        "preload_later": ["matplotlib"],  # what only some notebooks import (the lesson's adapter's)
     }
 
 
@@ -137,7 +139,7 @@ sys.path.insert(0, {root!r})
 import autograder.sandboxed.kernel_host_program as program
 
 SCRATCH = None
-PLOTTING = []  # what Matplotlib's folder held each time the host imported the plotting stack
+PLOTTING = []  # what Matplotlib's folder held each time the host imported the later preload
 
 
 def start_ipykernel(cells):
@@ -154,8 +156,8 @@ def start_ipykernel(cells):
         handle.write("backend: module://planted\\n")  # what a kernel could leave for the host's import
     time.sleep(60)
 
-program.import_the_kernels_stack = lambda: None
-program.import_the_plotting_stack = lambda: PLOTTING.append(sorted(os.listdir(os.path.join(SCRATCH, "matplotlib"))))
+program.import_the_kernels_stack = lambda preload: None
+program.import_where_possible = lambda names: PLOTTING.append(sorted(os.listdir(os.path.join(SCRATCH, "matplotlib"))))
 program.start_ipykernel = start_ipykernel
 
 

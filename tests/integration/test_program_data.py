@@ -1,4 +1,4 @@
-"""A program written as data (autograder/sandboxed/program_data.py): made again, it saves what the original
+"""A program written as data (autograder/adapters/jax_programs/sandboxed/program_data.py): made again, it saves what the original
 saves and plans what the original plans; what is not JAX's own never comes back."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 from jax.extend import core as jaxpr_core
 
-from autograder.sandboxed.program_data import MAX_EQUATIONS, program_as_data, program_from_data
+from autograder.adapters.jax_programs.sandboxed.program_data import MAX_EQUATIONS, program_as_data, program_from_data
 from autograder.sandboxed.wire import WireError, dumps, loads
 
 WEIGHTS = np.asarray(jax.random.normal(jax.random.key(0), (16, 16, 16)) / 4, np.float32)

@@ -26,7 +26,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.course.defaults import SHIPPED_MODULES
+from autograder.adapters.lesson import SHIPPED_MODULES
 from autograder.course.paths import RELEASE
 from autograder.kernel.helpers import NumpyOnlyRunner, ProgramBuilder
 from autograder.kernel.kernels import SandboxedKernelManager, SandboxSession

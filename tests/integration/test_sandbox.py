@@ -27,7 +27,9 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from autograder.course.defaults import SHIPPED_MODULES
+from autograder.adapters.jax_programs.compile_cache import JAX_CACHE
+from autograder.adapters.lesson import ADAPTER as LESSON
+from autograder.adapters.lesson import SHIPPED_MODULES
 from autograder.course.paths import RELEASE, ROOT, SOLUTIONS
 from autograder.kernel import compile_cache
 from autograder.kernel.kernels import SandboxedKernelManager, SandboxSession
@@ -55,11 +57,15 @@ def test_kernel_env_keeps_numerics_not_cache():
         "HOME": "/home/instructor",
         "AWS_SECRET_ACCESS_KEY": "canary",
     }
-    env = kernel_env(instructor)
+    lesson = {"inherit": LESSON.inherited_env, "withhold": JAX_CACHE.withheld}
+    env = kernel_env(instructor, **lesson)
     assert env["JAX_ENABLE_X64"] == "1" and env["XLA_FLAGS"] == instructor["XLA_FLAGS"]
     assert [name for name in env if name.startswith("JAX_") and "CACHE" in name] == []
     assert "AWS_SECRET_ACCESS_KEY" not in env and env["HOME"] == "/tmp/home"
-    assert kernel_env(instructor, cache="/cache")["JAX_COMPILATION_CACHE_DIR"] == "/cache"
+    extra = JAX_CACHE.reading("/cache")
+    assert kernel_env(instructor, extra=extra, **lesson)["JAX_COMPILATION_CACHE_DIR"] == "/cache"
+    # An assignment without the JAX adapter inherits nothing of JAX's.
+    assert not [name for name in kernel_env(instructor) if name.startswith(("JAX_", "XLA_"))]
 
 
 def _notebook(*sources: str) -> nbformat.NotebookNode:
@@ -82,7 +88,8 @@ def session_factory(tmp_path, assignment):
 
     def make(fork: bool = True, limits: dict | None = None, **options) -> SandboxSession:
         folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"performance-05-test-{uuid.uuid4().hex[:8]}"
-        session = SandboxSession(find_sandbox(Limits.from_config(limits)), folder, assignment, fork=fork, **options)
+        options.setdefault("adapter", LESSON)  # the lesson's kernels: JAX preloaded, its variables inherited
+        session = SandboxSession(find_sandbox(Limits(**(limits or {}))), folder, assignment, fork=fork, **options)
         made.append(session)
         return session
 
@@ -524,7 +531,6 @@ def test_grader_cuts_output_past_limit(session_factory):
         context=NotebookContext(session),
         timeout=60,
         kernel_name="python3",
-        limits={"output": "1M"},
         extra_arguments=QUIET,
     )
     executor.preprocess(notebook, {})
@@ -548,10 +554,10 @@ def test_kernel_reads_cache_read_only(session_factory, tmp_path):
     cache, work = tmp_path / "cache", tmp_path / "instructor"
     work.mkdir()
     nbformat.write(_notebook(DOUBLE), work / "fill.ipynb")
-    filled = execute_notebook(work / "fill.ipynb", timeout=120, env=compile_cache.writing_env(cache))
+    filled = execute_notebook(work / "fill.ipynb", timeout=120, env=JAX_CACHE.writing(str(cache)))
     assert filled.error is None and any(cache.iterdir()), "the trusted kernel wrote no cache entry"
     before = sorted(p.name for p in cache.iterdir())
-    session = session_factory(cache=cache, env=compile_cache.reading_env("/cache"))
+    session = session_factory(cache=cache, env=JAX_CACHE.reading("/cache"))
     write = (
         "import os\ntry:\n    open(os.path.join(os.environ['JAX_COMPILATION_CACHE_DIR'], 'planted-cache'), 'wb').write(b'x')\n"
         "    print('written')\nexcept OSError as error:\n    print('refused', type(error).__name__)"
@@ -573,9 +579,10 @@ def test_kernel_reads_cache_read_only(session_factory, tmp_path):
 
 def test_foreign_machine_cache_not_used(tmp_path):
     """A cache filled on another kind of machine is not used."""
-    assert compile_cache.write_cache({"jit_f-abc-cache": b"native code"}, "another-cpu", tmp_path / "a") is None
+    jax = LESSON.compiler_distributions
+    assert compile_cache.write_cache({"jit_f-abc-cache": b"native code"}, "another-cpu", tmp_path / "a", jax) is None
     here = compile_cache.write_cache(
-        {"jit_f-abc-cache": b"native code"}, compile_cache.host_signature(), tmp_path / "b"
+        {"jit_f-abc-cache": b"native code"}, compile_cache.host_signature(jax), tmp_path / "b", jax
     )
     assert here == tmp_path / "b" / compile_cache.ENTRIES
     assert (here / "jit_f-abc-cache").read_bytes() == b"native code"
@@ -771,8 +778,8 @@ def test_builder_fork_cannot_reach_its_line(tmp_path, assignment):
     request's time), and that process is ended with its fork."""
     import numpy as np
 
-    from autograder.kernel.helpers import ProgramBuilder
-    from autograder.sandboxed import artifact_runner
+    from autograder.adapters.jax_programs.helpers import ProgramBuilder
+    from autograder.adapters.jax_programs.sandboxed import artifact_runner
     from autograder.sandboxed.wire import decode, encode
 
     builder = ProgramBuilder(find_sandbox(), tmp_path / "builder", assignment=assignment)

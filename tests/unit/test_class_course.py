@@ -11,7 +11,8 @@ from nbgrader.api import Gradebook
 
 from autograder.gradebook import class_course
 from autograder.gradebook.class_course import assignment_structure, structure_changes
-from autograder.gradebook.class_gradebook import _schema_head, db_url
+from autograder.gradebook.class_gradebook import db_url
+from autograder.upstream.nbgrader import schema_head
 
 
 def _kinds(**cells) -> dict:
@@ -28,7 +29,7 @@ def _course(folder: Path, build) -> Path:
     (course / "source" / "ps1").mkdir(parents=True)
     (course / "source" / "ps1" / "01.ipynb").write_text("{}")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(nbgrader.api, "get_alembic_version", _schema_head)  # read here, not by running `alembic`
+        patch.setattr(nbgrader.api, "get_alembic_version", schema_head)  # read here, not by running `alembic`
         gb = Gradebook(db_url(course))
     with gb:
         build(gb)

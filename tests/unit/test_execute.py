@@ -12,6 +12,7 @@ import pytest
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
 
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.judge.judged_cells import JudgedCells, JudgeSettings
 from autograder.kernel.kernels import SandboxSession
 from autograder.kernel.output_caps import MAX_OUTPUTS, SLACK, OutputCaps, size_of
@@ -93,7 +94,7 @@ def test_unmeasurable_output_exceeds_limits():
 
 def test_executor_cuts_one_cell_keeps_next():
     """The executor cuts a cell's output and keeps the next cell's."""
-    executor = SandboxedExecute(limits={"output": "1k"})
+    executor = SandboxedExecute()
     executor.reset_execution_trackers()
     executor.clear_before_next_output = False  # as nbclient sets it when a cell starts
     executor._caps = OutputCaps(1024, 8 << 20)
@@ -111,7 +112,7 @@ def test_executor_cuts_one_cell_keeps_next():
 # ---------------------------------------------------------------------------------------
 @pytest.fixture
 def executor():
-    executor = SandboxedExecute(limits={}, timeout=30)
+    executor = SandboxedExecute(timeout=30)
     executor._stopped = None
     executor._caps = OutputCaps(Limits().output, Limits().notebook_output)
     executor._configured_timeout = 30
@@ -151,9 +152,13 @@ def test_kernel_stopped_at_limit_ends_notebook(executor, monkeypatch):
     assert "stopped because its processes used more than 6 GiB" in first.outputs[-1]["evalue"]
     later = _run_cell(executor, _cell(), 3)
     assert later.outputs[0]["ename"] == "NotRun" and "in cell 3" in later.outputs[0]["evalue"]
-    assert executor.record.trouble == [
-        "the kernel was stopped because its processes used more than 6 GiB of memory, in cell 3; "
-        "the checks that finished before keep their points, the rest scored 0"
+    assert executor.record.troubles == [
+        Trouble(
+            TroubleKind.LIMIT,
+            "the kernel was stopped because its processes used more than 6 GiB of memory, in cell 3; "
+            "the checks that finished before keep their points, the rest scored 0",
+            cell=2,
+        )
     ]
 
 
@@ -206,10 +211,12 @@ def test_notebook_past_budget_runs_no_cell(executor, monkeypatch):
         return cell
 
     monkeypatch.setattr(Execute, "async_execute_cell", runs)
-    executor.budget, executor._deadline = 5.0, 0.0  # long past
+    executor.autograde_budget, executor._deadline = 5.0, 0.0  # long past
     cell = _run_cell(executor, _cell(), 4)
     assert ran == [] and cell.outputs[0]["ename"] == "NotRun"
-    assert "time budget of 5 s, before cell 5" in executor.record.trouble[0]
+    (trouble,) = executor.record.troubles
+    assert trouble.kind is TroubleKind.TIME_BUDGET and trouble.cell == 4
+    assert "time budget of 5 s, before cell 5" in trouble.message
 
 
 def test_cell_timeout_is_budget_left(executor, monkeypatch):
@@ -235,7 +242,7 @@ def test_notebook_end_kept_as_data(tmp_path, monkeypatch):
     session = SandboxSession(Sandbox(bwrap=None), tmp_path / "session", tmp_path)
     context = NotebookContext(session, NotebookRecord())
     try:
-        executor = SandboxedExecute(limits={}, context=context)
+        executor = SandboxedExecute(context=context)
 
         def fails(self, nb, resources=None, km=None):
             self.record.current_cell = 6

@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autograder.course.hidden_tests import strip_hidden_tests
-from autograder.course.intake import NotANotebook, printable, read_notebook, take_in
+from autograder.course.intake import NotANotebook, read_notebook, take_in
 from autograder.course.tampering import scan_notebook, scan_source
+from autograder.course.text_safety import console_line
 from autograder.judge.core import answer_cells
 from autograder.notebook.pages import sanitize_notebook
 
@@ -105,7 +106,7 @@ def test_intake_never_raises(data, tmp_path_factory):
         assert all(isinstance(cell.source, str) for cell in notebook.cells)
         assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
         _every_step(notebook)
-    for line in taken.broken + [f for found in taken.findings.values() for f in found]:
+    for line in [trouble.line() for trouble in taken.broken + taken.findings]:
         assert not any(ord(ch) < 32 and ch != "\t" for ch in line), line
 
 
@@ -146,8 +147,8 @@ def test_odd_issue_notebooks_are_taken_in(odd, tmp_path):
 
 
 def test_console_lines_show_no_control_character():
-    assert printable("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"
-    assert len(printable("x" * 1000)) == 303
+    assert console_line("a\x1b[2Jb\rc\u202ed") == "a\\x1b[2Jb\\rc\\u202ed"
+    assert len(console_line("x" * 1000)) == 303
 
 
 def test_notebook_past_source_bound_is_named():
@@ -159,3 +160,46 @@ def test_notebook_past_source_bound_is_named():
     with pytest.raises(NotANotebook, match=r"MiB of source \(at most 1 MiB are graded\)"):
         read_notebook(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
     read_notebook(json.dumps({"cells": cells[:3], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
+
+
+def test_notebooks_not_graded_named_by_kind():
+    """What is not graded of a student's hand-in, by kind, in the assignment's order, with a renamed
+    notebook matched to the missing one its name starts with; and their lines, names escaped."""
+    from autograder.course.intake import not_graded, not_graded_lines
+    from autograder.course.outcomes import Trouble, TroubleKind
+
+    notebooks = ("01-understand.ipynb", "02-build.ipynb", "03-experiment.ipynb")
+    handed_in = ["01-understand (1).ipynb", "02-build.ipynb", "notes\x1b[2J.ipynb"]
+    unreadable = Trouble(TroubleKind.UNREADABLE, "not a readable notebook (bad JSON); graded 0", "02-build.ipynb")
+    found = not_graded(notebooks, handed_in, [unreadable])
+    assert found == [
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "01-understand.ipynb"),
+        unreadable,
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "03-experiment.ipynb"),
+        Trouble(
+            TroubleKind.RENAMED,
+            "not a notebook of the assignment (perhaps 01-understand.ipynb, renamed); not graded",
+            "01-understand (1).ipynb",
+        ),
+        Trouble(TroubleKind.RENAMED, "not a notebook of the assignment; not graded", "notes\\x1b[2J.ipynb"),
+    ]
+    assert not_graded_lines("ann", found) == [
+        "BROKEN  ann: 02-build.ipynb: not a readable notebook (bad JSON); graded 0",
+        "NOTE    ann: 01-understand (1).ipynb: not a notebook of the assignment (perhaps 01-understand.ipynb, "
+        "renamed); not graded",
+        "NOTE    ann: notes\\x1b[2J.ipynb: not a notebook of the assignment; not graded",
+        "MISSING ann: 01-understand.ipynb, 03-experiment.ipynb: not handed in; graded 0",
+    ]
+    assert not_graded(notebooks, list(notebooks), []) == []
+
+
+def test_an_unreadable_notebook_is_not_scanned_as_another(tmp_path):
+    """A notebook that cannot be read is named once, and no finding of the notebook read before it
+    is counted again under its name."""
+    flagged = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import ctypes\n")])
+    folder = tmp_path
+    (folder / "01-understand.ipynb").write_text(nbformat.writes(flagged))
+    (folder / "02-build.ipynb").write_text('{"cells": [')
+    taken = take_in({name: folder / name for name in ("01-understand.ipynb", "02-build.ipynb")})
+    assert [finding.notebook for finding in taken.findings] == ["01-understand.ipynb"]
+    assert [trouble.notebook for trouble in taken.broken] == ["02-build.ipynb"]

@@ -80,8 +80,8 @@ def test_the_graph_is_read_from_the_code():
 #: The grader's subpackages, earliest first. A module imports only from its own subpackage or an
 #: earlier one; what runs inside a sandbox imports nothing but what is sent with it. The package's
 #: own top-level files (`__init__`, `__main__`, the course configuration) come last.
-ORDER = ("sandboxed", "course", "gradebook", "kernel", "judge", "notebook", "run", "commands")
-TOP_LEVEL = {"__init__", "__main__", "nbgrader_config"}
+ORDER = ("sandboxed", "upstream", "course", "gradebook", "kernel", "judge", "adapters", "notebook", "run", "commands")
+TOP_LEVEL = {"__init__", "__main__"}
 
 
 def subpackage(module: str) -> str:
@@ -115,18 +115,35 @@ def test_imports_go_to_same_or_earlier():
     assert wrong == []
 
 
+def sent_as_text(module: str) -> bool:
+    """Whether a module runs in a sandbox, sent as text: the core's (autograder/sandboxed/) and an
+    adapter's (a `sandboxed` folder of its own)."""
+    return subpackage(module) == "sandboxed" or ".sandboxed." in module
+
+
 def test_sandboxed_code_imports_only_sent():
     """What runs in a sandbox imports only what is sent with it."""
     graph = import_graph()
-    sandboxed = {m for m in graph if subpackage(m) == "sandboxed"}
+    sandboxed = {m for m in graph if m.startswith("autograder.") and sent_as_text(m)}
     wrong = {m: sorted(d for d in graph[m] if d.startswith("autograder.") and d not in sandboxed) for m in sandboxed}
     assert {m: deps for m, deps in wrong.items() if deps} == {}
 
 
-def test_readme_lists_each_module_once():
-    """The README lists every module once under its subpackage."""
-    text = (ROOT / "autograder" / "README.md").read_text().split("## The code, by job")[1].split("\n## ")[0]
-    rows = re.findall(r"^\| (`[a-z]+/`|top level) \| (`[^|]*`) \| [^|]+ \|$", text, re.M)
+def test_core_reaches_adapters_only_by_name():
+    """No module of the core imports an adapter: it loads the one an assignment names (by its
+    name, kernel/adapter.py); adapters may import the core."""
+    core = {m: d for m, d in import_graph().items() if m.startswith("autograder.") and subpackage(m) != "adapters"}
+    assert {
+        m: sorted(d for d in deps if d.startswith("autograder.adapters"))
+        for m, deps in core.items()
+        if any(d.startswith("autograder.adapters") for d in deps)
+    } == {}
+
+
+def test_docs_list_each_module_once():
+    """docs/grader.md lists every module once under its subpackage."""
+    text = (ROOT / "docs" / "grader.md").read_text().split("## The code, by job")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| (`[a-z_/]+/`|top level) \| (`[^|]*`) \| [^|]+ \|$", text, re.M)
     folders = [(folder.strip("`") if folder != "top level" else "", names) for folder, names in rows]
     listed = sorted(f"{folder}{name}" for folder, names in folders for name in re.findall(r"`([^`]+)`", names))
     modules = sorted(str(p.relative_to(ROOT / "autograder")) for p in (ROOT / "autograder").rglob("*.py"))

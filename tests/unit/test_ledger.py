@@ -11,12 +11,14 @@ import pytest
 from nbgrader import utils
 from nbgrader.api import Gradebook
 
-from autograder.gradebook.class_gradebook import fast_schema_stamp, quiet_gradebook_warnings
-from autograder.judge.core import JUDGE_MARKS, LearnerRaised, learner_name, learner_text, report_line, write_verdict
+from autograder.course.text_safety import JUDGE_MARKS, learner_name, learner_text, report_line
+from autograder.gradebook.class_gradebook import quiet_gradebook_warnings
+from autograder.judge.core import LearnerRaised, write_verdict
 from autograder.judge.judged_cells import LEDGER, MAX_FINDINGS, JudgedCells, JudgeSettings, Ledger, LedgerGrades
 from autograder.kernel.output_caps import OutputCaps
 from autograder.kernel.sandbox import Limits
 from autograder.notebook.execute import SandboxedExecute
+from autograder.upstream.nbgrader import fast_schema_stamp
 
 
 def _test_cell(grade_id: str = "test-x", points: float = 3) -> nbformat.NotebookNode:
@@ -150,7 +152,7 @@ def _update(display_id: str, data: dict, msg_type: str = "update_display_data") 
 def executor():
     """A notebook whose cell 0 holds the judge's verdict (output 2 under display_id "score"
     before it was written), cell 1 an output of the learner's under the same id."""
-    executor = SandboxedExecute(limits={}, timeout=30)
+    executor = SandboxedExecute(timeout=30)
     executor.reset_execution_trackers()
     executor.clear_before_next_output = False  # as nbclient sets it when a cell starts
     executor._caps = OutputCaps(Limits().output, Limits().notebook_output)

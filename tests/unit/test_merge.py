@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -10,9 +11,11 @@ import nbgrader.api
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.gradebook.class_gradebook import _schema_head, db_url, quiet_gradebook_warnings
-from autograder.gradebook.merge import _answer_for, _answers, merge_into_gradebook
+from autograder.course.outcomes import CellGrade, NotebookGrades, Trouble, TroubleKind
+from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
+from autograder.gradebook.merge import answer_for, answers_of, merge_into_gradebook
 from autograder.run.worker import StudentResult
+from autograder.upstream.nbgrader import schema_head
 
 ASSIGNMENT = "ps1"
 
@@ -34,7 +37,7 @@ def template(tmp_path_factory) -> Path:
     quiet_gradebook_warnings()
     folder = tmp_path_factory.mktemp("template")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(nbgrader.api, "get_alembic_version", _schema_head)  # read here, not by running `alembic`
+        patch.setattr(nbgrader.api, "get_alembic_version", schema_head)  # read here, not by running `alembic`
         gb = Gradebook(f"sqlite:///{folder / 'gradebook.db'}")
     with gb:
         gb.add_assignment(ASSIGNMENT)
@@ -59,10 +62,7 @@ def _result(student: str, check: float = 1.5, answers: dict | None = None, **not
     """What a worker returns for a student whose notebook 01 was graded."""
     answers = {"answer": "Because it is faster.", "code": "x = 1"} if answers is None else answers
     graded = {
-        "grades": {
-            "check": {"auto_score": check, "needs_manual_grade": False},
-            "answer": {"auto_score": None, "needs_manual_grade": True},
-        },
+        "grades": {"check": CellGrade(check, False), "answer": CellGrade(None, True)},
         "comments": {"answer": None, "code": "No comment"},
         "late_penalty": 0.0,
     }
@@ -70,9 +70,13 @@ def _result(student: str, check: float = 1.5, answers: dict | None = None, **not
     return StudentResult(
         student,
         timestamp="2024-05-01 10:00:00",
-        notebooks={"01": graded},
+        notebooks={"01": NotebookGrades(**graded)},
         autograded={"01.ipynb": _notebook(answers)},
     )
+
+
+def _flag(notebook: str) -> Trouble:
+    return Trouble(TroubleKind.REVIEW, "odd", notebook)
 
 
 def _previous_run(course: Path, student: str, answers: dict | None = None) -> None:
@@ -110,7 +114,7 @@ def _stored(course: Path, student: str) -> dict:
 
 def test_merge_stores_new_students_scores(course):
     """A student new to the gradebook gets the run's automatic scores, comments, penalty, flag and timestamp."""
-    merged = merge_into_gradebook(course, [_result("ada", late_penalty=0.5)], {"ada": {"01.ipynb": ["odd"]}})
+    merged = merge_into_gradebook(course, [_result("ada", late_penalty=0.5)], {"ada": [_flag("01.ipynb")]})
     assert merged.failed == {} and merged.rechecks == []
     stored = _stored(course, "ada")
     assert stored["grades"] == {"check": (1.5, None, None, False), "answer": (None, None, None, True)}
@@ -131,8 +135,8 @@ def test_merge_replaces_earlier_auto_scores(course):
 
 def test_merge_clears_flag_no_longer_raised(course):
     """A notebook flagged by an earlier run is unflagged when this run finds nothing against it."""
-    merge_into_gradebook(course, [_result("ada")], {"ada": {"01.ipynb": ["odd"]}})
-    merge_into_gradebook(course, [_result("ada")], {"ada": {"02.ipynb": ["elsewhere"]}})
+    merge_into_gradebook(course, [_result("ada")], {"ada": [_flag("01.ipynb")]})
+    merge_into_gradebook(course, [_result("ada")], {"ada": [_flag("02.ipynb")]})
     assert _stored(course, "ada")["flagged"] is False
 
 
@@ -149,7 +153,7 @@ def test_merge_keeps_manual_grade_if_unchanged(course):
     assert stored["manual_comments"]["answer"] == "Say why."
 
 
-def test_merge_marks_changed_answer_for_recheck(course):
+def test_merge_marks_changedanswer_for_recheck(course):
     """A manual score on an answer that changed is kept, marked as needing a manual grade, and named in a RECHECK."""
     merge_into_gradebook(course, [_result("ada")], {})
     _grade_by_hand(course, "ada", "answer", score=0.5)
@@ -216,10 +220,11 @@ def test_merge_rolls_back_failed_student(course):
     for student in ("ada", "cy"):
         _previous_run(course, student)
     malformed = _result("ada", check=0.0)
-    del malformed.notebooks["01"]["comments"]  # fails after the new scores were set, before the next student
+    # fails after the new scores were set, before the next student
+    malformed.notebooks["01"] = dataclasses.replace(malformed.notebooks["01"], comments=None)
     merged = merge_into_gradebook(course, [_result("cy"), malformed], {})
     assert list(merged.failed) == ["ada"]
-    assert merged.failed["ada"].startswith("KeyError: ")
+    assert merged.failed["ada"].startswith("AttributeError: ")
     assert _stored(course, "ada")["grades"]["check"] == (2.0, None, None, False)
     assert _stored(course, "cy")["grades"]["check"] == (1.5, None, None, False)
     assert (course / "autograded" / "ada" / ASSIGNMENT / "01.ipynb").exists()
@@ -229,7 +234,7 @@ def test_merge_rolls_back_failed_student(course):
 def test_merge_failed_new_student_left_out(course):
     """A student new to the gradebook whose results cannot be stored is left out of it, with no submission scored 0."""
     malformed = _result("zed")
-    del malformed.notebooks["01"]["comments"]
+    malformed.notebooks["01"] = dataclasses.replace(malformed.notebooks["01"], comments=None)
     assert list(merge_into_gradebook(course, [malformed], {}).failed) == ["zed"]
     with Gradebook(db_url(course)) as gb:
         left = ([s.student.id for s in gb.find_assignment(ASSIGNMENT).submissions], [s.id for s in gb.students])
@@ -241,7 +246,7 @@ def test_merge_failed_keeps_earlier_timestamp(course):
     merge_into_gradebook(course, [_result("ada")], {})
     malformed = _result("ada")
     malformed.timestamp = "2030-01-01 00:00:00"
-    del malformed.notebooks["01"]["comments"]
+    malformed.notebooks["01"] = dataclasses.replace(malformed.notebooks["01"], comments=None)
     assert list(merge_into_gradebook(course, [malformed], {}).failed) == ["ada"]
     assert _stored(course, "ada")["timestamp"].year == 2024
 
@@ -262,15 +267,15 @@ def test_merge_empties_merged_students_folders(course):
 
 def test_answers_reads_solution_cells_only():
     """The answers of a notebook are its solution cells' stripped sources by grade id; an unreadable notebook has none."""
-    assert _answers(_notebook({"a": "  one\n", "b": "two"})) == {"a": "one", "b": "two"}
-    assert _answers("not a notebook") is None
-    assert _answers(None) is None
+    assert answers_of(_notebook({"a": "  one\n", "b": "two"})) == {"a": "one", "b": "two"}
+    assert answers_of("not a notebook") is None
+    assert answers_of(None) is None
 
 
-def test_answer_for_test_cell_is_every_answer():
+def testanswer_for_test_cell_is_every_answer():
     """A solution cell's grade judges its own answer; a test cell's grade judges all the notebook's answers."""
     answers = {"a": "one", "b": "two"}
-    assert _answer_for(answers, "a") == "one"
-    assert _answer_for(answers, "check") == _answer_for({"a": "one", "b": "two"}, "other")
-    assert _answer_for(answers, "check") != _answer_for({"a": "one", "b": "2"}, "check")
-    assert _answer_for(None, "a") is None
+    assert answer_for(answers, "a") == "one"
+    assert answer_for(answers, "check") == answer_for({"a": "one", "b": "two"}, "other")
+    assert answer_for(answers, "check") != answer_for({"a": "one", "b": "2"}, "check")
+    assert answer_for(None, "a") is None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-from autograder.run.progress import Progress
+from autograder.course.outcomes import Trouble, TroubleKind
+from autograder.run.progress import Progress, Summary
 from autograder.run.worker import StudentResult
 
 
@@ -47,10 +48,39 @@ def test_grader_failure_counted_as_broken():
     progress = Progress(1, stream, clock=clock)
     clock.now += 4
     progress.update(_result("cy", 2.0, failed=["its worker died twice"]))
-    progress.finish(5.0)
+    progress.finish(5.0, Summary(graded=0, failed=1))
     lines = stream.getvalue().splitlines()
     assert lines[0] == "FAILED cy (1/1) in 2.0 s on host:1; ETA 0 s"
-    assert lines[1] == "summary: 0 graded, 1 with broken parts, 5.0 s wall, 5.0 s per student (2.0 s of work each)"
+    assert lines[1] == (
+        "summary: 0 graded, 1 not graded for a reason of the grader's own (FAILED); "
+        "5.0 s wall, 5.0 s per student (2.0 s of work each)"
+    )
+
+
+def test_a_notebook_not_read_is_broken_from_the_start():
+    """A student whose notebook the grader could not read is shown broken, though every notebook it
+    could read graded cleanly, and the summary counts each kind of problem it names below."""
+    clock, stream = Clock(), io.StringIO()
+    problems = {
+        "erin": [
+            Trouble(TroubleKind.UNREADABLE, "not a readable notebook (bad JSON); graded 0", "02-build.ipynb"),
+            Trouble(TroubleKind.MISSING, "not handed in; graded 0", "05-evidence.ipynb"),
+        ],
+        "fay": [
+            Trouble(TroubleKind.RENAMED, "not a notebook of the assignment; not graded", "01-understand (1).ipynb")
+        ],
+    }
+    progress = Progress(2, stream, clock=clock, problems=problems)
+    clock.now += 2
+    progress.update(_result("erin", 1.0))
+    progress.update(_result("fay", 1.0))
+    progress.finish(3.0, Summary(graded=2, unreadable=1, missing=1, renamed=1, rechecks=2))
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("BROKEN erin (1/2)") and lines[1].startswith("graded fay (2/2)")
+    assert lines[2].startswith(
+        "summary: 2 graded, 1 with a notebook not read (BROKEN), 1 with notebooks missing (MISSING), "
+        "1 with a notebook under another name (NOTE), 2 manual grade(s) to check again (RECHECK); "
+    )
 
 
 def test_terminal_bar_rewritten_in_place():
@@ -70,8 +100,8 @@ def test_note_own_line_empty_class_finishes():
     stream = io.StringIO()
     progress = Progress(0, stream, clock=Clock())
     progress.note("reference run: every point earned\n")
-    progress.finish(0.0)
+    progress.finish(0.0, Summary(graded=0))
     assert stream.getvalue().splitlines() == [
         "reference run: every point earned",
-        "summary: 0 graded, 0 with broken parts, 0.0 s wall, 0.0 s per student (0.0 s of work each)",
+        "summary: 0 graded; 0.0 s wall, 0.0 s per student (0.0 s of work each)",
     ]

@@ -11,9 +11,10 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
 from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.kernel.sandbox import Limits
+from autograder.run.options import GradingOptions
 from autograder.run.reference import (
     ReferenceProblem,
     ReferenceRun,
@@ -59,12 +60,12 @@ def test_unclean_reference_run_stops_grading():
     runs = _runs()
     runs[2].problems = ["cell 40: KeyError: 'checkpoint_dots'"]
     with pytest.raises(ReferenceProblem, match=rf"{NOTEBOOKS[2]}: cell 40: KeyError: 'checkpoint_dots'"):
-        into_template(TEMPLATE, runs)
+        into_template(TEMPLATE, runs, GradingOptions())
 
 
 def test_a_missing_notebook_stops_grading():
     with pytest.raises(ReferenceProblem, match=NOTEBOOKS[-1]):
-        into_template(TEMPLATE, _runs()[:-1])
+        into_template(TEMPLATE, _runs()[:-1], GradingOptions())
 
 
 def test_clean_reference_run_in_template():
@@ -72,7 +73,8 @@ def test_clean_reference_run_in_template():
     runs = _runs()
     for index, run in enumerate(runs):
         run.seconds = 10.0 * index
-    template = into_template(TEMPLATE.replace(gradebook=b"kept"), runs, limits=Limits(time_factor=3, time_floor=60))
+    options = GradingOptions(time_factor=3, time_floor=60)
+    template = into_template(TEMPLATE.replace(gradebook=b"kept"), runs, options)
     assert template.gradebook == b"kept" and template.source == SOURCE
     assert template.budgets == {run.notebook: 3 * run.seconds + 60 for run in runs}
 
@@ -81,7 +83,7 @@ def test_template_carries_asked_helpers():
     """The helpers each notebook's checks asked travel in the template where known."""
     runs = _runs()
     runs[0].helpers, runs[1].helpers, runs[2].helpers = ["numpy_only"], ["artifacts", "numpy_only"], []
-    assert into_template(TEMPLATE, runs).helpers == {
+    assert into_template(TEMPLATE, runs, GradingOptions()).helpers == {
         runs[0].notebook: ["numpy_only"],
         runs[1].notebook: ["artifacts", "numpy_only"],
         runs[2].notebook: [],
@@ -94,8 +96,8 @@ def test_template_without_compile_cache():
     runs[0].entries = {"jit_f-abc": b"an executable"}
     runs[1].host, runs[1].entries = "another kind of host", {"jit_g-def": b"another's executable"}
     said = []
-    cached = into_template(TEMPLATE, runs, said.append)
-    plain = into_template(TEMPLATE, runs, said.append, compile_cache=False)
+    cached = into_template(TEMPLATE, runs, GradingOptions(), said.append)
+    plain = into_template(TEMPLATE, runs, GradingOptions(compile_cache=False), said.append)
     # one kind of host's executables only: the first that filled any
     assert cached.cache is not None and cached.cache.host == "host"
     assert cached.cache.entries == {"jit_f-abc": b"an executable"} and cached.cache.size == 13
@@ -201,11 +203,9 @@ def test_key_changes_with_what_changes_run(monkeypatch):
     assert reference.reference_key(SOURCE, GradingOptions(limits=Limits(memory=1 << 30))) != base
     # what only the learners' runs use leaves it as it is (the reference run fills the compile
     # cache either way; --no-compile-cache only keeps it from the learners' kernels)
-    same = GradingOptions(
-        jobs=2, cell_timeout=9, judge_seed=5, limits=Limits(time_factor=3, time_floor=40), compile_cache=False
-    )
+    same = GradingOptions(jobs=2, cell_timeout=9, judge_seed=5, time_factor=3, time_floor=40, compile_cache=False)
     assert reference.reference_key(SOURCE, same) == base
-    monkeypatch.setattr(reference, "host_signature", lambda: "another host")
+    monkeypatch.setattr(reference, "host_signature", lambda distributions: "another host")
     assert reference.reference_key(SOURCE, GradingOptions()) != base
 
 

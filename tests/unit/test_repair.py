@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from traitlets.config import Config
 
 from autograder.notebook.repair import DeduplicateIdsCleanly, MetadataFromSource, RestoreMissingCells
 
@@ -18,22 +19,26 @@ def _graded(grade_id: str, source: str = "", **meta) -> nbformat.NotebookNode:
 
 
 @pytest.fixture
-def source_folder(tmp_path):
+def course(tmp_path):
+    """A course folder whose source/ps1/ holds the notebook, as nbgrader's config names it."""
     source = nbformat.v4.new_notebook(
         cells=[
             _graded("answer", "def f(x): ...", solution=True, grade=False, locked=False),
             _graded("check", "assert f(1) == 1", solution=False, grade=True, points=2, locked=True),
         ]
     )
-    nbformat.write(source, tmp_path / "01-understand.ipynb")
-    return tmp_path
+    (tmp_path / "source" / "ps1").mkdir(parents=True)
+    nbformat.write(source, tmp_path / "source" / "ps1" / "01-understand.ipynb")
+    config = Config()
+    config.CourseDirectory.root = str(tmp_path)
+    return config
 
 
 def _resources() -> dict:
     return {"nbgrader": {"notebook": "01-understand", "assignment": "ps1", "student": "ada"}}
 
 
-def test_submission_gets_source_metadata(source_folder):
+def test_submission_gets_source_metadata(course):
     """A submission gets the source's metadata back."""
     submitted = nbformat.v4.new_notebook(
         cells=[
@@ -44,7 +49,7 @@ def test_submission_gets_source_metadata(source_folder):
         ]
     )
     submitted.cells[3].metadata["nbgrader"] = "not a dict"
-    repaired, _ = MetadataFromSource(source_folder=str(source_folder)).preprocess(submitted, _resources())
+    repaired, _ = MetadataFromSource(config=course).preprocess(submitted, _resources())
     meta = [cell.metadata.get("nbgrader") for cell in repaired.cells]
     assert meta[0]["grade"] is False and "points" not in meta[0]
     assert meta[1]["points"] == 2 and meta[1]["locked"] is True
@@ -103,3 +108,57 @@ def test_test_cell_without_answer_restored():
     restored, _ = _restorer().add_missing_grade_cells(notebook, {})
     names = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]
     assert names == ["test-a", "test-b", None]  # first, in the source's order: nothing earlier is left
+
+
+def test_the_note_of_notebooks_not_graded_shows_names_as_text():
+    """The note on a student's pages names each notebook not graded; a name is the learner's to
+    choose, so it is shown as text: no markup of its own, and none once the page is made."""
+    import nbformat
+
+    from autograder.course.outcomes import Trouble, TroubleKind
+    from autograder.notebook.pages import sanitize_notebook
+    from autograder.notebook.plugin import NOT_GRADED, NotGradedNote, not_graded_note
+
+    hostile = '<img src=x onerror="alert(1)">[link](javascript:alert(2)) *x*.ipynb'
+    troubles = [
+        Trouble(TroubleKind.MISSING, "not handed in; graded 0", "05-evidence.ipynb"),
+        Trouble(TroubleKind.RENAMED, "not a notebook of the assignment; not graded", hostile),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    notebook, _ = NotGradedNote().preprocess(notebook, {NOT_GRADED: troubles})
+    assert notebook.cells[0].source == not_graded_note(troubles)
+    sanitize_notebook(notebook)  # as ForPages, after it, makes every page
+    page = notebook.cells[0].source
+    assert "05-evidence.ipynb" in page
+    assert "<img" not in page and "href" not in page and "<em>" not in page  # no tag, link or emphasis made
+    assert "&lt;img src=x onerror=" in page and "javascript:alert" in page  # the name, shown as text
+    # A student with nothing missing gets no note.
+    clean = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    assert len(NotGradedNote().preprocess(clean, {NOT_GRADED: []})[0].cells) == 1
+
+
+HIDDEN = "check()\n### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS\nlast()"
+
+
+@pytest.mark.parametrize(
+    ("handed_in", "reported"),
+    [("check()\nlast()", False), ("check()\nmine()", True)],
+    ids=["as-released", "edited"],
+)
+def test_locked_test_cell_gets_its_hidden_tests_back(handed_in, reported, caplog):
+    """A test cell handed in as released (hidden tests out) gets the source's text back without a
+    warning; one changed otherwise gets it back too, reported."""
+    from nbgrader import utils
+
+    source = _graded("test-h", HIDDEN, grade=True, solution=False, points=1, locked=True)
+    restorer = _restorer()
+    found = SimpleNamespace(
+        name="test-h", source=HIDDEN, cell_type="code", locked=True, checksum=utils.compute_checksum(source)
+    )
+    restorer.gradebook.find_source_cell = lambda *_: found
+    restorer.gradebook.find_graded_cell = lambda *_: SimpleNamespace(max_score=1)
+    cell = _graded("test-h", handed_in, grade=True, solution=False, points=1, locked=True)
+    with caplog.at_level("WARNING"):
+        restorer.preprocess_cell(cell, {}, 0)
+    assert cell.source == HIDDEN
+    assert ("checksum" in caplog.text) is reported

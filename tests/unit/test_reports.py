@@ -8,10 +8,10 @@ import csv
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import BUNDLE, NOTEBOOKS
 from autograder.course.hidden_tests import PLACEHOLDER, strip_hidden_tests, strip_source
 from autograder.course.paths import SOLUTIONS
-from autograder.gradebook.reports import FLAG_COLUMNS, flag_findings, read_flags
+from autograder.gradebook.reports import CELL_COLUMNS, FLAG_COLUMNS, flag_findings, read_flags
 from autograder.gradebook.student_files import flag_note
 from autograder.run.grade import GradingResult, score_table
 
@@ -70,21 +70,23 @@ def test_only_hidden_lines_are_removed(name):
 
 def _result(**extra) -> GradingResult:
     rows = [
-        ("ann", "01-understand", "test-a", 2.0, 3.0),
-        ("ann", "04-exercise", "answer-why-hvp", "", 2.0),
-        ("ann", "04-exercise", "test-b", 1.0, 1.0),
-        ("bob", "01-understand", "test-a", 3.0, 3.0),
+        ("ann", "01-understand", "test-a", 2.0, 3.0, "no"),
+        ("ann", "04-exercise", "answer-why-hvp", 1.5, 2.0, "yes"),  # a manual grade kept through a RECHECK
+        ("ann", "04-exercise", "test-b", 1.0, 1.0, "no"),
+        ("bob", "01-understand", "test-a", 3.0, 3.0, "no"),
     ]
-    cells = [dict(zip(("student_id", "notebook", "grade_id", "score", "max_score"), row)) for row in rows]
-    return GradingResult(cells=cells, **{"broken": {}, "flagged": {}, **extra}, seconds=1.0, students=["ann", "bob"])
+    cells = [dict(zip(CELL_COLUMNS, row)) for row in rows]
+    extra = {"broken": {}, "flagged": {}, **extra}
+    return GradingResult(cells=cells, **extra, seconds=1.0, students=["ann", "bob"], assignment=BUNDLE.as_assignment())
 
 
 def test_score_table_sums_and_marks_manual():
-    """The score table adds each notebook and marks what awaits a human."""
+    """The score table adds each notebook as the gradebook counts it (a pending cell at the score
+    it holds) and marks what awaits a human."""
     lines = score_table(_result()).splitlines()
     ann = next(line for line in lines if line.startswith("ann"))
     bob = next(line for line in lines if line.startswith("bob"))
-    assert ann.split() == ["ann", "2/3", "0/0", "0/0", "1/3*", "0/0", "3/6"]
+    assert ann.split() == ["ann", "2/3", "0/0", "0/0", "2.5/3*", "0/0", "4.5/6"]
     assert bob.split() == ["bob", "3/3", "0/0", "0/0", "0/0", "0/0", "3/3"]
     assert lines[0].split() == ["student", *[name.removesuffix(".ipynb")[:13] for name in NOTEBOOKS], "total"]
 
@@ -177,7 +179,7 @@ def test_new_gradebook_stamped_with_revision(tmp_path, monkeypatch):
     from nbgrader.api import Gradebook
 
     from autograder.course.assignment import put_venv_on_path
-    from autograder.gradebook.class_gradebook import fast_schema_stamp
+    from autograder.upstream.nbgrader import fast_schema_stamp
 
     put_venv_on_path()  # nbgrader's own reading runs the venv's `alembic heads`
     monkeypatch.setattr(nbgrader.api, "get_alembic_version", nbgrader.api.get_alembic_version)

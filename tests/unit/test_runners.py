@@ -8,7 +8,8 @@ import types
 
 import pytest
 
-from autograder.course.submissions import UsageError
+from autograder.course.errors import UsageError
+from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.task_template import CourseSource
 from autograder.run import runners
 from autograder.run.options import GradingOptions
@@ -176,7 +177,9 @@ def test_here_runner_failed_twice_is_broken(monkeypatch):
     assert [call[0] for call in grading.calls] == ["a", "a", "b"]
     broken, graded = results
     assert broken.student_id == "a" and broken.worker == "" and broken.notebooks == {}
-    assert broken.failed == ["grading failed twice (ValueError: two); not graded: grade them again"]
+    assert broken.failed == [
+        Trouble(TroubleKind.GRADER_FAILED, "grading failed twice (ValueError: two); not graded: grade them again")
+    ]
     assert graded.failed == [] and progress.updates == results
 
 
@@ -241,7 +244,7 @@ def test_dask_runner_failed_twice_is_broken(dask, monkeypatch):
     results = dask.run([_task("ada"), _task("bo")], {}, Progress())
     by_student = {r.student_id: r for r in results}
     assert len(results) == 2 and set(by_student) == {"ada", "bo"}
-    assert by_student["ada"].failed == [
+    assert [trouble.line() for trouble in by_student["ada"].failed] == [
         "its grading worker failed twice (MemoryError: two); not graded: grade them again"
     ]
     assert by_student["bo"].failed == []

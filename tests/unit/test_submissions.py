@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from autograder.adapters.lesson import BUNDLE
+from autograder.course.errors import UsageError
 from autograder.course.intake import NotANotebook, read_notebook
-from autograder.course.submissions import UsageError, find_submissions, student_id_problem
+from autograder.course.submissions import find_submissions, student_id_problem
+
+LESSON = BUNDLE.as_assignment()
 
 
 def _student(folder, name, *files):
@@ -41,10 +45,11 @@ def test_each_student_is_graded_or_rejected_alone(tmp_path):
     _student(tmp_path, ".ipynb_checkpoints", "01-understand.ipynb")
     _student(tmp_path, "bob", "homework.ipynb")
     (tmp_path / "README.txt").write_text("the class")
-    found = find_submissions(tmp_path)
+    found = find_submissions(tmp_path, LESSON)
     assert set(found.students) == {"ann"}
     assert sorted(found.students["ann"]) == ["01-understand.ipynb", "timestamp.txt"]
-    assert found.notes["ann"] == ["left out, not notebooks of performance-05: notes.txt, scratch.ipynb"]
+    assert found.notes["ann"] == ["left out, not notebooks of performance-05: notes.txt"]
+    assert found.other_notebooks["ann"] == ["scratch.ipynb"]  # named as a notebook not graded
     assert set(found.rejected) == {"ann smith", ".ipynb_checkpoints", "bob"}
     assert "holds no notebook" in found.rejected["bob"]
 
@@ -70,7 +75,7 @@ def test_wrong_folder_layout_is_usage_error(tmp_path, layout, message):
     elif layout == "nobody":
         _student(folder, "ann smith", "01-understand.ipynb")
     with pytest.raises(UsageError, match=message):
-        find_submissions(folder)
+        find_submissions(folder, LESSON)
 
 
 def test_nbgrader_submitted_layout_is_read(tmp_path):
@@ -80,7 +85,7 @@ def test_nbgrader_submitted_layout_is_read(tmp_path):
     writes), beside a student handed in the flat way."""
     _student(tmp_path / "ann", "performance-05", "01-understand.ipynb", "timestamp.txt")
     _student(tmp_path, "bob", "02-build.ipynb")
-    found = find_submissions(tmp_path)
+    found = find_submissions(tmp_path, LESSON)
     assert set(found.students) == {"ann", "bob"}
     assert set(found.students["ann"]) == {"01-understand.ipynb", "timestamp.txt"}
     assert found.students["ann"]["01-understand.ipynb"] == tmp_path / "ann" / "performance-05" / "01-understand.ipynb"
@@ -110,7 +115,7 @@ def test_a_symbolic_link_is_never_a_submission(tmp_path):
     (subs / "folder-link").symlink_to(elsewhere)
     (subs / "nested" / "performance-05").parent.mkdir(parents=True)
     (subs / "nested" / "performance-05").symlink_to(elsewhere)
-    found = find_submissions(subs)
+    found = find_submissions(subs, LESSON)
     assert set(found.students) == {"honest", "linker"}
     assert list(found.students["linker"]) == ["02-build.ipynb"]
     assert any("symbolic link" in note for note in found.notes["linker"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS, SHIPPED_MODULES
 from autograder.course.paths import RELEASE, SOLUTIONS
 from autograder.course.tampering import scan_notebook, scan_source
 
@@ -28,8 +28,8 @@ FLAGGED = {
     "subprocess": ("from subprocess import run", "starts processes"),
     "a path outside": ("open('/etc/passwd')", "outside the submission folder"),
     "the home folder": ("open('~/.ipython/x')", "outside the submission folder"),
-    "the gradebook": ("db = 'gradebook.db'", "grader's or the lesson's own files"),
-    "the shipped module": ("open('remat_lesson.py', 'a')", "grader's or the lesson's own files"),
+    "the gradebook": ("db = 'gradebook.db'", "grader's or the assignment's own files"),
+    "the shipped module": ("open('remat_lesson.py', 'a')", "grader's or the assignment's own files"),
     "magics still parse": ("%matplotlib inline\nimport socket", "network"),
 }
 
@@ -37,8 +37,14 @@ FLAGGED = {
 @pytest.mark.parametrize("case", sorted(FLAGGED))
 def test_each_kind_of_interference_is_named(case):
     source, meaning = FLAGGED[case]
-    findings = scan_source(source)
+    findings = scan_source(source, SHIPPED_MODULES)
     assert any(meaning in found[1] for found in findings), findings
+
+
+def test_shipped_files_are_the_assignments():
+    """The scan knows the shipped files it is given, and no assignment's by heart."""
+    assert scan_source("open('remat_lesson.py', 'a')") == []
+    assert scan_source("open('ps1_checks.py')", ("ps1_checks.py",))[0][1].endswith("assignment's own files")
 
 
 # Every name the scan knows, written out here, so that dropping one from the scanner fails a test.
@@ -71,14 +77,7 @@ IPYTHON = [
     "register_magic_function",
     "user_global_ns",
 ]
-FILES = [
-    "gradebook.db",
-    "nbgrader_config",
-    "remat_lesson.py",
-    "remat_checks.py",
-    "remat_evidence.py",
-    "remat_sweep.py",
-]
+FILES = ["gradebook.db", "nbgrader_config"]
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -105,9 +104,10 @@ def test_every_ipython_internal_is_named(name):
     assert any("changes how IPython" in f[1] for f in scan_source(f"ip = get_ipython()\nip.{name}")), name
 
 
-@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("name", [*FILES, *SHIPPED_MODULES])
 def test_every_grader_file_is_named(name):
-    assert any("own files" in f[1] for f in scan_source(f"path = {name!r}")), name
+    """The grader's files, and the shipped files of the assignment scanned, are named."""
+    assert any("own files" in f[1] for f in scan_source(f"path = {name!r}", SHIPPED_MODULES)), name
 
 
 FRAMES = [

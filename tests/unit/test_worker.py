@@ -12,10 +12,12 @@ import pytest
 from nbclient.exceptions import DeadKernelError
 
 from autograder.course.assignment import put_venv_on_path
+from autograder.course.errors import UsageError
+from autograder.course.outcomes import CellGrade
 from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.gradebook.class_gradebook import db_url, quiet_gradebook_warnings
 from autograder.kernel.sandbox import Limits
-from autograder.notebook.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute
+from autograder.notebook.execute import FAILURE_CAUSES, Failure, RequireSandbox, SandboxedExecute, context_of
 from autograder.notebook.pages import ForPages
 from autograder.run import worker
 from autograder.run.options import GradingOptions
@@ -39,17 +41,21 @@ class FakeSession:
         self.close()
 
 
-def _course(tmp_path: Path, checks_module: bool = True) -> Path:
-    """A course folder with one notebook in source/ps1 and the grader's nbgrader_config.py lines."""
+def _course(tmp_path: Path, checks_module: bool = True, named: str = "c.Assignments.checks_module") -> Path:
+    """A course folder with one notebook in source/ps1 and its nbgrader_config.py, which names the
+    checks module (`named`: the setting that does, or "" for none)."""
     course = tmp_path / "course"
     source = course / "source" / "ps1"
     source.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(), source / "01.ipynb")
     if checks_module:
         (source / "remat_checks.py").write_text("")
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()\nc.Execute.timeout = 55\nc.SandboxedExecute.judge_checks_module = 'remat_checks'\n"
-    )
+    config = "c = get_config()\nc.Execute.timeout = 55\n"
+    if named == "c.Assignments.checks_module":
+        config += "c.Assignments.checks_module = 'remat_checks'\n"
+    elif named:
+        config += named + " = {'ps1': {'checks_module': 'remat_checks'}}\n"
+    (course / "nbgrader_config.py").write_text(config)
     return course
 
 
@@ -60,10 +66,10 @@ def test_task_runs_grader_preprocessors(tmp_path):
     api = worker.autograde_api(course, options, Limits(output=123))
     config = api.config
     assert config.Execute.timeout == 17 and config.SandboxedExecute.judge_seed == 99
-    assert config.SandboxedExecute.limits["output"] == 123  # the session's sandbox's, not a default
+    assert config.SandboxLimits.output == 123  # the session's sandbox's, not a default
     assert "budget" not in config.SandboxedExecute  # each notebook's comes in its context
     source = str(course / "source" / "ps1")
-    assert config.SandboxedExecute.judge_source == source and config.ForPages.source_folder == source
+    assert config.SandboxedExecute.judge_source == source and config.CourseDirectory.root == str(course)
     assert config.CourseDirectory.db_url == db_url(course) and config.Autograde.permissions == 644
     # The config had none of the grader's lines: they were added.
     assert SandboxedExecute in config.Autograde.autograde_preprocessors
@@ -71,10 +77,26 @@ def test_task_runs_grader_preprocessors(tmp_path):
     assert config.Autograde.sanitize_preprocessors[0] is RequireSandbox
 
 
-def test_no_checks_module_nothing_judged(tmp_path):
-    """Without the checks module in the source, nothing is judged in the grader."""
-    api = worker.autograde_api(_course(tmp_path, checks_module=False), GradingOptions(cell_timeout=5), Limits())
+def test_missing_checks_module_is_an_error(tmp_path):
+    """An assignment that names a checks module its source lacks is an error, never judged in the kernel."""
+    with pytest.raises(UsageError, match="holds no remat_checks.py"):
+        worker.autograde_api(_course(tmp_path, checks_module=False), GradingOptions(cell_timeout=5), Limits())
+
+
+def test_no_checks_module_named_nothing_judged(tmp_path):
+    """An assignment that names no checks module is graded in the kernel, as nbgrader grades it."""
+    api = worker.autograde_api(_course(tmp_path, named=""), GradingOptions(cell_timeout=5), Limits())
     assert api.config.SandboxedExecute.judge_source == ""
+
+
+def test_checks_module_per_assignment(tmp_path):
+    """Each assignment names its own checks module: another assignment's names none for ps1."""
+    ps1 = _course(tmp_path / "ps1", named="c.Assignments.settings")
+    assert worker.autograde_api(ps1, GradingOptions(), Limits()).config.SandboxedExecute.judge_source != ""
+    other = _course(tmp_path / "other", named="c.Assignments.settings")
+    text = (other / "nbgrader_config.py").read_text().replace("'ps1'", "'ps2'")
+    (other / "nbgrader_config.py").write_text(text)
+    assert worker.autograde_api(other, GradingOptions(), Limits()).config.SandboxedExecute.judge_source == ""
 
 
 class Converter:
@@ -105,23 +127,25 @@ def test_converter_success_records_no_failure():
 
 
 def test_notebook_context_reaches_preprocessors():
-    """Each notebook's session, record and budget reach the preprocessors that take them as an
-    argument when nbgrader makes them, never through the config."""
-    from types import SimpleNamespace
+    """Each notebook's session, record and budget reach the preprocessors that take them, from the
+    converter they run in (as nbgrader makes them: each one's parent is the converter's
+    exporter), never through the config."""
+    from nbconvert.exporters import NotebookExporter
+    from traitlets.config import Configurable
 
     from autograder.notebook.execute import NotebookContext
 
-    class Autograde:
-        def _init_preprocessors(self):  # nbgrader's Autograde makes its preprocessors here
-            self.exporter = SimpleNamespace(_preprocessors=[SandboxedExecute(), RequireSandbox(), ForPages()])
+    class Autograde(Configurable):
+        pass
 
     context = NotebookContext(FakeSession(), budget=12.0)
-    recording = worker._recording(Autograde, context)()
-    recording._init_preprocessors()
-    execute, require, pages = recording.exporter._preprocessors
-    assert execute.context is context and require.context is context and not hasattr(pages, "context")
+    exporter = NotebookExporter(parent=worker._recording(Autograde, context)())
+    execute, require, pages = (kind(parent=exporter) for kind in (SandboxedExecute, RequireSandbox, ForPages))
+    assert execute.context is context and context_of(require) is context and not hasattr(pages, "context")
     assert execute.session is context.session and execute.record is context.record
-    assert execute.notebook_budget == 12.0 and execute.budget == 0.0  # the config's stays as it was
+    assert execute.notebook_budget == 12.0 and execute.autograde_budget == 0.0  # the config's stays as it was
+    alone = NotebookExporter(parent=worker._recording(Autograde)())  # nbgrader autograde's own: no context
+    assert SandboxedExecute(parent=alone).context is None and context_of(RequireSandbox(parent=alone)) is None
 
 
 def test_watchdog_ends_sandbox_unless_cancelled():
@@ -162,8 +186,8 @@ def test_grades_return_as_data(tmp_path):
         grade.auto_score, grade.needs_manual_grade = 1.5, False
         gb.db.commit()
     timestamp, notebooks = worker._read_grades(course, "ada")
-    assert notebooks["01"]["grades"]["check"] == {"auto_score": 1.5, "needs_manual_grade": False}
-    assert notebooks["01"]["late_penalty"] in (None, 0.0)
+    assert notebooks["01"].grades["check"] == CellGrade(1.5, False)
+    assert notebooks["01"].late_penalty in (None, 0.0)
     assert worker._read_grades(course, "nobody") == (None, {})
 
 
@@ -219,17 +243,16 @@ def test_sandbox_ahead_starts_no_helper(monkeypatch):
 
 def test_helpers_ahead_are_those_asked():
     """The helpers started ahead are those the reference run saw the submitted notebooks ask."""
-    from autograder.kernel.helpers import HELPER_NAMES
-
+    names = ("numpy_only", "artifacts", "builder")
     template = EMPTY.replace(helpers={"01.ipynb": ["numpy_only"], "03.ipynb": ["artifacts"], "05.ipynb": []})
-    assert worker.helpers_ahead(template, ["01.ipynb"], judged=True) == {"numpy_only"}
-    assert worker.helpers_ahead(template, ["05.ipynb"], judged=True) == set()
-    assert worker.helpers_ahead(template, ["01.ipynb", "03.ipynb"], judged=True) == {"numpy_only", "artifacts"}
+    assert worker.helpers_ahead(template, ["01.ipynb"], True, names) == {"numpy_only"}
+    assert worker.helpers_ahead(template, ["05.ipynb"], True, names) == set()
+    assert worker.helpers_ahead(template, ["01.ipynb", "03.ipynb"], True, names) == {"numpy_only", "artifacts"}
     # A notebook the reference run noted nothing for (or no record at all): every helper, as before.
-    assert worker.helpers_ahead(template, ["02.ipynb"], judged=True) == set(HELPER_NAMES)
-    assert worker.helpers_ahead(EMPTY, ["01.ipynb"], judged=True) == set(HELPER_NAMES)
+    assert worker.helpers_ahead(template, ["02.ipynb"], True, names) == set(names)
+    assert worker.helpers_ahead(EMPTY, ["01.ipynb"], True, names) == set(names)
     # Without the judge no helper is ever asked.
-    assert worker.helpers_ahead(template, ["02.ipynb"], judged=False) == set()
+    assert worker.helpers_ahead(template, ["02.ipynb"], False, names) == set()
 
 
 def test_nbgrader_failure_gives_its_reason():

@@ -192,12 +192,9 @@ def lab_bundle(tmp_path_factory) -> Path:
     shutil.copytree(
         RELEASE, bundle / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "runs")
     )
-    # The Validate button reads nbgrader_config.py from the server's working directory,
-    # as it would from the repository root under `make lab`.
-    # It loads the course's settings from autograder/nbgrader_config.py (no venv-wide config).
+    # The Validate button reads nbgrader_config.py from the server's working directory, as it
+    # would from the repository root under `make lab` (no venv-wide config).
     shutil.copy2(BUNDLE / "nbgrader_config.py", bundle / "nbgrader_config.py")
-    (bundle / "autograder").mkdir()
-    shutil.copy2(BUNDLE / "autograder" / "nbgrader_config.py", bundle / "autograder" / "nbgrader_config.py")
     return bundle
 
 

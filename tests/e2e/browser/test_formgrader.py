@@ -42,9 +42,12 @@ def _grades_csv(path: Path) -> dict[str, dict]:
         return {row["student_id"]: row for row in csv.DictReader(handle)}
 
 
-def _cells_csv(path: Path) -> dict[tuple[str, str, str], str]:
+def _cells_csv(path: Path) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """cells.csv's (score, pending) of each cell."""
     with open(path, newline="") as handle:
-        return {(r["student_id"], r["notebook"], r["grade_id"]): r["score"] for r in csv.DictReader(handle)}
+        return {
+            (r["student_id"], r["notebook"], r["grade_id"]): (r["score"], r["pending"]) for r in csv.DictReader(handle)
+        }
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,7 @@ def graded_class(chromium_path, tmp_path_factory) -> Path:
 
     out = graded_samples(tmp_path_factory.mktemp("formgrader") / "out")
     assert sorted(_grades_csv(out / "grades.csv")) == ["sample-complete", "sample-partial", "sample-two-mistakes"]
-    assert _cells_csv(out / "cells.csv")[(STUDENT, NOTEBOOK, CELL)] == "", (
+    assert _cells_csv(out / "cells.csv")[(STUDENT, NOTEBOOK, CELL)] == ("0.0", "yes"), (
         "the written answer should await manual grading"
     )
     return out
@@ -122,7 +125,7 @@ def test_formgrader_manual_grade_to_export(formgrader, graded_class, make_page):
     assert export.returncode == 1, export.stdout + export.stderr  # other written answers still wait
     assert f"PENDING {STUDENT}: 05-evidence/explanation" in export.stdout, export.stdout
     assert "not written" in export.stderr
-    assert _cells_csv(out / "cells.csv")[(STUDENT, NOTEBOOK, CELL)] == str(SCORE)
+    assert _cells_csv(out / "cells.csv")[(STUDENT, NOTEBOOK, CELL)] == (str(SCORE), "no")
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assert gb.find_grade(CELL, NOTEBOOK, ASSIGNMENT, STUDENT).id == grade_id, "the gradebook was rebuilt"
     assert float(_grades_csv(out / "grades.csv")[STUDENT]["score"]) == pytest.approx(before + SCORE)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS
+from autograder.adapters.lesson import NOTEBOOKS
+from bundle import companions
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("name", [*NOTEBOOKS, *companions.names()])
 def test_solution_notebook_runs_clean(solution_runs, name):
-    """The solution notebook runs clean in a fresh kernel."""
+    """The solution notebook (a stage, or a Going deeper companion) runs clean in a fresh kernel."""
     run = solution_runs.executions[name]
     assert run.error is None, f"{name} failed at cell {run.failed_cell}:\n{run.error}"
     assert run.stderr == [], f"{name} wrote to stderr: {run.stderr}"
@@ -84,20 +85,25 @@ def test_timings_keep_every_sample(solution_runs):
     for policy in ("plain", "remat"):
         samples = evidence["timings_s"][policy]
         assert len(samples) == 7 and all(s > 0 for s in samples)
-        assert evidence["timing_summary_s"][policy]["median"] == pytest.approx(float(np.median(samples)))
+        summary = evidence["timing_summary_s"][policy]
+        assert summary["median"] == pytest.approx(float(np.median(samples)))
+        assert [summary["q25"], summary["q75"]] == pytest.approx(list(np.percentile(samples, [25, 75])))
 
 
 def test_timing_order_measured_both_ways(solution_runs):
-    """The order of timing is measured both ways."""
-    by_order = solution_runs.record("02-build.json")["timings_by_order_s"]
+    """The order of timing is measured both ways (stage 2's companion)."""
+    by_order = solution_runs.record("deeper-02.json")["timings_by_order_s"]
     assert (by_order["runs"], by_order["repeats"]) == (5, 7)
     assert by_order["medians"].keys() == {"plain first", "remat first"}
     for medians in by_order["medians"].values():
         assert medians.keys() == {"plain", "remat"}
         assert all(len(runs) == 5 and all(m > 0 for m in runs) for runs in medians.values())
-    assert solution_runs.record("evidence.json")["timings_by_order_s"] == by_order
-    markdown = (solution_runs.runs_dir / "evidence.md").read_text()
-    assert "timed first" in markdown and "timed second" in markdown
+    printed = "".join(
+        output.get("text", "")
+        for cell in solution_runs.executions["deeper/02-what-autodiff-keeps.ipynb"].notebook.cells
+        for output in cell.get("outputs", [])
+    )
+    assert "timed first" in printed and "timed second" in printed
 
 
 def test_evidence_file_has_the_promised_schema(solution_runs):
@@ -125,3 +131,28 @@ def test_evidence_md_matches_evidence_json(solution_runs):
         assert row in markdown, f"the memory row of {policy}: {row}"
         summary = evidence["timing_summary_s"][policy]
         assert f"| {policy} | {summary['median'] * 1e6:.1f} |" in markdown, f"the median of {policy}"
+
+
+def test_validate_prints_the_report_and_nothing_else(tmp_path):
+    """`make validate` on an unanswered stage prints nbgrader's summary and, for each failing graded
+    cell, its id and its checks' report: no test cell's source, nothing on stderr (the kernel's
+    notice about unencrypted TCP included)."""
+    import subprocess
+    import sys
+
+    from autograder.course.paths import RELEASE, ROOT
+    from tests.lesson_cache import lesson_run_env
+
+    env = {**__import__("os").environ, **lesson_run_env()}
+    run = subprocess.run(
+        [sys.executable, "-m", "bundle.validate", str(RELEASE / "01-understand.ipynb")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "test-layer-backward:" in run.stdout and "not answered yet" in run.stdout
+    assert "def check_layer" not in run.stdout and "reference_cotangent" not in run.stdout
+    assert run.stderr == "", run.stderr

@@ -1,6 +1,8 @@
-"""The prose says only what the notebooks show: every number in a markdown cell is printed by a code
-cell of the executed solutions, or is a cited constant listed below; and each stage's map (time,
-prerequisites, points, what to compare with) agrees with the notebooks themselves.
+"""The prose says only what the notebooks show: every number in a markdown cell of the stages and of
+their *Going deeper* companions is printed by a code cell of the executed solutions, or is a cited
+constant listed below; and each stage's map (prerequisites, points, what to compare with) agrees
+with the notebooks themselves. The maps' minutes are held to the time model in
+tests/lesson/unit/test_time_model.py.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import re
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS, SHIPPED_FILES
+from autograder.adapters.lesson import NOTEBOOKS, SHIPPED_FILES
 from autograder.course.paths import DATA, SOLUTIONS
+from bundle import companions
 
 #: Numbers the prose may state without a code cell printing them, each with where it comes from.
 CITED = {
@@ -21,6 +24,8 @@ CITED = {
     "2000": "Griewank and Walther, Algorithm 799: revolve, ACM Transactions on Mathematical Software, 2000",
     "22244": "jax-ml/jax pull request 22244, cited in remat_partial_eval (jax/_src/ad_checkpoint.py, JAX 0.9.2)",
     "18954": "jax-ml/jax issue 18954: memory_analysis() reporting all zeros on GPU",
+    "0.4.20": "the JAX version jax-ml/jax issue 18954 was reported with",
+    "2023": "the year jax-ml/jax issue 18954 was reported",
     "0.11.0": "the JAX version whose print_saved_residuals looks through reduce_precision (its source)",
 }
 #: The heading of the map cell at the top of each stage; its numbers are checked by the map tests below.
@@ -104,7 +109,8 @@ def unshown_numbers(solution_notebooks: dict, executed: dict) -> list[str]:
 
 
 def _solutions() -> dict:
-    return {name: nbformat.read(SOLUTIONS / name, as_version=4) for name in NOTEBOOKS}
+    """The stages and their companions, as solutions/ holds them."""
+    return {name: nbformat.read(SOLUTIONS / name, as_version=4) for name in (*NOTEBOOKS, *companions.names())}
 
 
 def test_number_finder_reads_prose():
@@ -124,7 +130,7 @@ def test_number_finder_reads_prose():
 
 def test_prose_numbers_printed_or_cited(solution_runs):
     """Every number in the prose is printed or cited."""
-    executed = {name: solution_runs.executions[name].notebook for name in NOTEBOOKS}
+    executed = {name: run.notebook for name, run in solution_runs.executions.items()}
     problems = unshown_numbers(_solutions(), executed)
     assert problems == [], (
         "numbers in the prose that no code cell of the executed solutions prints, and that are not cited "
@@ -181,24 +187,6 @@ def test_stage_map_opens_and_states_points(name):
     )
 
 
-def test_time_plan_adds_up_names_prerequisite():
-    """The time to plan adds up and names the prerequisite."""
-    minutes = [
-        int(
-            re.search(
-                r"\*\*This stage:\*\* about (\d+) minutes", _map(nbformat.read(SOLUTIONS / n, as_version=4))
-            ).group(1)
-        )
-        for n in NOTEBOOKS
-    ]
-    first = _map(nbformat.read(SOLUTIONS / NOTEBOOKS[0], as_version=4))
-    whole = re.search(r"\*\*The whole lesson:\*\* about (\d+) minutes over five stages: ([\d, and]+) minutes", first)
-    assert whole, first
-    assert [int(m) for m in re.findall(r"\d+", whole.group(2))] == minutes
-    assert int(whole.group(1)) == sum(minutes)
-    assert "HLO" in first and "roofline" in first
-
-
 def test_stages_marked_in_recorded_execution():
     """The maps send learners to 'the line Stage N of 5' of reference-execution.txt: it is there, once."""
     recorded = (DATA / "reference-execution.txt").read_text()
@@ -206,48 +194,3 @@ def test_stages_marked_in_recorded_execution():
         marker = f"Stage {number} of 5 · "
         assert recorded.count(marker) == 1, f"{marker!r} in reference-execution.txt: {recorded.count(marker)} times"
         assert marker.strip(" ·") in _map(nbformat.read(SOLUTIONS / name, as_version=4)) or number == 1
-
-
-def test_maps_state_time_model_readme_agrees():
-    """Each map states the time model and the README agrees.
-
-    The minutes in the maps are the time model's (bundle/time_model.py: words, code cells, points,
-    measured compute), not a guess: a stage that grows must state more time."""
-    from bundle.time_model import lesson_times
-
-    times = lesson_times()
-    for name, modelled in zip(NOTEBOOKS, times, strict=True):
-        stated = re.search(
-            r"\*\*This stage:\*\* about (\d+) minutes", _map(nbformat.read(SOLUTIONS / name, as_version=4))
-        )
-        assert int(stated.group(1)) == modelled.minutes, f"{name}: the map says {stated.group(1)}, the model {modelled}"
-    total = sum(t.minutes for t in times)
-    assert f"about {total} minutes" in (SOLUTIONS.parent / "README.md").read_text()
-    optional = {t.stage: t.optional_minutes for t in times if t.optional_minutes}
-    for stage, minutes in optional.items():
-        text = _map(nbformat.read(SOLUTIONS / f"{stage}.ipynb", as_version=4))
-        assert f"add about {minutes} minutes" in text, f"{stage}: the map does not state its optional {minutes} minutes"
-
-
-def test_the_time_model_counts_what_it_says(tmp_path):
-    """Words, code cells, points and predictions are counted from a source as the model states;
-    going-deeper cells are counted apart."""
-    from bundle import time_model
-
-    source = tmp_path / "01-understand.py"
-    source.write_text(
-        "# %% [markdown]\n# one two three four five six\n\n"
-        "# %%\nx = 1\n\n"
-        '# %% nbgrader={"solution": true, "grade_id": "guess"}\nGUESS = 1\n\n'
-        '# %% nbgrader={"solution": true, "grade_id": "task"}\nANSWER = 1\n\n'
-        '# %% nbgrader={"grade": true, "grade_id": "test-task", "points": 3}\nassert ANSWER\n\n'
-        '# %% [markdown] tags=["going-deeper"]\n# seven eight nine\n\n'
-        '# %% tags=["going-deeper"]\ny = 2\n'
-    )
-    counted = time_model.stage_time(source)
-    assert (counted.words, counted.code_cells, counted.points, counted.predictions) == (6, 4, 3.0, 1)
-    assert (counted.optional_words, counted.optional_code_cells) == (3, 1)
-    expected = 6 / time_model.READING_WORDS_PER_MINUTE + 4 * time_model.CODE_CELL_MINUTES
-    expected += time_model.COMPUTE_SECONDS["01-understand"] / 60 + 3 * time_model.MINUTES_PER_POINT
-    expected += time_model.PREDICTION_MINUTES
-    assert counted.minutes == math.ceil(expected / time_model.ROUND_TO) * time_model.ROUND_TO

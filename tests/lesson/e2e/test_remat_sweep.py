@@ -261,7 +261,7 @@ def test_pass_trace_bypasses_compile_cache(tmp_path, monkeypatch):
     """A learner's JAX_COMPILATION_CACHE_DIR must not empty the trace: a program loaded from the
     cache is not compiled, and XLA writes no pass of it. The first trace fills the cache (every
     compile kept), the second finds the program there and must still compile it."""
-    from autograder.kernel.compile_cache import writing_env
+    from autograder.adapters.jax_programs.compile_cache import writing_env
 
     for name, value in writing_env(tmp_path / "cache").items():
         monkeypatch.setenv(name, value)

@@ -271,6 +271,29 @@ def test_made_up_or_unwaited_samples_do_not_fit(checks):
     assert np.any(np.asarray(samples) < unwaited.shortest_samples(4))
 
 
+def test_first_calls_cost_what_they_are_given(checks):
+    """The first calls of a timed executable take their own costs (warm-ups pay them), the calls after
+    none; `first_call` is the first one's alone."""
+    timed = checks.TimedExecutable(first_calls=(0.03, 0.02), result_delays=(0.001,))
+    assert [timed.delay("call", call) for call in (1, 2, 3)] == [0.03, 0.02, 0.0]
+    assert [checks.TimedExecutable(first_call=0.05).delay("call", call) for call in (1, 2)] == [0.05, 0.0]
+    started = time.perf_counter()
+    timed(None)
+    timed(None)
+    assert time.perf_counter() - started >= 0.05
+
+
+def test_reordered_samples_are_told_apart(checks):
+    """Samples that fit their calls only in another order (sorted) are told apart from honest ones
+    and from made-up ones."""
+    timed = checks.TimedExecutable(result_delays=(0.03, 0.02, 0.01))
+    honest = _time(timed, 3, warm_up=False)
+    assert not timed.fit_in_another_order(honest, 3)
+    assert timed.fit_in_another_order(sorted(honest), 3)
+    assert not timed.fit_in_another_order([0.5, 0.5, 0.5], 3)
+    assert not timed.fit_in_another_order(honest[:2], 3)
+
+
 # ---------------------------------------------------------------------------------------
 # NumPy-only tasks.
 # ---------------------------------------------------------------------------------------
@@ -290,9 +313,26 @@ def test_numpy_only_runs_cell_without_jax(checks, tmp_path, monkeypatch):
     assert np.array_equal(runner(np.arange(3)), [0, 2, 4])  # the jnp statements were left out
     needs_jax = checks._NumpyOnly.__new__(checks._NumpyOnly)
     needs_jax.name, needs_jax.cell = "grad", "def grad(v):\n    import jax\n    return jax.grad(lambda u: u)(v)\n"
-    with pytest.raises(checks.LearnerRaised, match="runs without JAX") as raised:
+    with pytest.raises(checks.LearnerRaised, match="JAX is not available here; use NumPy") as raised:
         needs_jax(1.0)
     assert raised.value.learner_mro[0] == "ModuleNotFoundError"
+    # jnp imported in another cell of the notebook, or by this cell's own import that cannot run
+    # here: the learner is told what to change, not only that a name is missing.
+    for cell in (
+        "def triple(v):\n    return jnp.asarray(v) * 3\n",
+        "import jax.numpy as xp\n\n\ndef triple(v):\n    return xp.asarray(v) * 3\n",
+    ):
+        uses_jnp = checks._NumpyOnly.__new__(checks._NumpyOnly)
+        uses_jnp.name, uses_jnp.cell = "triple", cell
+        with pytest.raises(checks.LearnerRaised, match="JAX is not available here; use NumPy") as raised:
+            uses_jnp(1.0)
+        assert raised.value.learner_mro[0] == "NameError"
+    # Another missing name is the learner's own slip, said as Python says it.
+    typo = checks._NumpyOnly.__new__(checks._NumpyOnly)
+    typo.name, typo.cell = "triple", "def triple(v):\n    return nmp.asarray(v) * 3\n"
+    with pytest.raises(checks.LearnerRaised, match="name 'nmp' is not defined") as raised:
+        typo(1.0)
+    assert "JAX" not in str(raised.value)
     objective = checks.tanh_network(np.eye(2, dtype=np.float32), 2)
     central = checks._NumpyOnly.__new__(checks._NumpyOnly)
     central.name = "central"

@@ -1,8 +1,8 @@
 """Stage 5's evidence assembly on hand-made stage records: no notebook runs, no kernel starts.
 
 `remat_evidence.collect` merges what stages 1-4 recorded, `outcomes` phrases it as the four
-predictions, `order_effect` reads the runs in both orders, and `fill_template` writes
-evidence.md. Each test feeds records whose answer is known by construction.
+predictions, `order_effect` reads runs in both orders (stage 2's companion), and `fill_template`
+writes evidence.md. Each test feeds records whose answer is known by construction.
 """
 
 from __future__ import annotations
@@ -37,14 +37,6 @@ RECORDS = {
         "memory": {"plain": memory(256), "remat": memory(256)},
         "max_abs_error": {"plain_vs_oracle": 3e-8, "remat_vs_oracle": 4e-8},
         "timings_s": {"plain": [1.0e-5, 1.2e-5, 1.1e-5], "remat": [1.1e-5, 1.3e-5, 0.9e-5]},
-        "timings_by_order_s": {
-            "runs": 3,
-            "repeats": 7,
-            "medians": {
-                "plain first": {"plain": [2e-5, 2e-5, 2e-5], "remat": [1e-5, 1e-5, 1e-5]},
-                "remat first": {"remat": [2e-5, 2e-5, 2e-5], "plain": [1e-5, 1e-5, 1e-5]},
-            },
-        },
     },
     "03-experiment": {"residual_entries": {"whole": 2}, "memory": {"whole": memory(512)}},
     "04-exercise": {
@@ -73,7 +65,9 @@ def test_collect_merges_stages_keeps_views(runs):
     assert evidence["residual_entries"] == {"plain": 9, "remat": 6, "whole": 2}
     assert evidence["memory"]["whole"]["temp_size_in_bytes"] == 512
     assert evidence["max_abs_error"] == {"plain_vs_oracle": 3e-8, "remat_vs_oracle": 4e-8, "hvp_plain_vs_remat": 0.0}
-    assert evidence["timing_summary_s"]["remat"] == {"median": 1.1e-5, "min": 0.9e-5, "max": 1.3e-5, "count": 3}
+    assert evidence["timing_summary_s"]["remat"] == pytest.approx(
+        {"median": 1.1e-5, "q25": 1.0e-5, "q75": 1.2e-5, "min": 0.9e-5, "max": 1.3e-5, "count": 3}
+    )
     assert evidence["missing_stages"] == []
     assert evidence["provenance"]["command"] == "pytest"
 
@@ -94,17 +88,28 @@ def test_outcomes_answer_predictions(runs):
         "remat_changes_the_gradient": False,
         "remat_saves_fewer_residual_entries": True,
         "remat_lowers_compiled_temp_bytes": False,  # 256 and 256: equal is not lower
-        "remat_is_faster": "not decided: the samples overlap",
+        "remat_is_faster": "not decided: the quartile ranges overlap",
     }
+
+
+PLAIN = [1.0e-5, 1.2e-5, 1.1e-5, 0.2e-5, 1.05e-5, 1.15e-5, 1.1e-5]  # seven samples, one disturbed
 
 
 @pytest.mark.parametrize(
     "remat, verdict",
-    [([0.5e-5, 0.6e-5], True), ([2e-5, 3e-5], False), ([1.1e-5, 0.95e-5], "not decided: the samples overlap")],
+    [
+        ([0.5e-5, 0.6e-5, 0.55e-5, 0.5e-5, 0.52e-5, 0.58e-5, 0.54e-5], True),
+        ([2e-5, 3e-5, 2.5e-5, 2.2e-5, 2.4e-5, 2.1e-5, 2.6e-5], False),
+        ([1.1e-5, 0.95e-5, 1.0e-5, 1.05e-5, 1.08e-5, 0.98e-5, 1.02e-5], "not decided: the quartile ranges overlap"),
+        # One disturbed sample, far above every other: the quartiles still decide.
+        ([0.5e-5, 0.6e-5, 0.55e-5, 40e-5, 0.52e-5, 0.58e-5, 0.54e-5], True),
+    ],
 )
-def test_faster_only_when_every_sample_beats(remat, verdict):
-    """A policy is faster only when every sample beats every other."""
-    assert remat_evidence._faster({"plain": [1.0e-5, 1.2e-5], "remat": remat}) == verdict
+def test_faster_only_when_quartile_ranges_part(remat, verdict):
+    """A policy is faster only when its quartile range lies wholly below the other's: one disturbed
+    sample, which would decide a rule of minima and maxima, does not."""
+    summaries = {name: remat_evidence._spread(samples) for name, samples in (("plain", PLAIN), ("remat", remat))}
+    assert remat_evidence._faster(summaries) == verdict
 
 
 def test_unavailable_estimate_is_no_outcome(runs):
@@ -117,7 +122,11 @@ def test_unavailable_estimate_is_no_outcome(runs):
 
 def test_order_effect_first_slower_both_ways():
     """`order_effect` sees the first timed policy slower in both orders."""
-    lines = remat_evidence.order_effect(RECORDS["02-build"]["timings_by_order_s"]["medians"])
+    medians = {
+        "plain first": {"plain": [2e-5, 2e-5, 2e-5], "remat": [1e-5, 1e-5, 1e-5]},
+        "remat first": {"remat": [2e-5, 2e-5, 2e-5], "plain": [1e-5, 1e-5, 1e-5]},
+    }
+    lines = remat_evidence.order_effect(medians)
     assert len(lines) == 3
     assert lines[0].startswith("plain: timed first 20.0 µs, timed second 10.0 µs")
     assert "slower when timed first in 3 of 3 runs" in lines[0] and "(not overlapping)" in lines[0]
@@ -149,8 +158,8 @@ def test_evidence_md_fills_every_placeholder(runs):
     assert "{{" not in text
     assert "plain 9, remat 6, whole 2" in text
     assert "| remat | 8 | 8 | 256 | 8 |" in text
-    assert "| remat | 11.0 | 9.0 – 13.0 | 11.0, 13.0, 9.0 |" in text
-    assert "| remat is faster | True | not decided: the samples overlap |" in text
+    assert "| remat | 11.0 | 10.0 – 12.0 | 11.0, 13.0, 9.0 |" in text
+    assert "| remat is faster | True | not decided: the quartile ranges overlap |" in text
     assert text.rstrip().endswith("Because.")
 
 

@@ -8,9 +8,9 @@ import re
 import nbformat
 import pytest
 
-from autograder.course.defaults import NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
+from autograder.adapters.lesson import NOTEBOOKS, SHIPPED_FILES, SHIPPED_MODULES
 from autograder.course.paths import DATA, RELEASE, SOLUTIONS
-from bundle import sync
+from bundle import companions, sync
 from bundle.release import generate_release
 
 LEAK_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -24,11 +24,24 @@ def test_solutions_in_sync_with_sources():
 
 def test_release_regenerates_identically(tmp_path):
     written = generate_release(tmp_path)
-    assert sorted(p.name for p in written) == sorted((*NOTEBOOKS, *SHIPPED_MODULES, *SHIPPED_FILES))
-    committed = sorted(p.name for p in RELEASE.iterdir() if p.is_file())
-    assert committed == sorted(p.name for p in written), "notebooks/ holds files the release does not make"
-    drifted = [p.name for p in written if p.read_bytes() != (RELEASE / p.name).read_bytes()]
+    made = sorted(str(p.relative_to(tmp_path)) for p in written)
+    assert made == sorted((*NOTEBOOKS, *SHIPPED_MODULES, *SHIPPED_FILES, *companions.names()))
+    committed = sorted(str(p.relative_to(RELEASE)) for p in RELEASE.rglob("*") if p.is_file())
+    assert committed == made, "notebooks/ holds files the release does not make"
+    drifted = [name for name in made if (tmp_path / name).read_bytes() != (RELEASE / name).read_bytes()]
     assert drifted == [], f"notebooks/ differs from a fresh release (run `make release`): {drifted}"
+
+
+@pytest.mark.parametrize("name", companions.names())
+def test_companions_released_as_written(name):
+    """A Going deeper companion holds no answer and no hidden test: the release carries it as
+    solutions/ holds it, without nbgrader cells or outputs."""
+    text = (RELEASE / name).read_text()
+    assert text == (SOLUTIONS / name).read_text()
+    for marker in LEAK_MARKERS:
+        assert marker not in text, f"{name} holds '{marker}'"
+    notebook = nbformat.read(RELEASE / name, as_version=4)
+    assert all(not cell.get("outputs") and "nbgrader" not in cell.metadata for cell in notebook.cells)
 
 
 _REGION = re.compile(r"^([ \t]*)### BEGIN (SOLUTION|HIDDEN TESTS)\n.*?^[ \t]*### END \2[ \t]*\n?", re.M | re.S)
@@ -89,7 +102,7 @@ def test_backward_loop_detector_sees_oracle():
     assert _backward_loops("for h in values[::-1]:\n    print(h)") == []
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("name", [*NOTEBOOKS, *companions.names()])
 def test_no_released_cell_holds_a_reverse_pass(name):
     """A test cell's reference that learners can read must not be a graded task's answer: the
     NumPy reverse recurrence lives only in the reverse-oracle answer (stubbed) and in hidden
@@ -165,6 +178,8 @@ def test_the_readme_states_the_assignments_points():
     total, manual = _points()
     readme = (SOLUTIONS.parent / "README.md").read_text()
     assert f"{manual:g} of the {total:g} points" in readme
-    assert f"out of {total:g} |" in readme
+    instructors = (SOLUTIONS.parent / "docs" / "instructors.md").read_text()
+    assert f"{manual:g} of the {total:g} points" in instructors
+    assert f"out of {total:g} |" in instructors
     samples = (SOLUTIONS.parent / "autograder" / "samples" / "README.md").read_text()
     assert samples.count(f"/{total:g} |") == 3

@@ -1,9 +1,9 @@
 """The judge's artifact runner: a learner's JAX program, made again from data, transformed and run here.
 
-No learner code runs in this process. The judge's program builder (autograder/sandboxed/program_builder.py)
-hands over a learner's program untransformed, as its jaxpr written as data, at the shapes the
-judge asked for (autograder/sandboxed/program_data.py). This process, in a sandbox of its own
-(autograder/kernel/helpers.py), makes the program again from JAX's own primitives alone, checks that it
+No learner code runs in this process. The judge's program builder (program_builder.py, beside this
+file) hands over a learner's program untransformed, as its jaxpr written as data, at the shapes the
+judge asked for (program_data.py). This process, in a sandbox of its own (the adapter's helpers.py,
+autograder/kernel/helpers.py), makes the program again from JAX's own primitives alone, checks that it
 takes exactly the inputs asked for, applies the check's wrap (a shipped function of a program,
 a renaming of checkpoint names, say), and then the transform the evidence needs, itself:
 - "grad", "value_and_grad": run on the judge's inputs;
@@ -20,12 +20,11 @@ line, each with its nonce (confine.py).
 
 from __future__ import annotations
 
-try:  # imported as part of the grader (its tests); sent as text, the three files come first
-    from .confine import confine, reply, requests
+if __package__:  # imported as part of the grader (its tests); sent as text, the three files come first
+    from autograder.sandboxed.confine import confine, reply, requests
+    from autograder.sandboxed.wire import WireError, decode, encode, loads, shipped
+
     from .program_data import program_from_data
-    from .wire import WireError, decode, encode, loads, shipped
-except ImportError:  # pragma: no cover - the sandbox's copy
-    pass
 
 #: The most outputs, and bytes of output, one answer may give.
 MAX_OUTPUTS = 4096
@@ -33,7 +32,6 @@ MAX_OUTPUT_BYTES = 64 << 20
 #: The longest program text taken (the program builder's answers are at most this long too).
 MAX_PROGRAM = 32 << 20
 MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes")
-OPERATIONS = ("grad", "value_and_grad", "residuals", "plan", "value")
 
 
 def rebuilt(request):
@@ -67,17 +65,39 @@ def _shipped(form, body, nested):
     return shipped(body, nested)
 
 
-def transformed(program, operation: str, argnums: list):
+def _gradient(program, which):
     import jax
 
+    return jax.grad(program, argnums=which)
+
+
+def _value_and_gradient(program, which):
+    import jax
+
+    return jax.value_and_grad(program, argnums=which)
+
+
+def _residuals(program, which):
+    import jax
+
+    return lambda *values: jax.tree_util.tree_leaves(jax.vjp(program, *values)[1])
+
+
+#: The evidence a check may ask about a learner's program, each with the transform this runner
+#: applies to it ("plan" compiles the gradient for its memory plan). The one registry of them:
+#: the judge's side takes its names from here (autograder/adapters/jax_programs/evidence.py).
+EVIDENCE = {
+    "grad": _gradient,
+    "value_and_grad": _value_and_gradient,
+    "residuals": _residuals,
+    "plan": _gradient,
+    "value": lambda program, which: program,
+}
+
+
+def transformed(program, operation: str, argnums: list):
     which = argnums[0] if len(argnums) == 1 else tuple(argnums)
-    if operation == "value":
-        return program
-    if operation in ("grad", "plan"):
-        return jax.grad(program, argnums=which)
-    if operation == "value_and_grad":
-        return jax.value_and_grad(program, argnums=which)
-    return lambda *values: jax.tree_util.tree_leaves(jax.vjp(program, *values)[1])  # residuals
+    return EVIDENCE[operation](program, which)
 
 
 def answer(request) -> dict:
@@ -87,7 +107,7 @@ def answer(request) -> dict:
     import numpy as np
 
     operation = request.get("op")
-    if operation not in OPERATIONS:
+    if operation not in EVIDENCE:
         raise WireError(f"no operation {operation!r}")
     argnums = request.get("argnums", [0])
     if not (isinstance(argnums, list) and argnums and all(type(a) is int and a >= 0 for a in argnums)):

@@ -28,10 +28,8 @@ aval}; a parameter value is JSON, or one of the $forms of
 
 from __future__ import annotations
 
-try:  # imported as part of the grader (its tests); sent as text after wire.py, it needs no import
-    from .wire import WireError, decode, encode
-except ImportError:  # pragma: no cover - the sandbox's copy
-    pass
+if __package__:  # imported as part of the grader (its tests); sent as text after wire.py, it needs no import
+    from autograder.sandboxed.wire import WireError, decode, encode
 
 #: JAX's modules whose primitives a program may hold (pure computations, loops, checkpoints, jit).
 PRIMITIVE_MODULES = ("jax._src.lax", "jax._src.ad_checkpoint", "jax._src.pjit", "jax._src.ad_util")

@@ -1,14 +1,14 @@
 """The judge's program builder: a learner's JAX function rebuilt from its answer cell, and written as data.
 
 The checks ask for evidence about a learner's JAX program: its gradient, its saved residuals, its
-compiled memory plan (the evidence of judge/protocol.py).
+compiled memory plan (the evidence of artifact_runner.EVIDENCE).
 That evidence must not be the kernel's word: a kernel can hand over any program it likes, or
 answer with values. So the program is built again here, in a fresh process of the judge's (a
-sandbox of its own, autograder/kernel/helpers.py), from the learner's answer cells alone: each cell runs
+sandbox of its own, the adapter's helpers.py), from the learner's answer cells alone: each cell runs
 here one statement at a time (a statement that cannot run is left out), the judge's recipe for
 the target is followed (a function the cell defines, called on the judge's values, an item of
 what it returned), and the program is traced at the shapes the judge names and handed over
-untransformed, as its jaxpr written as data (autograder/sandboxed/program_data.py). Nothing the kernel holds
+untransformed, as its jaxpr written as data (program_data.py). Nothing the kernel holds
 (other cells, hooks, a patched JAX, the agent) reaches this process.
 
 Learner code runs here, so what this process sends is the learner's to choose. That is why it
@@ -39,12 +39,11 @@ confine.py's and program_data.py's; `main()` answers one request per line, each 
 
 from __future__ import annotations
 
-try:  # imported as part of the grader (its tests); sent as text, the three files come first
-    from .confine import child_ended, confine, end_the_others, reply, requests
+if __package__:  # imported as part of the grader (its tests); sent as text, the three files come first
+    from autograder.sandboxed.confine import child_ended, confine, end_the_others, reply, requests
+    from autograder.sandboxed.wire import WireError, decode, dumps, loads, shipped
+
     from .program_data import program_as_data
-    from .wire import WireError, decode, dumps, loads, shipped
-except ImportError:  # pragma: no cover - the sandbox's copy
-    pass
 
 #: The names an answer cell finds already bound, as a JAX notebook imports them before it (its
 #: own imports come after, and win); then `from M import *` of each module of the course's
@@ -182,7 +181,7 @@ def _recipe_value(data, cells: dict, namespaces: dict, prelude_modules, asarray)
             return _Argument(int(body["$arg"]))
         raise WireError(f"{form} is not accepted by the program builder")
 
-    return decode(data, resolve=resolve, as_jax=asarray)
+    return decode(data, resolve=resolve, as_native=asarray)
 
 
 def build(request: dict, snapshot: tuple) -> dict:

@@ -1,0 +1,72 @@
+"""A grading run stopped halfway, as an instructor stops one: Ctrl-C (SIGINT to the terminal's
+whole process group) or SIGTERM (a scheduler's, a `kill`'s). Either way the run says it stopped,
+with no traceback, exits 128 + the signal's number, and leaves nothing behind: no --out it made,
+no temporary folder, no process of its own."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from autograder.course.paths import AUTOGRADER, ROOT
+
+
+def _wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {seconds:.0f} s for {what}"
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
+    tmp, submissions, out = tmp_path / "tmp", tmp_path / "submissions", tmp_path / "out"
+    tmp.mkdir()
+    shutil.copytree(AUTOGRADER / "samples" / "sample-partial", submissions / "ann")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(tmp)}
+    command = [sys.executable, "-m", "autograder.run.grade", str(submissions), "--bundle", str(ROOT)]
+    command += ["--out", str(out), "--no-reference-cache"]  # the instructor's notebooks run: a run to stop
+    run = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        # Stopped while the reference run works in a temporary folder of its own, --out half made.
+        _wait_for(
+            lambda: any(p.name.startswith("autograder-reference-") for p in tmp.iterdir()), 300, "the reference run"
+        )
+        family = [run.pid, *(child.pid for child in psutil.Process(run.pid).children(recursive=True))]
+        if signum == signal.SIGINT:
+            os.killpg(run.pid, signum)  # Ctrl-C reaches every process of the terminal's group
+        else:
+            os.kill(run.pid, signum)
+        printed, said = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode == 128 + signum, printed[-2000:] + said[-2000:]
+    assert "Traceback" not in printed + said, said[-3000:]
+    assert "stopped by" in said and "before the run finished" in said
+    assert not out.exists(), "a half-made --out was left"
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("autograder-")] == []
+    _wait_for(lambda: not [pid for pid in family if psutil.pid_exists(pid) and _alive(pid)], 30, "its processes to end")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
