@@ -26,6 +26,7 @@ import selectors
 import subprocess
 import time
 
+from autograder.course.errors import GraderError
 from autograder.kernel.sandbox import launch
 
 #: What a sandboxed process runs first (`python -c BOOTSTRAP FD`): its program, read from the
@@ -43,7 +44,7 @@ PROGRAM_PLACEHOLDER = "{program-fd}"
 WRITE_CHUNK = 1 << 16
 
 
-class LineError(RuntimeError):
+class LineError(GraderError, RuntimeError):
     """The process did not answer as asked; the message says how (for the feedback)."""
 
 

@@ -26,9 +26,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from autograder.adapters.jax_programs.helpers import ProgramBuilder
 from autograder.adapters.lesson import SHIPPED_MODULES
 from autograder.course.paths import RELEASE
-from autograder.kernel.helpers import NumpyOnlyRunner, ProgramBuilder
+from autograder.kernel.helpers import NumpyOnlyRunner
 from autograder.kernel.kernels import SandboxedKernelManager, SandboxSession
 from autograder.kernel.sandbox import find_sandbox
 

@@ -9,22 +9,25 @@ from collections import defaultdict
 
 import pytest
 
-from autograder.kernel.helpers import SANDBOXED, ArtifactRunner, NumpyOnlyRunner, ProgramBuilder
+from autograder.adapters.jax_programs import ADAPTER as JAX_ADAPTER
+from autograder.adapters.jax_programs.helpers import SENT
+from autograder.kernel.helpers import CORE_HELPERS, SANDBOXED
 
-#: Each program sent, as the modules it is made of.
+#: Each program sent, as the modules it is made of (a name: of autograder/sandboxed/; a path: an adapter's).
 PROGRAMS = {
     **{
-        helper.runner: ("wire.py", "confine.py", *helper.sent, helper.runner)
-        for helper in (ArtifactRunner, NumpyOnlyRunner, ProgramBuilder)
+        str(helper.runner): ("wire.py", "confine.py", *helper.sent, helper.runner)
+        for helper in (*CORE_HELPERS.values(), *JAX_ADAPTER.helpers.values())
     },
     "kernel host": ("confine.py", "kernel_host_program.py"),
     "agent": ("wire.py", "agent.py"),
+    "agent with the JAX adapter's requests": ("wire.py", "agent.py", *JAX_ADAPTER.kernel_operations),
 }
 
 
-def defined(module: str) -> set[str]:
+def defined(module) -> set[str]:
     names: set[str] = set()
-    for node in ast.parse((SANDBOXED / module).read_text()).body:
+    for node in ast.parse((SANDBOXED / module if isinstance(module, str) else module).read_text()).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -45,4 +48,4 @@ def test_no_name_defined_twice_in_a_sent_program(program):
 
 def test_the_check_sees_a_clash():
     """A name two of the modules define is found (the check above can fail)."""
-    assert defined("program_data.py") & {"_value"} and "main" in defined("numpy_runner.py")
+    assert defined(SENT / "program_data.py") & {"_value"} and "main" in defined("numpy_runner.py")
