@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from autograder.adapters import lesson
 from autograder.adapters.lesson import SHIPPED_MODULES
 from autograder.course.paths import RELEASE
 from autograder.kernel.kernels import GRADING_ENV, SandboxedKernelManager, SandboxSession
@@ -60,7 +61,7 @@ def test_builder_runs_a_cell_as_the_kernel_does(tmp_path):
     for name in SHIPPED_MODULES:
         (assignment / name).write_bytes((RELEASE / name).read_bytes())
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"performance-05-test-{uuid.uuid4().hex[:8]}"
-    session = SandboxSession(find_sandbox(), folder, assignment, env=dict(GRADING_ENV))
+    session = SandboxSession(find_sandbox(), folder, assignment, env=dict(GRADING_ENV), adapter=lesson.ADAPTER)
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE + "print(_json.dumps(where_am_i()))")])
     cell = PROBE + "\n\ndef probe(x):\n    raise RuntimeError(_json.dumps(where_am_i()))\n"
     request = {
@@ -77,7 +78,7 @@ def test_builder_runs_a_cell_as_the_kernel_does(tmp_path):
         client.km = client.create_kernel_manager()
         client.km.sandbox_session = session
         client.execute()
-        answer = session.judge_helpers().builder.request(request, 120)
+        answer = session.judge_helpers()["builder"].request(request, 120)
     finally:
         session.remove()
     printed = "".join(o.get("text", "") for o in notebook.cells[0].outputs if o.get("name") == "stdout")

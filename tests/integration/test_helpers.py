@@ -302,9 +302,9 @@ def test_fresh_helper_keeps_nothing_of_earlier_notebook(tmp_path, which):
     """A cell that leaves a process of its own session (out of reach of its process group) and
     shadows a shipped module: at the next notebook the helper's sandbox holds its first process
     alone again, and the shipped files as shipped."""
+    from autograder.adapters.jax_programs.helpers import ProgramBuilder
     from autograder.adapters.lesson import SHIPPED_MODULES
     from autograder.course.paths import RELEASE
-    from autograder.kernel.helpers import ProgramBuilder
     from autograder.kernel.sandbox import find_sandbox
 
     assignment = tmp_path / "assignment"
@@ -343,9 +343,9 @@ def test_helper_started_ahead_is_taken_when_first_asked(tmp_path):
 def test_builder_forks_find_the_shipped_modules_as_shipped(tmp_path):
     """A fork that writes over a shipped module in its working directory changes nothing for the
     next fork: the builder imported the notebook's prelude from the shipped files before forking."""
+    from autograder.adapters.jax_programs.helpers import ProgramBuilder
     from autograder.adapters.lesson import SHIPPED_MODULES
     from autograder.course.paths import RELEASE
-    from autograder.kernel.helpers import ProgramBuilder
     from autograder.kernel.sandbox import find_sandbox
 
     assignment = tmp_path / "assignment"

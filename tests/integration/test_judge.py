@@ -929,14 +929,34 @@ def test_answer_cell_finds_earlier_imports(monkeypatch, trusted):
     assert earned == 2, report
 
 
-@pytest.mark.parametrize("checked", ["residuals", "plan"])
-def test_evidence_of_another_program_refused(checked, monkeypatch, trusted):
+def test_evidence_of_another_program_refused(monkeypatch, trusted):
     """The answer cell builds rightly checkpointed segments, the notebook's kernel runs them plain
     (a cell that tells the builder from the kernel): the values agree, but the residuals the
-    kernel's function keeps, and the compiler's plan of its gradient, are not the program's, so
-    the items judged on them fail, saying so; the loss and the ValueError keep their points."""
+    kernel's function keeps are not the program's, so the items judged on them fail, saying so;
+    the loss and the ValueError keep their points."""
     judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
     exec(compile(_segments_answer("none"), "<the kernel's cell>", "exec"), kernel.namespace)
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-sqrt-segments"), 4)
-    says = {"residuals": "values for its backward pass", "plan": "the compiler plans"}[checked]
-    assert earned == 2 and says in report and "is not the one your notebook runs" in report, report
+    assert earned == 2 and "values for its backward pass" in report, report
+    assert "is not the one your notebook runs" in report, report
+
+
+def test_a_plan_not_the_kernels_is_refused(monkeypatch, trusted):
+    """The program handed over keeps what the kernel's function keeps, but the compiler plans its
+    gradient otherwise (the artifact runner's plan is altered here, as a program that is not the
+    notebook's would plan): the item judged on the plan fails, saying so."""
+    judge, kernel = _judge("03-experiment.ipynb", monkeypatch, trusted)
+    evidence = judge.evidence
+    asked = evidence._artifact_request
+
+    def another_plan(request):
+        answer = asked(request)
+        if request["op"] == "plan" and "result" in answer:
+            plan = decode(answer["result"])
+            if isinstance(plan, dict):
+                answer = {"result": encode({**plan, "temp_size_in_bytes": plan["temp_size_in_bytes"] + 4096})}
+        return answer
+
+    monkeypatch.setattr(evidence, "_artifact_request", another_plan)
+    earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-sqrt-segments"), 4)
+    assert earned == 3 and "the compiler plans" in report and "is not the one your notebook runs" in report, report
