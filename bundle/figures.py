@@ -136,15 +136,54 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 RTOL, ATOL = 1e-6, 1e-6
 
 
+def _column_title(header: str, start: int, end: int) -> str:
+    """The title above a right-aligned table cell spanning [start, end) of its row: the header's
+    words that end after the last one ending before the cell starts, up to the first ending at or
+    after the cell's end."""
+    ends = [word.end() for word in re.finditer(r"\S+", header)]
+    right = next((e for e in ends if e >= end), None)
+    if right is None:
+        return ""
+    left = max((e for e in ends if e < start), default=0)
+    return header[left:right]
+
+
+def _table_row(header: str, line: str) -> tuple[str, list[str]]:
+    """A row of a table whose header names a measured column: its numbers under such a column are
+    measured (masked), the others compared."""
+    template, numbers, at = [], [], 0
+    for match in NUMBER.finditer(line):
+        template.append(line[at : match.start()])
+        if is_measured(_column_title(header, match.start(), match.end())):
+            template.append("<measured>")
+        else:
+            template.append("<n>")
+            numbers.append(match.group())
+        at = match.end()
+    template.append(line[at:])
+    # A measured cell's width may differ from run to run: the row's spacing is not compared.
+    return " ".join("".join(template).split()), numbers
+
+
 def comparable(text: str) -> list[tuple[str, list[str]]]:
     """Each line of a reference execution (its provenance header left out) as (template, numbers);
-    a measured line (`is_measured`) is ("<measured>", [])."""
+    a measured line (`is_measured`) is ("<measured>", []). A table whose header (a line of column
+    titles, no number) names a measured column (`peak MiB`, `time`) has that column's cells
+    measured in each row below it, up to the first line without a number."""
     lines = [line for line in text.splitlines() if not line.startswith("# ")]
     while lines and not lines[0].strip():
         lines.pop(0)
     result = []
+    header = None
     for line in lines:
-        if is_measured(line):
+        has_numbers = NUMBER.search(line) is not None
+        if header is not None and not has_numbers:
+            header = None
+        if header is not None and not is_measured(line):
+            result.append(_table_row(header, line))
+        elif is_measured(line):
+            if not has_numbers and len(line.split()) >= 3:
+                header = line
             result.append(("<measured>", []))
         else:
             result.append((NUMBER.sub("<n>", line), NUMBER.findall(line)))

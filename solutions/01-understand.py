@@ -20,7 +20,8 @@
 # - **This stage:** about 15 minutes.
 # - **Needs:** nothing from another stage.
 # - **Points:** 3, checked automatically (one graded cell).
-# - **Compare with:** `reference-execution.txt`, what a complete run printed (JAX 0.9.2, CPU).
+# - **Compare with:** `reference-execution.txt` from "Stage 1 of 5 · Understand", what a complete run
+#   printed (JAX 0.9.2, CPU).
 
 # %% [markdown]
 # ## The problem

@@ -137,7 +137,8 @@ def test_runs_differing_in_timing_compare_equal():
         )
         == []
     )
-    assert differences(committed, committed.replace("Entries: plain 9,", "Entries: plain 8,")) != []
+    assert "plain: 9 entries\n" in committed
+    assert differences(committed, committed.replace("plain: 9 entries\n", "plain: 8 entries\n")) != []
 
 
 def test_comparison_tells_count_from_timing():
@@ -147,6 +148,18 @@ def test_comparison_tells_count_from_timing():
     assert differences(committed, committed.replace("9 entries", "8 entries")) != []
     assert differences(committed, committed.replace("256", "257")) != []
     assert differences(committed, committed + "one more line\n") != []
+
+
+def test_table_cells_under_a_measured_column_are_measured():
+    """In a table whose header names a measured column (`peak MiB`, `time`), those cells may differ
+    (their widths too); a count in the same row may not, and the rule ends with the table."""
+    header = "      policy entries  temp MiB   dots  peak MiB   time\n"
+    row = "       plain      98      4.50  95→95      5.91  1.00x\n"
+    committed = "# utc: then\n\n" + header + row + "(a note)\nplain: 9 entries\n"
+    assert differences(committed, committed.replace("5.91", "12.05").replace("1.00x", "0.87x")) == []
+    assert differences(committed, committed.replace("98", "97")) != []
+    assert differences(committed, committed.replace("4.50", "4.51")) != []
+    assert differences(committed, committed.replace("plain: 9 entries", "plain: 8 entries")) != []
 
 
 def test_no_memory_analysis_gives_nulls_panel(tmp_path):
