@@ -215,15 +215,31 @@ class NotGradedNote(NbGraderPreprocessor):
         return nb, resources
 
 
+def as_saved(data: bytes) -> nbformat.NotebookNode | None:
+    """The notebook in `data` as nbformat reads it, when it is a valid notebook; None otherwise.
+
+    A notebook nbformat can read is graded as nbgrader reads it: the intake's order (`normalized`)
+    would give its cells without an id new random ones (a regrade would write a different file)
+    and drop its outputs (`--no-execute` keeps them), its kernel (nbgrader runs the one it names
+    when the source names none) and its markdown's attachments (a person grading reads them)."""
+    try:
+        notebook = nbformat.convert(nbformat.reader.reads(data.decode("utf-8")), 4)
+        nbformat.validate(notebook)
+    except Exception:  # whatever nbformat trips on: the intake's order takes the notebook in
+        return None
+    return notebook
+
+
 class TakenInExporter(NotebookExporter):
     """nbgrader's exporter for `nbgrader autograde`, taking each submitted file in as `autograder
     grade` does (autograder/course/intake.py), so that one broken notebook costs only itself.
 
     nbgrader 0.9.6 reads a submitted file with nbformat and stops the student at the first that is
-    not JSON (`NotJSONError`): their other notebooks are not graded. Here a file is read and put in
-    order by the intake's `read_notebook`; one it cannot read becomes a page that says why, scored
-    0 in every cell (as nbgrader scores a missing notebook) without running, and is named in the
-    log (BROKEN). The student's missing and renamed notebooks are named too (MISSING, NOTE), every
+    not JSON (`NotJSONError`): their other notebooks are not graded. Here a file is read by the
+    intake's `read_notebook`, within its bounds: a valid notebook goes on as nbgrader reads it
+    (`as_saved`), any other in the intake's order. One the intake cannot read becomes a page that
+    says why, scored 0 in every cell (as nbgrader scores a missing notebook) without running, and
+    is named in the log (BROKEN). The student's missing and renamed notebooks are named too (MISSING, NOTE), every
     page of theirs says which notebooks were not graded, and after their last notebook the class
     report is written again. The converter (`parent`) says which pass it is in: sanitizing reads
     the submitted file, autograding the file the sanitizing pass wrote.
@@ -254,7 +270,10 @@ class TakenInExporter(NotebookExporter):
         if sanitizing(self.parent):
             if unreadable is not None:
                 return self._page_in_place(unreadable, not_graded, resources)
-            notebook = read_notebook(Path(filename).read_bytes())
+            data = Path(filename).read_bytes()
+            taken_in = read_notebook(data)  # within the intake's bounds (NotANotebook otherwise)
+            saved = as_saved(data)
+            notebook = taken_in if saved is None else saved
             resources.setdefault("metadata", {}).update(name=stem, path=os.path.dirname(filename))
             return self.from_notebook_node(notebook, resources, **kw)
         if unreadable is not None:

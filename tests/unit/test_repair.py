@@ -137,6 +137,42 @@ def test_the_note_of_notebooks_not_graded_shows_names_as_text():
     assert len(NotGradedNote().preprocess(clean, {NOT_GRADED: []})[0].cells) == 1
 
 
+def test_a_valid_notebook_goes_on_as_nbgrader_reads_it():
+    """`nbgrader autograde` with the plugin reads a valid notebook as nbgrader does: what the intake's
+    order drops or makes up (outputs for --no-execute, the kernel, attachments, cells without ids)
+    stays as handed in, and reading the same file twice gives the same notebook. A file nbformat
+    does not read as a valid notebook is left to the intake."""
+    import json
+
+    from autograder.course.intake import read_notebook
+    from autograder.notebook.plugin import as_saved
+
+    kernel = {"name": "blarg", "display_name": "kernel", "language": "blarg"}
+    code = nbformat.v4.new_code_cell("x = 1", outputs=[nbformat.v4.new_output("stream", text="1\n")])
+    image = {"image/png": "iVBORw0KGgo="}
+    note = nbformat.v4.new_markdown_cell("![plot](attachment:plot.png)", attachments={"plot.png": image})
+    notebook = nbformat.v4.new_notebook(cells=[code, note], metadata={"kernelspec": kernel})
+    notebook.nbformat_minor = 4  # saved before cells had ids
+    for cell in notebook.cells:
+        del cell["id"]
+    data = nbformat.writes(notebook).encode()
+
+    saved = as_saved(data)
+    assert saved is not None
+    assert saved.cells[0].outputs == code.outputs and saved.cells[1].attachments == {"plot.png": image}
+    assert saved.metadata.kernelspec == kernel and all("id" not in cell for cell in saved.cells)
+    assert nbformat.writes(as_saved(data)) == nbformat.writes(saved)  # a regrade writes the same file
+    taken_in = read_notebook(data)  # what the intake's order would have given instead
+    assert taken_in.cells[0].outputs == [] and "kernelspec" not in taken_in.metadata
+
+    invalid = json.loads(data)
+    del invalid["cells"][0]["source"]  # not valid for nbformat; the intake still takes it in
+    invalid = json.dumps(invalid).encode()
+    assert read_notebook(invalid).cells[0].source == ""
+    for unread in (invalid, b'{"cells": [', b"\xff\xfe", b"[" * 100_000):
+        assert as_saved(unread) is None, unread[:20]
+
+
 HIDDEN = "check()\n### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS\nlast()"
 
 
