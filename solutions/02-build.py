@@ -35,8 +35,9 @@ for name, fn in (("plain", plain), ("remat", remat)):
 # %% [markdown]
 # A line gives a shape, what the value is, and where it was made (` from ` file, line, column,
 # function), which moves with the code: **never compare the text**. `from a constant` is `W`.
-# Plain keeps each layer's `h` and `1 − h` (a `sub`); remat keeps what it recomputes layers
-# from, and the last output for the loss's derivative `2v`.
+# Plain keeps each layer's `h` and `1 − h` (a `sub`): JAX writes `tanh`'s derivative `1 − h²`
+# as `(1 + h)(1 − h)`, from those two. Remat keeps what it recomputes layers from, and the last
+# output for the loss's derivative `2v`.
 
 # %% [markdown]
 # ## Your turn: count residual entries by kind
@@ -451,7 +452,7 @@ from remat_lesson import (
 )
 
 checks = Checks(3, where="'Your turn: a memory report that keeps \"unavailable\" apart': memory_report")
-UNAVAILABLE = "no analysis is unavailable, not 0 bytes: return None"
+UNAVAILABLE = "an analysis that is unavailable is None, not 0 bytes: return None"
 with checks.item(1, "an analysis that returns None is reported as None; the lesson's plain gradient in full"):
     compiled = compile_gradient_with_analysis(plain, x)
     # As a backend without memory analysis presents the same executable.
@@ -553,7 +554,7 @@ with checks.item(1, "every timed call waits for its result, and the samples keep
     checks.equal(
         executable.unwaited_calls(4),
         [],
-        what="the timed calls whose result was not waited for before the next call",
+        what="the calls (numbered from 1, warm-ups included) whose result was not waited for before the next call",
         hint=WAIT,
     )
     reordered = executable.fit_in_another_order(samples, 4)
