@@ -54,9 +54,8 @@ print("jax.checkpoint(two_steps):")
 print_saved_residuals(jax.checkpoint(two_steps), jnp.arange(3.0))
 
 # %% [markdown]
-# The derivative of `sin(cos(v))` is `cos(cos(v)) · (−sin(v))`, and its two factors are what is
-# saved: `output of sin` is `sin(v)` (negated in the backward pass), and `output of cos` is
-# `cos(cos(v))`, the `cos` that `sin`'s derivative applies to `u = cos(v)`, not `u` itself. Reverse mode keeps whatever its backward pass reads: here factors computed from forward
+# The derivative of `sin(cos(v))` is `cos(cos(v)) · (−sin(v))`: `output of sin` is `sin(v)`,
+# `output of cos` is `cos(cos(v))` (not the forward `cos(v)`). Reverse mode keeps whatever its backward pass reads: here factors computed from forward
 # values; for `tanh`, the forward output itself ("Jacobian coefficients and other
 # intermediates", the docs say). Under `jax.checkpoint` only the input is kept.
 #

@@ -33,11 +33,10 @@ for name, fn in (("plain", plain), ("remat", remat)):
     print("\n".join("  " + line for line in lines))
 
 # %% [markdown]
-# A line gives a shape, what the value is, and where it was made (` from ` file, line, column,
-# function), which moves with the code: **never compare the text**. `from a constant` is `W`.
-# Plain keeps each layer's `h` and `1 − h` (a `sub`): JAX writes `tanh`'s derivative `1 − h²`
-# as `(1 + h)(1 − h)`, from those two. Remat keeps what it recomputes layers from, and the last
-# output for the loss's derivative `2v`.
+# A line gives a shape, what the value is, and where it was made (file, line), which moves with
+# the code: **never compare the text**. `from a constant` is `W`.
+# Plain keeps each layer's `h` and `1 − h` (a `sub`: JAX computes `1 − h²` as `(1 + h)(1 − h)`);
+# remat keeps what it recomputes layers from, and the last output for the loss's derivative `2v`.
 
 # %% [markdown]
 # ## Your turn: count residual entries by kind
@@ -281,7 +280,7 @@ checks.score()
 # - `policy_gradients(objectives, x)`: for each name, the gradient of *that* objective at `x`,
 #   via `compile_gradient`, under the same name.
 #
-# The checks also hand it two different objectives.
+# The checks also hand it other objectives.
 
 # %% nbgrader={"solution": true, "grade_id": "policy-gradients"}
 from remat_lesson import compile_gradient, make_objective
@@ -330,8 +329,8 @@ def check_gradients(weights, x0, depth, reference):
 
 
 checks = Checks(3, where="'Your turn: both gradients': policy_objectives and policy_gradients")
-# The visible reference is jax.grad of the shipped objective: a NumPy one here would hand every
-# learner the answer to the reverse-oracle task above. The hidden item checks against NumPy.
+# The visible reference is jax.grad of the shipped objective: a NumPy one here would give away
+# the reverse-oracle task above. The hidden item checks against NumPy.
 with checks.item(1, "each name gets its own objective's gradient; the lesson's two policies agree with jax.grad"):
     check_gradients(W, x, DEPTH, jax_gradient)
     # Two objectives with different gradients: each name's gradient must come from its own.
@@ -413,7 +412,7 @@ checks.score()
 #
 # `compiled.memory_analysis()` gives the compiler's plan in bytes. Where a backend lacks it, JAX
 # 0.9.2 returns `None` (others raise `NotImplementedError`): **unavailable**, not 0 bytes. All
-# zeros deserve suspicion too (jax-ml/jax issue 18954: JAX 0.4.20 on GPU, in 2023).
+# zeros deserve suspicion too (jax-ml/jax issue 18954, on GPU).
 #
 # ## Your turn: a memory report that keeps "unavailable" apart
 #
@@ -540,8 +539,8 @@ with checks.item(1, "the lesson gradient: all 7 samples kept, each a positive nu
         what="each sample (seconds), smallest first, against what the calls allowed, smallest first",
         hint="no timed call lasted that long: return the durations you measured",
     )
-# A timed executable chooses how long its calls and results take (unknown to the code it is
-# handed to) and notes when each call and each wait happened.
+# A timed executable chooses how long its calls and results take, unknown to your code, and
+# notes when each call and wait happened.
 with checks.item(1, "every timed call waits for its result, and the samples keep their order"):
     rng = checks.rng()
     # Each result takes far longer than the next: samples reordered by size no longer fit their calls.
@@ -587,7 +586,7 @@ checks.score()
 
 
 # %%
-# Both policies side by side: entries, planned bytes, gradients, timings; then the record for stage 5.
+# Both policies side by side: entries, planned bytes, gradients, timings; then stage 5's record.
 from remat_lesson import save_record
 
 compiled_gradients = {"plain": compile_gradient(plain, x), "remat": compile_gradient(remat, x)}

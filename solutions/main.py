@@ -373,8 +373,8 @@ def check_gradients(weights, x0, depth, reference):
 
 
 checks = Checks(3, where="'Your turn: both gradients': policy_objectives and policy_gradients")
-# The visible reference is jax.grad of the shipped objective: a NumPy one here would hand every
-# learner the answer to the reverse-oracle task above. The hidden item checks against NumPy.
+# The visible reference is jax.grad of the shipped objective: a NumPy one here would give away
+# the reverse-oracle task above. The hidden item checks against NumPy.
 with checks.item(1, "each name gets its own objective's gradient; the lesson's two policies agree with jax.grad"):
     check_gradients(W, x, DEPTH, jax_gradient)
     # Two objectives with different gradients: each name's gradient must come from its own.
@@ -550,8 +550,8 @@ with checks.item(1, "the lesson gradient: all 7 samples kept, each a positive nu
         what="each sample (seconds), smallest first, against what the calls allowed, smallest first",
         hint="no timed call lasted that long: return the durations you measured",
     )
-# A timed executable chooses how long its calls and results take (unknown to the code it is
-# handed to) and notes when each call and each wait happened.
+# A timed executable chooses how long its calls and results take, unknown to your code, and
+# notes when each call and wait happened.
 with checks.item(1, "every timed call waits for its result, and the samples keep their order"):
     rng = checks.rng()
     # Each result takes far longer than the next: samples reordered by size no longer fit their calls.
@@ -595,7 +595,7 @@ with checks.item(1, "fresh costs: exactly the warm-up calls asked for are made, 
 ### END HIDDEN TESTS
 checks.score()
 
-# Both policies side by side: entries, planned bytes, gradients, timings; then the record for stage 5.
+# Both policies side by side: entries, planned bytes, gradients, timings; then stage 5's record.
 from remat_lesson import save_record
 
 compiled_gradients = {"plain": compile_gradient(plain, x), "remat": compile_gradient(remat, x)}

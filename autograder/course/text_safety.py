@@ -135,3 +135,20 @@ def as_the_eye_reads(text: str) -> str:
 def reads_like_the_report(text: str) -> bool:
     """Whether text could pass for a line of the judge's report ([PASS], "3 of 3 points")."""
     return bool(JUDGE_MARKS.search(as_the_eye_reads(text)))
+
+
+#: What makes a spreadsheet read a cell as a formula (OWASP's list: `=`, `+`, `-`, `@`, tab, CR).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """A text cell of a CSV file an instructor opens in a spreadsheet: one that a spreadsheet would
+    read as a formula (a learner's file name `=HYPERLINK(...).ipynb`) gets a leading `'`, which
+    spreadsheets show as text; a number stays a number."""
+    if len(text) < 2 or not text.startswith(_FORMULA_START):  # a lone "-" is a table's dash
+        return text
+    try:
+        float(text)
+    except ValueError:
+        return "'" + text
+    return text

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course.outcomes import NOT_GRADED, NotebookOutcome, Trouble, TroubleKind
+from autograder.course.text_safety import csv_cell
 from autograder.gradebook import svg
 from autograder.gradebook.totals import ClassTotals
 
@@ -882,7 +883,7 @@ def write_report(report: ClassReport, out: Path) -> Path:
         with open(data / f"{table.name}.csv", "w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(table.columns)
-            writer.writerows([cell_text(v) for v in row] for row in table.rows)
+            writer.writerows([csv_cell(cell_text(v)) for v in row] for row in table.rows)
     for stale in data.glob("*.csv"):
         if stale.name not in names:
             stale.unlink()

@@ -272,7 +272,9 @@ class TakenInExporter(NotebookExporter):
                 return self._page_in_place(unreadable, not_graded, resources)
             data = Path(filename).read_bytes()
             taken_in = read_notebook(data)  # within the intake's bounds (NotANotebook otherwise)
-            saved = as_saved(data)
+            # Under `nbgrader autograde`, a valid notebook goes on as nbgrader reads it; the grader's
+            # own workers (`not_graded` set) hand in what their intake took in, in its order.
+            saved = as_saved(data) if self.not_graded is None else None
             notebook = taken_in if saved is None else saved
             resources.setdefault("metadata", {}).update(name=stem, path=os.path.dirname(filename))
             return self.from_notebook_node(notebook, resources, **kw)

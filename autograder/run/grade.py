@@ -2,9 +2,10 @@
 
     autograder grade SUBMISSIONS (--course COURSE --assignment ID | --bundle CHECKOUT) [--out DIR]
                                  [--jobs N] [--scheduler tls://host:port --tls-ca-file F
-                                 --tls-cert F --tls-key F] [--cell-timeout S] [--limit NAME=VALUE ...]
-                                 [--no-compile-cache] [--no-fork] [--fresh-gradebook] [--judge-seed N]
-                                 [--reference-cache DIR] [--no-reference-cache] [--unsafe-no-sandbox]
+                                 --tls-cert F --tls-key F] [--cell-timeout S] [--time-factor F]
+                                 [--time-floor S] [--limit NAME=VALUE ...] [--no-compile-cache]
+                                 [--no-fork] [--fresh-gradebook] [--judge-seed N] [--reference-cache DIR]
+                                 [--no-reference-cache] [--unsafe-no-sandbox] [--help-all]
 
 (`python -m autograder.run.grade` is the same command; every option is explained in
 autograder/run/options.py and by `autograder grade --help`.)

@@ -225,7 +225,7 @@ def test_both_routes_write_the_class_report(graded):
         for folder in (plugin / "class-report" / assignment, plugin / "autograder" / assignment):
             page = (folder / "report.html").read_text()
             assert all(student in page for student in students), folder
-            assert "data:image/svg+xml;base64," in page
+            assert "<svg" in page  # figures drawn inline, without Matplotlib
             scores = list(csv.DictReader(open(folder / "report" / "scores.csv")))
             assert sorted(row["student"] for row in scores) == sorted(students)
 

@@ -75,3 +75,12 @@ def test_no_other_module_writes_escapes_of_its_own():
         if path.name != "text_safety.py" and "sandboxed" not in path.parts and own.search(path.read_text())
     ]
     assert found == []
+
+
+def test_csv_cell_keeps_a_spreadsheet_from_running_a_learners_text():
+    """A file name a learner chose is text in the class report's CSV files, never a formula."""
+    from autograder.course.text_safety import csv_cell
+
+    for formula in ('=HYPERLINK("https:evil.example","click").ipynb', "+SUM(1+1).ipynb", "-2+3+cmd.ipynb", "@SUM(1)"):
+        assert csv_cell(formula) == "'" + formula
+    assert [csv_cell(t) for t in ("-0.5", "+3", "02-build.ipynb", "")] == ["-0.5", "+3", "02-build.ipynb", ""]

@@ -286,7 +286,7 @@ def test_first_calls_cost_what_they_are_given(checks):
 def test_reordered_samples_are_told_apart(checks):
     """Samples that fit their calls only in another order (sorted) are told apart from honest ones
     and from made-up ones."""
-    timed = checks.TimedExecutable(result_delays=(0.03, 0.02, 0.01))
+    timed = checks.TimedExecutable(result_delays=(0.6, 0.3, 0.1))
     honest = _time(timed, 3, warm_up=False)
     assert not timed.fit_in_another_order(honest, 3)
     assert timed.fit_in_another_order(sorted(honest), 3)
