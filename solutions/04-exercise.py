@@ -32,12 +32,14 @@ print(f"Stage 4 of 5 · Exercise · JAX {jax.__version__} on {jax.default_backen
 #
 # Its truncation error shrinks like `ε²`, but float32 rounding of `f`, divided by `ε`, grows:
 # too large an `ε` truncates, too small rounds (*Going deeper:* `deeper/04-differences-and-modes.ipynb`
-# shows both). The lesson uses `1e-3`.
+# shows both).
 #
 # ## Your turn: a central difference
 #
 # Write `central_difference(fn, x, direction, eps)`, returning a Python float, and set
-# `EPSILON`. NumPy only: the checks run this cell alone and hand it NumPy objectives.
+# `EPSILON` to a step of your choice between those two errors: the check asks your estimate
+# along `(1, …, 1)` to match `jax.grad`'s to a relative `3e-3`. NumPy only: the checks run this
+# cell alone and hand it NumPy objectives.
 
 
 # %% nbgrader={"solution": true, "grade_id": "central-difference"}
@@ -125,16 +127,15 @@ checks.score()
 # %% [markdown]
 # ## Hessian-vector products
 #
-# The Hessian-vector product `H(x) d`, the directional derivative of the gradient, is
-# `jax.jvp(jax.grad(f), (x,), (d,))`: for remat, the outer `jax.jvp` differentiates the backward
-# program `jax.grad` wrote, recomputation included. One direction shows only `H d`, hiding errors
-# `d` maps to zero; `(1, …, 1)` adds up each row, hiding every error whose rows sum to zero.
+# The Hessian-vector product `H(x) d` is the directional derivative of the gradient: forward
+# mode (`jax.jvp`) applied to the function `jax.grad(f)`, at `x`, along `d`, never forming the
+# whole Hessian matrix.
 #
 # ## Your turn: Hessian-vector products of both policies
 #
 # Write `hvp(fn, x, direction)`, returning `H(x) @ direction`, and choose a **nonuniform**
-# `HVP_DIRECTION` of the input's length (the lesson: `jnp.linspace(-1, 1, 16)`). The checks use
-# their own directions too.
+# `HVP_DIRECTION` of the input's length (its entries not all equal). The checks use their own
+# directions too; the written question below asks why the direction matters.
 
 
 # %% nbgrader={"solution": true, "grade_id": "hvp"}

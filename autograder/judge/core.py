@@ -135,6 +135,26 @@ def defines(source: str, name: str) -> bool:
     return False
 
 
+def cells_for(answers: list[str], name: str) -> list[str]:
+    """The answer cells the program builder runs for name, in the notebook's order: the last one
+    that defines it, and before it the answer cells it needs (the last to define each name it
+    uses but does not bind, and theirs in turn). A helper the learner wrote in another answer cell
+    is found as the kernel finds it; a cell nothing needs is never run. [] when none defines name."""
+    chosen: set[int] = set()
+    wanted = [name]
+    while wanted:
+        wanted_name = wanted.pop()
+        found = [i for i, source in enumerate(answers) if defines(source, wanted_name)]
+        if not found or found[-1] in chosen:
+            continue
+        chosen.add(found[-1])
+        try:
+            wanted.extend(learner_names(answers[found[-1]]))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass  # the builder leaves out what cannot run, as the kernel's error would
+    return [answers[i] for i in sorted(chosen)]
+
+
 # ---------------------------------------------------------------------------------------
 # The shipped modules, as the course's source has them.
 # ---------------------------------------------------------------------------------------
@@ -485,16 +505,15 @@ class Judge:
 
     def numpy_only(self, name: str) -> NumpyOnlyFunction:
         if name not in self._numpy_cells:
-            cells = [source for source in self.answers if defines(source, name)]
+            cells = cells_for(self.answers, name)
             if not cells:
                 self._numpy_cells[name] = None
             else:
-                self._refuse_ended(cells[-1])
+                key = "\n".join(cells)  # the cells as one process runs them: ended together
+                self._refuse_ended(key)
                 ident = len(self._numpy_sources) + 1  # never reused: a handle made before a restart stays its own
-                self._numpy_cells[name], self._numpy_sources[ident] = ident, cells[-1]
-                answer = self._numpy_request(
-                    {"op": "load", "cell": ident, "source": cells[-1], "shipped": self._shipped()}
-                )
+                self._numpy_cells[name], self._numpy_sources[ident] = ident, key
+                answer = self._numpy_request({"op": "load", "cell": ident, "source": cells, "shipped": self._shipped()})
                 if "loaded" not in answer:
                     self._numpy_cells[name] = None
                     self.result(answer, decode)  # raises what the cell raised

@@ -23,7 +23,8 @@ tied to it by a sequence number: a line the worker was not asked for (one waitin
 request, a second one after an answer, one with another number) is not passed on, and the
 judge is told (`{"unrequested": ...}`); a worker that ends answers `{"ended": ...}`.
 
-Requests: {"op": "load", "cell": id, "source": text}, then {"op": "call", "cell": id, "name":
+Requests: {"op": "load", "cell": id, "source": [text, ...]} (the answer cells a name needs,
+in order), then {"op": "call", "cell": id, "name":
 ..., "args": [...]}; {"op": "fresh"} as a new notebook begins. Sent as text after wire.py's and confine.py's; `main()` answers one per line,
 each with its nonce (confine.py).
 """
@@ -129,16 +130,23 @@ def answer(request, cells: dict) -> dict:
         namespace = {"__name__": "__answer_cell__", "np": numpy, "numpy": numpy}
         cells[str(request["cell"])] = namespace
         JAX_NAMES[str(request["cell"])] = set(CONVENTIONAL_JAX_NAMES)
-        # One statement at a time: one that cannot run here (it needs JAX, say) is left out, so the
-        # function is judged on its own; a function that needs JAX fails when it is called.
-        for statement in ast.parse(str(request["source"])).body:
+        # The answer cells the name needs, in order (the judge's cells_for); one statement at a
+        # time: one that cannot run here (it needs JAX, say) is left out, so the function is
+        # judged on its own; a function that needs JAX fails when it is called.
+        sources = request["source"] if isinstance(request["source"], list) else [request["source"]]
+        for source in sources:
             try:
-                exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
-            except ImportError as error:
-                if _is_jax(error.name):  # the names it would have bound are JAX's
-                    JAX_NAMES[str(request["cell"])] |= _bound_by(statement)
-            except Exception:
-                pass
+                statements = ast.parse(str(source)).body
+            except (SyntaxError, ValueError):
+                continue  # a cell that does not parse defines nothing, as in the kernel
+            for statement in statements:
+                try:
+                    exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
+                except ImportError as error:
+                    if _is_jax(error.name):  # the names it would have bound are JAX's
+                        JAX_NAMES[str(request["cell"])] |= _bound_by(statement)
+                except Exception:
+                    pass
         return {"loaded": True}
     if request["op"] == "call":
         loaded = cells.get(str(request["cell"]))

@@ -205,15 +205,23 @@ def test_routes_score_as_stock_nbgrader(graded, assignment):
 
 def test_scores_are_the_class_deserves(graded):
     """The scores compared above are the ones the class earned, not all zero: ps1's tests give the
-    answered student all 3 points and the blank one none, its written answers await a person; ps2
-    scores as the second assignment's EXPECTED."""
+    answered student all 3 points and the blank one none; the answered student's written answers
+    await a person, the blank's unchanged ones score 0 at once (nbgrader's "No response"), and a
+    task cell awaits a person whatever was handed in; ps2 scores as the second assignment's EXPECTED."""
     ps1 = graded["grade"][PS1]
     auto = {}
     for (student, _, _), (score, manual) in ps1.items():
         if not manual:
             auto[student] = auto.get(student, 0.0) + (score or 0.0)
     assert auto == PS1_AUTO
-    assert {student for (student, _, _), (_, manual) in ps1.items() if manual} == {"answered"}
+    tasks = {
+        cell.metadata["nbgrader"]["grade_id"]
+        for path in (graded["plugin_course"] / "source" / PS1).glob("*.ipynb")
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.metadata.get("nbgrader", {}).get("task")
+    }
+    pending = {name: {cell for (s, _, cell), (_, manual) in ps1.items() if manual and s == name} for name in PS1_CLASS}
+    assert tasks and pending["blank"] == tasks and tasks < pending["answered"], (tasks, pending)
     ps2 = {(s, nb): score for (s, nb, cell), (score, _) in graded["grade"][PS2].items() if cell.startswith("test-")}
     assert ps2 == {key: value for key, value in second_assignment.EXPECTED.items() if key[0] in PS2_CLASS}
 

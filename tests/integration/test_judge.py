@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import json
 import re
 import shutil
@@ -298,9 +299,9 @@ def test_trusted_modules_skip_paired_script(tmp_path):
     assert not canary.exists()
 
 
-def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5, builder_tamper=None):
+def _judge(notebook_name, monkeypatch, trusted, tamper=None, seed=5, builder_tamper=None, notebook=None):
     monkeypatch.syspath_prepend(str(SOLUTIONS))
-    notebook = NOTEBOOK_CELLS[notebook_name]
+    notebook = notebook or NOTEBOOK_CELLS[notebook_name]
     import jax.numpy as jnp  # noqa: F401  (answer cells take it from earlier cells)
 
     namespace = {"np": np, "jnp": __import__("jax.numpy").numpy, "jax": __import__("jax")}
@@ -774,10 +775,10 @@ def test_builder_never_asks_kernel_for_program(monkeypatch, trusted):
     # objectives = policy_objectives(W, DEPTH); vjp_residuals(objectives[name], x): made the same way
     assert [m["target"]["$item"]["$call"] for m in exports[:2]] == [{"$learner": "policy_objectives"}] * 2
     assert [decode(m["target"]["key"]) for m in exports[:2]] == ["plain", "remat"]
-    assert (
-        list(exports[0]["cells"]) == ["policy_objectives"]
-        and "def policy_objectives" in exports[0]["cells"]["policy_objectives"]
-    )
+    # The one answer cell that defines it: nothing else of the notebook's runs there.
+    assert list(exports[0]["cells"]) == ["policy_objectives"]
+    (cell,) = exports[0]["cells"]["policy_objectives"]
+    assert "def policy_objectives" in cell
     assert {json.loads(line)["op"] for line in kernel.sent} <= {"describe", "call", "residual_count"}
 
 
@@ -960,3 +961,37 @@ def test_a_plan_not_the_kernels_is_refused(monkeypatch, trusted):
     monkeypatch.setattr(evidence, "_artifact_request", another_plan)
     earned, report = judge.run_cell(_source("03-experiment.ipynb", "test-sqrt-segments"), 4)
     assert earned == 3 and "the compiler plans" in report and "is not the one your notebook runs" in report, report
+
+
+#: Answers an honest learner may split: a helper of their own, written in another answer cell (a
+#: later one, as the kernel has every cell run before a test cell is). Each pair: the text replaced
+#: in the defining cell, and the helper's cell.
+HELPER_ELSEWHERE = {
+    "test-policy-gradients": (
+        (
+            '"plain": make_objective(weights, depth, rematerialize=False)',
+            '"plain": one_objective(weights, depth, False)',
+        ),
+        "def one_objective(weights, depth, remat):\n    return make_objective(weights, depth, rematerialize=remat)\n",
+    ),
+    "test-reverse-oracle": (
+        ("values.append(np.tanh(weights @ values[-1]))", "values.append(layer_forward(weights, values[-1]))"),
+        "def layer_forward(weights, v):\n    return np.tanh(weights @ v)\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("grade_id", sorted(HELPER_ELSEWHERE))
+def test_helper_in_another_answer_cell_is_found(grade_id, monkeypatch, trusted):
+    """A function that calls a helper the learner wrote in another answer cell earns every point:
+    the program builder and the NumPy-only process run the cells it needs, as the kernel has them."""
+    (old, new), helper = HELPER_ELSEWHERE[grade_id]
+    notebook = copy.deepcopy(NOTEBOOK_CELLS["02-build.ipynb"])
+    answers = [c for c in notebook.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+    (defining,) = [c for c in answers if old in c.source]
+    defining.source = defining.source.replace(old, new)
+    later = answers[-1] if answers[-1] is not defining else answers[0]
+    later.source = helper + "\n" + later.source
+    judge, _ = _judge("02-build.ipynb", monkeypatch, trusted, notebook=notebook)
+    earned, report = judge.run_cell(_source("02-build.ipynb", grade_id), 3)
+    assert earned == 3, report

@@ -93,3 +93,25 @@ def test_adapters_offer_an_adapter(name):
     from autograder.kernel.adapter import Adapter, load_adapter
 
     assert isinstance(load_adapter(name), Adapter)
+
+
+@pytest.mark.parametrize(
+    ("answers", "name", "expected"),
+    [
+        # alone: the defining cell, the last of two
+        (["def f(): return 1", "x = 2", "def f(): return 3"], "f", [2]),
+        # a helper in a later cell, and its own helper in an earlier one; an unrelated cell left out
+        (["def g(): return h()", "def f(): return g()", "y = 5", "def h(): return 1"], "f", [0, 1, 3]),
+        # a cell that does not parse is never chosen; a name bound in the cell itself needs nothing
+        (["def g(:", "def f(g=1): return g"], "f", [1]),
+        # helpers that call each other: each chosen once
+        (["def f(): return g()", "def g(): return f()"], "f", [0, 1]),
+        ([], "f", []),
+    ],
+)
+def test_cells_for_a_name_are_those_it_needs(answers, name, expected):
+    """The answer cells a helper process runs for a name: the one defining it and those defining
+    what it uses, in the notebook's order, and no other."""
+    from autograder.judge.core import cells_for
+
+    assert cells_for(answers, name) == [answers[i] for i in expected]

@@ -28,7 +28,7 @@ besides /dev/null is its own answer's.
 JAX's own functions this process traces with are taken before any answer cell runs; a cell that
 rebinds any function or class of JAX's modules is refused (and the static scan flags it for review).
 
-Requests: {"op": "program", "cells": {name: source}, "target": <value>, "bind": [...] | null,
+Requests: {"op": "program", "cells": {name: [source, ...]}, "target": <value>, "bind": [...] | null,
 "avals": [[shape, dtype], ...]}, where a value may hold {"$learner": name} (what the answer cell
 defining name binds it to), {"$call": <value>, "args": [...], "kwargs": [[name, value], ...]},
 {"$item": <value>, "key": <value>}, {"$shipped": ...} and {"$arg": i} (where bind puts the
@@ -133,10 +133,11 @@ def _check_jax_unchanged(guarded: tuple) -> None:
 
 
 # -- the learner's cells, in a fork: as the notebook's kernel runs them ---------------------------
-def _main_module(source: str, prelude_modules):
-    """A cell's namespace: a module of its own called __main__ (put in sys.modules while the cell
-    runs, as the kernel's cells find theirs), the prelude run in it, then the cell, one statement
-    at a time (one that cannot run here is left out, and what needs it fails when it is used)."""
+def _main_module(sources: tuple, prelude_modules):
+    """The namespace of a name's answer cells: a module of its own called __main__ (put in
+    sys.modules while the cells run, as the kernel's cells find theirs), the prelude run in it,
+    then each cell in order, one statement at a time (one that cannot run here is left out, and
+    what needs it fails when it is used)."""
     import ast
     import builtins
     import sys
@@ -147,11 +148,16 @@ def _main_module(source: str, prelude_modules):
     namespace["__builtins__"] = builtins
     sys.modules["__main__"] = module
     exec(compile(prelude(prelude_modules), "<prelude>", "exec"), namespace)
-    for statement in ast.parse(source).body:
+    for source in sources:
         try:
-            exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
-        except Exception:
-            pass
+            statements = ast.parse(source).body
+        except (SyntaxError, ValueError):
+            continue  # a cell that does not parse defines nothing, as in the kernel
+        for statement in statements:
+            try:
+                exec(compile(ast.Module([statement], []), "<answer cell>", "exec"), namespace)
+            except Exception:
+                pass
     return namespace
 
 
@@ -161,13 +167,16 @@ def _recipe_value(data, cells: dict, namespaces: dict, prelude_modules, asarray)
     def resolve(form, body, nested):
         if form == "$learner":
             name = body["$learner"]
-            if not isinstance(name, str) or not isinstance(cells.get(name), str):
+            sources = cells.get(name) if isinstance(name, str) else None
+            sources = (sources,) if isinstance(sources, str) else sources
+            if not isinstance(sources, (list, tuple)) or not all(isinstance(s, str) for s in sources):
                 raise WireError(f"no answer cell was sent for {name!r}")
-            if cells[name] not in namespaces:
-                namespaces[cells[name]] = _main_module(cells[name], prelude_modules)
-            namespace = namespaces[cells[name]]
+            sources = tuple(sources)
+            if sources not in namespaces:
+                namespaces[sources] = _main_module(sources, prelude_modules)
+            namespace = namespaces[sources]
             if name not in namespace:
-                raise NameError(f"the answer cell, run on its own, does not define {name!r}")
+                raise NameError(f"the answer cells that define {name!r}, run here, do not define it")
             return namespace[name]
         if form == "$call":
             args = [nested(item) for item in body.get("args", [])]
