@@ -112,10 +112,14 @@ def test_maps_state_the_model():
         assert stated and int(stated.group(1)) == modelled.minutes, f"{source.name}: {modelled}"
 
 
-def test_learners_guide_states_the_lesson_time():
-    """docs/learners.md states the whole lesson's minutes as the maps do."""
+@pytest.mark.parametrize("page", ["docs/learners.md", "README.md"])
+def test_pages_state_the_lesson_time(page):
+    """The learners' guide and the README state the whole lesson's minutes as the maps do, and
+    no other whole-lesson time."""
     total = sum(t.minutes for t in time_model.lesson_times())
-    assert f"about {total} minutes" in (SOLUTIONS.parent / "docs" / "learners.md").read_text()
+    text = (SOLUTIONS.parent / page).read_text()
+    assert f"about {total} minutes" in text
+    assert re.findall(r"(?:notebooks|stages)\*{0,2}, about (\d+) minutes", text) == [str(total)]
 
 
 def test_companions_carry_no_points_and_are_linked_where_they_extend():
