@@ -26,7 +26,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,7 +42,7 @@ from autograder.kernel.control_line import (
     program_text,
     start,
 )
-from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
+from autograder.kernel.process_limits import LimitWatcher, descendants, over_limits
 from autograder.kernel.sandbox import ASSIGNMENT_MOUNT, CACHE, SCRATCH, Sandbox, kernel_env
 
 #: The modules sent as text to another process live together, in autograder/sandboxed/.
@@ -320,25 +319,21 @@ def _kill_all(pid: int) -> None:
             pass
 
 
-class HelperWatcher(threading.Thread):
+class HelperWatcher(LimitWatcher):
     """Ends a helper whose processes pass the kernel's limits (process_limits.over_limits), while
     its student's helpers are open."""
 
     def __init__(self, helpers: list[HelperProcess], limits):
-        super().__init__(daemon=True, name="watch-helpers")
+        super().__init__(name="watch-helpers")
         self.helpers, self.limits = helpers, limits
-        self._stop = threading.Event()
 
-    def stop(self) -> None:
-        self._stop.set()
-
-    def run(self) -> None:
-        while not self._stop.wait(WATCH_INTERVAL):
-            for helper in self.helpers:
-                pids = helper.processes()
-                hit = over_limits(pids, self.limits) if pids else None
-                if hit:
-                    helper.kill(hit)
+    def look(self) -> bool:
+        for helper in self.helpers:
+            pids = helper.processes()
+            hit = over_limits(pids, self.limits) if pids else None
+            if hit:
+                helper.kill(hit)
+        return False
 
 
 class NumpyOnlyRunner(HelperProcess):

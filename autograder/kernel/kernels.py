@@ -21,7 +21,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from traitlets import default
 from autograder.kernel.adapter import GENERIC, Adapter
 from autograder.kernel.control_line import BOOTSTRAP, PROGRAM_PLACEHOLDER
 from autograder.kernel.kernel_host import KernelHost, KernelProcess, alive
-from autograder.kernel.process_limits import WATCH_INTERVAL, descendants, over_limits
+from autograder.kernel.process_limits import LimitWatcher, descendants, over_limits
 from autograder.kernel.sandbox import (
     ASSIGNMENT_MOUNT,
     CACHE,
@@ -265,17 +264,13 @@ def _folder_bytes(folder: Path) -> tuple[int, int]:
     return entries, size
 
 
-class Watcher(threading.Thread):
+class Watcher(LimitWatcher):
     """Ends a kernel that goes past its limits; `hit` says which limit (None while none was)."""
 
     def __init__(self, session: SandboxSession, kernel: KernelProcess):
-        super().__init__(daemon=True, name=f"watch-{kernel.pid}")
+        super().__init__(name=f"watch-{kernel.pid}")
         self.session, self.kernel = session, kernel
         self.hit: str | None = None
-        self._stop = threading.Event()
-
-    def stop(self) -> None:
-        self._stop.set()
 
     def _violation(self) -> str | None:
         limits = self.session.sandbox.limits
@@ -287,17 +282,17 @@ class Watcher(threading.Thread):
             return "it wrote files into the kernel's socket folder (/run/kernel), which is not for files"
         return None
 
-    def run(self) -> None:
-        while not self._stop.wait(WATCH_INTERVAL):
-            if not alive(self.kernel.pid):
-                return
-            hit = self._violation()
-            if hit:
-                # The whole sandbox goes at once (its PID namespace with it): a fork bomb cannot
-                # outrun a kill of its processes one by one. The next notebook starts a new one.
-                self.hit = hit
-                self.session.close()
-                return
+    def look(self) -> bool:
+        if not alive(self.kernel.pid):
+            return True
+        hit = self._violation()
+        if hit:
+            # The whole sandbox goes at once (its PID namespace with it): a fork bomb cannot
+            # outrun a kill of its processes one by one. The next notebook starts a new one.
+            self.hit = hit
+            self.session.close()
+            return True
+        return False
 
 
 def split_kernel_command(kernel_cmd: list[str]) -> tuple[list[str], list[str]]:

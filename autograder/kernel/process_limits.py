@@ -1,5 +1,6 @@
-"""What the processes of one sandbox may use together, measured from outside: the check the
-grader's watchers share (the kernel's, kernels.Watcher; the judge's helpers', helpers.HelperWatcher).
+"""What the processes of one sandbox may use together, measured from outside, and the one watcher
+loop that looks (`LimitWatcher`): the kernel's (kernels.Watcher) and the judge's helpers'
+(helpers.HelperWatcher) say only what one look does.
 
 Without root there is no per-uid process cap (RLIMIT_NPROC counts a uid, and an ordinary grader's
 sandboxes all run as its own uid): this count is the cap, with root and without.
@@ -8,11 +9,33 @@ sandboxes all run as its own uid): this count is the cap, with root and without.
 from __future__ import annotations
 
 import os
+import threading
 
 import psutil
 
 #: Seconds between two looks at a sandbox's processes.
 WATCH_INTERVAL = 0.1
+
+
+class LimitWatcher(threading.Thread):
+    """A daemon thread that looks every WATCH_INTERVAL (`look`) until it is stopped or a look says
+    the watch is over."""
+
+    def __init__(self, name: str):
+        super().__init__(daemon=True, name=name)
+        self._halt = threading.Event()  # (not `_stop`: Thread has a method of that name, join calls it)
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    def look(self) -> bool:
+        """One look at what is watched, acting on what it finds; True when the watch is over."""
+        raise NotImplementedError
+
+    def run(self) -> None:
+        while not self._halt.wait(WATCH_INTERVAL):
+            if self.look():
+                return
 
 
 def rss(pid: int) -> int:
