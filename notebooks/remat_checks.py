@@ -645,7 +645,7 @@ def difference_diagnosis(fn, point, direction, eps: float, found: float, exact: 
     if lost and lost == int(moving.sum()):
         return (
             f"the step is lost: in {dtype}, x + {eps:g}·d rounds back to x in every entry, so f(x + εd) and "
-            f"f(x − εd) are the same number; choose a larger EPSILON (the lesson uses 1e-3)"
+            f"f(x − εd) are the same number; choose a larger EPSILON"
         )
     # Too small a step first: there, every formula gives noise, and a formula cannot be read off it.
     rounding = unit_roundoff * abs(f_zero) / eps / abs(exact)
@@ -656,7 +656,7 @@ def difference_diagnosis(fn, point, direction, eps: float, found: float, exact: 
             f"here, against a tolerance of "
             f"{rtol:g}"
             + (f"; x + εd even rounds back to x in {lost} of {int(moving.sum())} entries" if lost else "")
-            + "; a larger EPSILON (the lesson uses 1e-3) keeps rounding below the tolerance"
+            + "; a larger EPSILON keeps rounding below the tolerance (too large a one truncates: find the step between)"
         )
     one_sided = {"(f(x + εd) − f(x))/ε": (f_plus - f_zero) / eps, "(f(x) − f(x − εd))/ε": (f_zero - f_minus) / eps}
     for formula, value in one_sided.items():
@@ -670,6 +670,16 @@ def difference_diagnosis(fn, point, direction, eps: float, found: float, exact: 
             return f"{reading} the slope: the quotient is (f(x + εd) − f(x − εd)) divided by 2ε"
     if found == 0.0:
         return "exactly 0: f(x + εd) and f(x − εd) came out equal, or nothing was computed from them"
+    # The right formula with too large a step: its truncation error shrinks like ε², a tenth of
+    # the step takes off at least nine tenths of it.
+    tenth = eps / 10
+    finer = (float(fn(point + tenth * direction)) - float(fn(point - tenth * direction))) / (2 * tenth)
+    if abs(found - (f_plus - f_minus) / (2 * eps)) <= 0.01 * abs(off) and abs(finer - exact) <= 0.1 * abs(off):
+        return (
+            f"ε = {eps:g} is too large: the formula is the central difference, but its truncation error, "
+            f"which shrinks like ε², is {abs(off / exact):.2g} of the slope here against a tolerance of {rtol:g}; "
+            f"a smaller EPSILON (not so small that rounding takes over) fixes it"
+        )
     return f"off by {off:.3g}, {abs(off / exact):.2g} of the slope; a central difference with this step gives " + (
         f"{(f_plus - f_minus) / (2 * eps):.7g}"
     )

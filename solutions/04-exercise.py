@@ -37,9 +37,9 @@ print(f"Stage 4 of 5 · Exercise · JAX {jax.__version__} on {jax.default_backen
 # ## Your turn: a central difference
 #
 # Write `central_difference(fn, x, direction, eps)`, returning a Python float, and set
-# `EPSILON` to a step of your choice between those two errors: the check asks your estimate
-# along `(1, …, 1)` to match `jax.grad`'s to a relative `3e-3`. NumPy only: the checks run this
-# cell alone and hand it NumPy objectives.
+# `EPSILON` to a step of your choice, small enough to truncate little and large enough to round
+# little: the check asks your estimate along `(1, …, 1)` to match `jax.grad`'s to a relative
+# `3e-3`. NumPy only: the checks run this cell alone and hand it NumPy objectives.
 
 
 # %% nbgrader={"solution": true, "grade_id": "central-difference"}
@@ -244,7 +244,7 @@ checks.score()
 direction = jnp.ones_like(x)
 finite = central_difference(plain, x, direction, EPSILON)
 automatic = float(jnp.vdot(jax.grad(plain)(x), direction))
-print(f"Directional derivative along (1, ..., 1): finite {finite:.7g}, automatic {automatic:.7g}, epsilon {EPSILON:g}")
+print(f"Directional derivative along (1, ..., 1): finite {finite:.7g}, automatic {automatic:.7g}")
 hvp_plain, hvp_remat = np.asarray(hvp(plain, x, HVP_DIRECTION)), np.asarray(hvp(remat, x, HVP_DIRECTION))
 hvp_error = float(np.max(np.abs(hvp_plain - hvp_remat)))
 print(

@@ -10,7 +10,9 @@ syntax tree (so comments and strings about these things do not count, and aliase
   transformers, event hooks);
 - reaching into `sys.modules` or Python's builtins, or up the call stack into its callers' frames;
 - processes, signals, sockets, ctypes and exits; code built from text (`exec`, `eval`);
-- paths outside the submission folder, and the grader's files.
+- paths outside the submission folder, and the grader's files;
+- the grader's agent in the kernel (its name, sys's namespace where it lives, the garbage
+  collector's list of every object).
 """
 
 from __future__ import annotations
@@ -62,7 +64,13 @@ RISKY_CALLS = {
     ("os", "execv"): "replaces the kernel",
     ("os", "walk"): "walks the file system",
     ("sys", "exit"): "ends the kernel",
+    ("gc", "get_objects"): "walks every object of the kernel (the grader's agent among them)",
+    ("gc", "get_referrers"): "walks every object of the kernel (the grader's agent among them)",
 }
+#: What the grader's own names in a kernel start with (kernel_channel.AGENT_SLOT, the agent's
+#: globals): no learner's code has a reason to spell it.
+GRADER_NAMES = "_autograder"
+AGENT_MEANING = "reaches for the grader's agent in the kernel"
 #: Attributes that reach the call stack's frames: the variables of whoever called the code (in
 #: the grader's helpers, their lines out). Honest learners' code reads none of them.
 FRAME_ATTRIBUTES = frozenset(
@@ -152,11 +160,17 @@ class _Scanner(ast.NodeVisitor):
             self.flag(node, "edits the module table (sys.modules)", dotted)
         elif node.attr in FRAME_ATTRIBUTES:
             self.flag(node, "reads the call stack's frames (its callers' variables)", dotted)
+        elif node.attr == "__dict__" and isinstance(node.value, ast.Name) and self.imported.get(node.value.id) == "sys":
+            self.flag(node, AGENT_MEANING + " (sys's namespace)", dotted)
+        elif GRADER_NAMES in node.attr:
+            self.flag(node, AGENT_MEANING, dotted)
         self.generic_visit(node)
 
     def visit_Name(self, node):
         if node.id == "__builtins__":
             self.flag(node, "touches Python's builtins", node.id)
+        elif GRADER_NAMES in node.id:
+            self.flag(node, AGENT_MEANING, node.id)
 
     def visit_Call(self, node):
         name = _dotted(node.func)
@@ -172,6 +186,13 @@ class _Scanner(ast.NodeVisitor):
             )
         elif name in ("exit", "quit"):
             self.flag(node, "ends the kernel", f"{name}()")
+        elif (
+            name == "vars"
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and self.imported.get(node.args[0].id) == "sys"
+        ):
+            self.flag(node, AGENT_MEANING + " (sys's namespace)", f"vars({node.args[0].id})")
         # the full name, through imports: `q.system` after `import os as q`, `system` after
         # `from os import system` are both os.system
         head, _, rest = name.partition(".")
@@ -183,7 +204,9 @@ class _Scanner(ast.NodeVisitor):
     def visit_Constant(self, node):
         if isinstance(node.value, str):
             text = node.value.strip()
-            if any(name in text for name in self.files):
+            if GRADER_NAMES in text:
+                self.flag(node, AGENT_MEANING, repr(text[:60]))
+            elif any(name in text for name in self.files):
                 self.flag(node, "names the grader's or the assignment's own files", repr(text[:60]))
             elif text.startswith(("/", "~", "../")) and len(text) > 1 and "\n" not in text:
                 self.flag(node, "opens a path outside the submission folder", repr(text[:60]))

@@ -90,9 +90,10 @@ def kernel_part(source: str) -> str:
     return ast.unparse(ast.Module(body=kept, type_ignores=[]))
 
 
-def learner_names(source: str) -> list[str]:
-    """The names a test cell uses that neither it nor Python defines: the learner's."""
-    tree = ast.parse(source)
+def learner_names(source: str, tree: ast.AST | None = None) -> list[str]:
+    """The names a cell uses that neither it nor Python defines: in a test cell, the learner's.
+    tree: the source's, already parsed."""
+    tree = ast.parse(source) if tree is None else tree
     bound: set[str] = set()
     used: set[str] = set()
     for node in ast.walk(tree):
@@ -109,50 +110,91 @@ def learner_names(source: str) -> list[str]:
     return sorted(used - bound - set(dir(builtins)))
 
 
+def _is_answer_cell(cell) -> bool:
+    return (
+        cell.get("cell_type") == "code"
+        and isinstance(cell.get("metadata", {}).get("nbgrader"), dict)
+        and bool(cell["metadata"]["nbgrader"].get("solution"))
+        and isinstance(cell.get("source"), str)
+    )
+
+
 def answer_cells(notebook) -> list[str]:
     """The sources of a notebook's answer cells (nbgrader solution cells with code), in order."""
-    return [
-        cell.get("source", "")
-        for cell in notebook.get("cells", [])
-        if cell.get("cell_type") == "code"
-        and isinstance(cell.get("metadata", {}).get("nbgrader"), dict)
-        and cell["metadata"]["nbgrader"].get("solution")
-        and isinstance(cell.get("source"), str)
-    ]
+    return [cell.get("source", "") for cell in notebook.get("cells", []) if _is_answer_cell(cell)]
 
 
-def defines(source: str, name: str) -> bool:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return True
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            return True
-    return False
+def answer_cell_positions(notebook) -> list[int]:
+    """Where each of answer_cells' cells lies in the notebook (its index among all cells)."""
+    return [index for index, cell in enumerate(notebook.get("cells", [])) if _is_answer_cell(cell)]
 
 
-def cells_for(answers: list[str], name: str) -> list[str]:
-    """The answer cells the program builder runs for name, in the notebook's order: the last one
-    that defines it, and before it the answer cells it needs (the last to define each name it
-    uses but does not bind, and theirs in turn). A helper the learner wrote in another answer cell
-    is found as the kernel finds it; a cell nothing needs is never run. [] when none defines name."""
-    chosen: set[int] = set()
-    wanted = [name]
-    while wanted:
-        wanted_name = wanted.pop()
-        found = [i for i, source in enumerate(answers) if defines(source, wanted_name)]
-        if not found or found[-1] in chosen:
+def top_level_names(tree: ast.AST) -> set[str]:
+    """The names running a module binds in its own namespace: definitions, assignments of every
+    form (tuples, stars, walrus, augmented, annotated), imports, for and with targets, except
+    handlers, in blocks too (if, try, for, while, with), never inside a function, class or
+    comprehension."""
+    found: set[str] = set()
+    pending = list(ast.iter_child_nodes(tree))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+            pending.extend(node.decorator_list)
             continue
-        chosen.add(found[-1])
-        try:
-            wanted.extend(learner_names(answers[found[-1]]))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            pass  # the builder leaves out what cannot run, as the kernel's error would
-    return [answers[i] for i in sorted(chosen)]
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update((alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            found.add(node.name)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+class AnswerCells:
+    """A notebook's answer cells, each parsed once: what it binds at top level and the names it
+    uses but does not bind. `cells_for` then costs one pass over names, whatever the cells hold."""
+
+    def __init__(self, sources: list[str]):
+        self.sources = list(sources)
+        self._binds: list[set[str]] = []
+        self._uses: list[list[str]] = []
+        for source in self.sources:
+            try:
+                tree = ast.parse(source)
+                binds, uses = top_level_names(tree), learner_names(source, tree)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                binds, uses = set(), []  # a cell that does not parse binds nothing, as in the kernel
+            self._binds.append(binds)
+            self._uses.append(uses)
+        self._last: dict[int, dict[str, int]] = {}  # by `above`: name -> the last cell there binding it
+
+    def cells_for(self, name: str, above: int | None = None) -> list[str]:
+        """The answer cells a helper process runs for name, in the notebook's order: the last of
+        the first `above` cells (all when None: the cells above the test cell being judged) that
+        binds it, and the cells it needs (the last there to bind each name it uses but does not
+        bind, and theirs in turn). A helper the learner wrote in another answer cell is found as
+        the kernel has it when the test cell runs; a cell nothing needs is never run. [] when no
+        cell there binds name."""
+        above = len(self.sources) if above is None else max(0, min(above, len(self.sources)))
+        if above not in self._last:
+            last: dict[str, int] = {}
+            for index in range(above):
+                last.update(dict.fromkeys(self._binds[index], index))
+            self._last[above] = last
+        last = self._last[above]
+        chosen: set[int] = set()
+        wanted = [name]
+        while wanted:
+            found = last.get(wanted.pop())
+            if found is None or found in chosen:
+                continue
+            chosen.add(found)
+            wanted.extend(self._uses[found])
+        return [self.sources[index] for index in sorted(chosen)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -306,7 +348,9 @@ class Judge:
     ):
         self.kernel, self.helpers, self.modules, self.seed = kernel, helpers, modules, int(seed)
         self.answers, self.timeout, self.deadline, self.reserve = answers, float(timeout), deadline, float(reserve)
-        self._numpy_cells: dict[str, int | None] = {}
+        #: How many answer cells lie above the test cell being judged (None: all of them count).
+        self.above: int | None = None
+        self._numpy_cells: dict[tuple[str, int | None], int | None] = {}
         self._numpy_sources: dict[int, str] = {}  # a loaded cell's id -> its source
         # An answer cell whose process was ended (it stalled, or passed a limit) -> why: not loaded again,
         # so it costs one deadline, not one per item that needs it.
@@ -324,6 +368,19 @@ class Judge:
         #: Whether the cell could not be checked because a name of the learner's was never defined
         #: (the answer cell that defines it still stops at the release's stub): not attempted.
         self.cell_unanswered = False
+
+    @property
+    def answers(self) -> list[str]:
+        """The submission's answer cells, in order."""
+        return self._answers.sources
+
+    @answers.setter
+    def answers(self, sources: list[str]) -> None:
+        self._answers = AnswerCells(sources)
+
+    def cells_for(self, name: str) -> list[str]:
+        """The answer cells above the test cell being judged that a helper runs for name (AnswerCells)."""
+        return self._answers.cells_for(name, self.above)
 
     # -- one test cell ------------------------------------------------------------------------------
     def run_cell(self, source: str, declared: float) -> tuple[float, str]:
@@ -504,24 +561,25 @@ class Judge:
         return self.evidence.request(function, operation, args, bind, argnums, wrap)
 
     def numpy_only(self, name: str) -> NumpyOnlyFunction:
-        if name not in self._numpy_cells:
-            cells = cells_for(self.answers, name)
+        at = (name, self.above)
+        if at not in self._numpy_cells:
+            cells = self.cells_for(name)
             if not cells:
-                self._numpy_cells[name] = None
+                self._numpy_cells[at] = None
             else:
                 key = "\n".join(cells)  # the cells as one process runs them: ended together
                 self._refuse_ended(key)
                 ident = len(self._numpy_sources) + 1  # never reused: a handle made before a restart stays its own
-                self._numpy_cells[name], self._numpy_sources[ident] = ident, key
+                self._numpy_cells[at], self._numpy_sources[ident] = ident, key
                 answer = self._numpy_request({"op": "load", "cell": ident, "source": cells, "shipped": self._shipped()})
                 if "loaded" not in answer:
-                    self._numpy_cells[name] = None
+                    self._numpy_cells[at] = None
                     self.result(answer, decode)  # raises what the cell raised
-        return NumpyOnlyFunction(self, self._numpy_cells[name], name)
+        return NumpyOnlyFunction(self, self._numpy_cells[at], name)
 
     def call_numpy_only(self, cell: int | None, name: str, args):
         if cell is None:
-            raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
+            raise LearnerRaised(["NameError"], about=f"no answer cell above this test cell defines {name!r}")
         message = {"op": "call", "cell": cell, "name": name, "args": [self.outbound(a, to_kernel=False) for a in args]}
         return self.result(self._numpy_request(message), decode)
 

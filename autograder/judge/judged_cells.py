@@ -17,6 +17,7 @@ the judge's value stands and the notebook is flagged for review.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import math
 import secrets
 import time
@@ -142,8 +143,11 @@ class JudgedCells:
         deadline: float,
         reserve: float = 0.0,
         adapter: Adapter = GENERIC,
+        positions: list[int] | None = None,
     ):
-        self.settings, self.answers, self.adapter = settings, answers, adapter
+        """positions: each answer cell's index in the notebook (core.answer_cell_positions): a
+        test cell is judged on the answer cells above it, as its kernel has them (None: on all)."""
+        self.settings, self.answers, self.adapter, self.positions = settings, answers, adapter, positions
         self.timeout, self.deadline, self.reserve = timeout, deadline, reserve
         self.judge: Judge | None = None
         self.ledger = Ledger()
@@ -192,6 +196,7 @@ class JudgedCells:
         if self.judge is None:  # a notebook's judge starts with helpers nothing of an earlier notebook changed
             await asyncio.to_thread(helpers.fresh)
         judge = self._judge_on(executor, helpers)
+        judge.above = None if self.positions is None else bisect.bisect_left(self.positions, index)
         earned, report = await asyncio.to_thread(judge.run_cell, cell.source, points)
         write_verdict(cell, earned, report)
         self.ledger.enter(cell, index, earned)

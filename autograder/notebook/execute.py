@@ -39,7 +39,7 @@ from traitlets import Bool, Float, Integer, Unicode
 from autograder.course.errors import ExitCode, GraderError
 from autograder.course.outcomes import NotebookOutcome, Trouble, TroubleKind
 from autograder.course.settings import checks_module_for, declared_adapter, judge_source, setting
-from autograder.judge.core import answer_cells
+from autograder.judge.core import answer_cell_positions, answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
 from autograder.kernel.adapter import load_adapter
 from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager, SandboxSession
@@ -253,7 +253,13 @@ class SandboxedExecute(DisplayUpdateSteps, Execute):
         # request of the judge's may take it (judge.Judge._deadline).
         reserve = self.context.reserve if self.context is not None else 0.0
         self._judged = JudgedCells(
-            settings, answer_cells(nb), self._configured_timeout or 120, self._deadline, reserve, session.adapter
+            settings,
+            answer_cells(nb),
+            self._configured_timeout or 120,
+            self._deadline,
+            reserve,
+            session.adapter,
+            answer_cell_positions(nb),
         )
         self.record.ledger = self._judged.ledger
         started, troubles_before = time.perf_counter(), len(self.record.troubles)

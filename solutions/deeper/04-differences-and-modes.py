@@ -57,7 +57,7 @@ for eps in (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 3e-6, 1e-6):
 # every tenfold smaller step, and the actual error follows it in size but not in detail: at some
 # steps the roundings of the two evaluations happen to cancel. A check that compares one estimate
 # with its tolerance accepts such a lucky step; it can fail on another network or point. Choose
-# the step where the bound itself is below the tolerance, as the lesson's `1e-3` is.
+# a step where the bound itself is below the tolerance.
 #
 # ## Differences of gradients against an exact HVP
 #

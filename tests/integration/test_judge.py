@@ -963,35 +963,74 @@ def test_a_plan_not_the_kernels_is_refused(monkeypatch, trusted):
     assert earned == 3 and "the compiler plans" in report and "is not the one your notebook runs" in report, report
 
 
-#: Answers an honest learner may split: a helper of their own, written in another answer cell (a
-#: later one, as the kernel has every cell run before a test cell is). Each pair: the text replaced
-#: in the defining cell, and the helper's cell.
+#: Answers an honest learner may split: a helper of their own, bound in an earlier answer cell
+#: (by a definition, an import, a tuple assignment). Each: the test cell, the text replaced in the
+#: defining cell and its replacement, and what the first answer cell of 02 gains.
 HELPER_ELSEWHERE = {
-    "test-policy-gradients": (
-        (
-            '"plain": make_objective(weights, depth, rematerialize=False)',
-            '"plain": one_objective(weights, depth, False)',
-        ),
+    "defined": (
+        "test-policy-gradients",
+        '"plain": make_objective(weights, depth, rematerialize=False)',
+        '"plain": one_objective(weights, depth, False)',
         "def one_objective(weights, depth, remat):\n    return make_objective(weights, depth, rematerialize=remat)\n",
     ),
-    "test-reverse-oracle": (
-        ("values.append(np.tanh(weights @ values[-1]))", "values.append(layer_forward(weights, values[-1]))"),
+    "imported": (
+        "test-policy-gradients",
+        '"plain": make_objective(weights, depth, rematerialize=False)',
+        '"plain": partial(make_objective, rematerialize=False)(weights, depth)',
+        "from functools import partial\n",
+    ),
+    "tuple-assigned": (
+        "test-policy-gradients",
+        '"remat": make_objective(weights, depth, rematerialize=True)',
+        '"remat": make_objective(weights, depth, rematerialize=REMAT)',
+        "PLAIN, REMAT = False, True\n",
+    ),
+    "numpy-only": (
+        "test-reverse-oracle",
+        "values.append(np.tanh(weights @ values[-1]))",
+        "values.append(layer_forward(weights, values[-1]))",
         "def layer_forward(weights, v):\n    return np.tanh(weights @ v)\n",
     ),
 }
 
 
-@pytest.mark.parametrize("grade_id", sorted(HELPER_ELSEWHERE))
-def test_helper_in_another_answer_cell_is_found(grade_id, monkeypatch, trusted):
-    """A function that calls a helper the learner wrote in another answer cell earns every point:
-    the program builder and the NumPy-only process run the cells it needs, as the kernel has them."""
-    (old, new), helper = HELPER_ELSEWHERE[grade_id]
+def _with_helper(how):
+    """02's notebook with HELPER_ELSEWHERE[how]: (the notebook, the test cell, the number of answer
+    cells above it)."""
+    grade_id, old, new, helper = HELPER_ELSEWHERE[how]
     notebook = copy.deepcopy(NOTEBOOK_CELLS["02-build.ipynb"])
     answers = [c for c in notebook.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
     (defining,) = [c for c in answers if old in c.source]
+    assert defining is not answers[0]
     defining.source = defining.source.replace(old, new)
-    later = answers[-1] if answers[-1] is not defining else answers[0]
-    later.source = helper + "\n" + later.source
+    answers[0].source = helper + "\n" + answers[0].source
+    test_at = next(
+        i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    )
+    above = sum(1 for c in notebook.cells[:test_at] if c in answers)
+    return notebook, grade_id, above
+
+
+@pytest.mark.parametrize("how", sorted(HELPER_ELSEWHERE))
+def test_helper_in_another_answer_cell_is_found(how, monkeypatch, trusted):
+    """A function that uses a helper the learner bound in an earlier answer cell earns every
+    point: the program builder and the NumPy-only process run the cells it needs, as the kernel
+    has them when the test cell runs."""
+    notebook, grade_id, above = _with_helper(how)
     judge, _ = _judge("02-build.ipynb", monkeypatch, trusted, notebook=notebook)
+    judge.above = above
     earned, report = judge.run_cell(_source("02-build.ipynb", grade_id), 3)
     assert earned == 3, report
+
+
+def test_helper_below_the_test_cell_is_not_the_kernels(monkeypatch, trusted):
+    """A helper bound only below the test cell is not there when the kernel runs it: the builder
+    does not run that cell either, and says which name it lacks."""
+    notebook, grade_id, above = _with_helper("defined")
+    answers = [c for c in notebook.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+    helper, answers[0].source = answers[0].source.split("\n\n", 1)
+    answers[-1].source += "\n\n" + helper  # the memory report's cell, below test-policy-gradients
+    judge, _ = _judge("02-build.ipynb", monkeypatch, trusted, notebook=notebook)
+    judge.above = above
+    earned, report = judge.run_cell(_source("02-build.ipynb", grade_id), 3)
+    assert earned < 3 and "one_objective" in report, report

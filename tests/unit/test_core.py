@@ -96,22 +96,61 @@ def test_adapters_offer_an_adapter(name):
 
 
 @pytest.mark.parametrize(
-    ("answers", "name", "expected"),
+    ("answers", "name", "above", "expected"),
     [
         # alone: the defining cell, the last of two
-        (["def f(): return 1", "x = 2", "def f(): return 3"], "f", [2]),
+        (["def f(): return 1", "x = 2", "def f(): return 3"], "f", None, [2]),
         # a helper in a later cell, and its own helper in an earlier one; an unrelated cell left out
-        (["def g(): return h()", "def f(): return g()", "y = 5", "def h(): return 1"], "f", [0, 1, 3]),
+        (["def g(): return h()", "def f(): return g()", "y = 5", "def h(): return 1"], "f", None, [0, 1, 3]),
         # a cell that does not parse is never chosen; a name bound in the cell itself needs nothing
-        (["def g(:", "def f(g=1): return g"], "f", [1]),
+        (["def g(:", "def f(g=1): return g"], "f", None, [1]),
         # helpers that call each other: each chosen once
-        (["def f(): return g()", "def g(): return f()"], "f", [0, 1]),
-        ([], "f", []),
+        (["def f(): return g()", "def g(): return f()"], "f", None, [0, 1]),
+        ([], "f", None, []),
+        # every way a cell binds a name at top level: imports, tuples, stars, walrus, for, with, except
+        (["from functools import partial", "def f(): return partial(g)", "G, *H = 1, 2"], "f", None, [0, 1]),
+        (["A, (B, C) = 1, (2, 3)", "def f(): return C"], "f", None, [0, 1]),
+        (["if (D := 4):\n    pass", "def f(): return D"], "f", None, [0, 1]),
+        (["for E in range(3):\n    pass", "def f(): return E"], "f", None, [0, 1]),
+        (["with open('x') as F:\n    pass", "def f(): return F"], "f", None, [0, 1]),
+        (
+            ["try:\n    import numpy as K\nexcept ImportError as Z:\n    K = None", "def f(): return K"],
+            "f",
+            None,
+            [0, 1],
+        ),
+        # a name bound only inside a function, a class or a comprehension is not the module's
+        (["def g():\n    M = 1", "[N for N in range(2)]", "def f(): return M + N"], "f", None, [2]),
+        # above the test cell only: a later rebinding, or a helper defined below it, is not the kernel's then
+        (["def h(): return 1", "def f(): return h()", "def h(): return 2"], "f", 2, [0, 1]),
+        (["def f(): return h()", "def h(): return 2"], "f", 1, [0]),
+        (["def f(): return 1"], "f", 0, []),
     ],
 )
-def test_cells_for_a_name_are_those_it_needs(answers, name, expected):
-    """The answer cells a helper process runs for a name: the one defining it and those defining
-    what it uses, in the notebook's order, and no other."""
-    from autograder.judge.core import cells_for
+def test_cells_for_a_name_are_those_it_needs(answers, name, above, expected):
+    """The answer cells a helper process runs for a name: the one binding it and those binding
+    what it uses, among the cells above the test cell, in the notebook's order, and no other."""
+    from autograder.judge.core import AnswerCells
 
-    assert cells_for(answers, name) == [answers[i] for i in expected]
+    assert AnswerCells(answers).cells_for(name, above) == [answers[i] for i in expected]
+
+
+def test_answer_cells_parsed_once_whatever_they_name(monkeypatch):
+    """Each answer cell is parsed once, however many names it uses and however often a name is
+    asked for: a cell of thousands of names costs one parse, not one per name."""
+    import ast as ast_module
+
+    from autograder.judge import core
+
+    parsed = []
+    real_parse = ast_module.parse
+    monkeypatch.setattr(core.ast, "parse", lambda source, *a, **k: parsed.append(source) or real_parse(source, *a, **k))
+    many = "def f():\n    return [" + ", ".join(f"v{i}" for i in range(3000)) + "]\n"
+    answers = [many, *(f"v{i} = {i}" for i in range(0, 3000, 7)), "def g(): return f()"]
+    cells = core.AnswerCells(answers)
+    for above in (None, len(answers), len(answers) - 1):
+        for _ in range(3):
+            cells.cells_for("g", above)
+            cells.cells_for("f", above)
+    assert len(parsed) == len(answers)
+    assert len(cells.cells_for("g")) == 2 + len(range(0, 3000, 7))

@@ -31,6 +31,11 @@ FLAGGED = {
     "the gradebook": ("db = 'gradebook.db'", "grader's or the assignment's own files"),
     "the shipped module": ("open('remat_lesson.py', 'a')", "grader's or the assignment's own files"),
     "magics still parse": ("%matplotlib inline\nimport socket", "network"),
+    "the agent by its slot": ("import sys\nops = sys.__dict__['_autograder_agent']", "grader's agent"),
+    "the agent's slot spelled": ("slot = '_autograder_agent'", "grader's agent"),
+    "sys's namespace": ("import sys as s\nvars(s).get('x')", "grader's agent"),
+    "every object": ("import gc\nagents = [o for o in gc.get_objects() if isinstance(o, dict)]", "every object"),
+    "the agent's globals": ("_autograder_g = None", "grader's agent"),
 }
 
 
@@ -61,7 +66,19 @@ MODULES = [
     "importlib",
     "shutil",
 ]
-CALLS = ["os.fork", "os.kill", "os.killpg", "os._exit", "os.system", "os.popen", "os.execv", "os.walk", "sys.exit"]
+CALLS = [
+    "os.fork",
+    "os.kill",
+    "os.killpg",
+    "os._exit",
+    "os.system",
+    "os.popen",
+    "os.execv",
+    "os.walk",
+    "sys.exit",
+    "gc.get_objects",
+    "gc.get_referrers",
+]
 IPYTHON = [
     "showtraceback",
     "showsyntaxerror",
@@ -190,3 +207,11 @@ def test_many_magic_lines_named_unscanned():
     found = scan_source("!a\n" * 2000)
     assert found == [(1, "code that does not parse (not scanned)", "!a")]
     assert any(what == "runs shell commands" for _, what, _ in scan_source("!ls\nimport os\nos.system('x')\n"))
+
+
+def test_the_agents_names_are_the_ones_the_scan_knows():
+    """The kernel's slot for the grader's agent starts with what the scan looks for."""
+    from autograder.course.tampering import GRADER_NAMES
+    from autograder.kernel.kernel_channel import AGENT_SLOT
+
+    assert AGENT_SLOT.startswith(GRADER_NAMES)

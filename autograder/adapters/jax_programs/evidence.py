@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.adapters.jax_programs.sandboxed.artifact_runner import EVIDENCE
-from autograder.judge.core import Judge, LearnerFunction, LearnerRaised, ProgramDisagrees, cells_for, named
+from autograder.judge.core import Judge, LearnerFunction, LearnerRaised, ProgramDisagrees, named
 from autograder.judge.protocol import answer_prelude
 from autograder.kernel.helpers import HelperError
 from autograder.sandboxed.wire import WireError, decode, dumps, encode
@@ -70,9 +70,9 @@ class ProgramEvidence:
             raise LearnerRaised(["RuntimeError"], about=f"your program cannot be judged: {error}") from None
         cells = {}
         for name in sorted(names):
-            cells[name] = cells_for(judge.answers, name)
+            cells[name] = judge.cells_for(name)
             if not cells[name]:
-                raise LearnerRaised(["NameError"], about=f"no answer cell of this notebook defines {name!r}")
+                raise LearnerRaised(["NameError"], about=f"no answer cell above this test cell defines {name!r}")
         message = {
             "op": "program",
             "cells": cells,

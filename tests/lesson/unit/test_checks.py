@@ -157,6 +157,9 @@ def test_bad_difference_quotient_names_mistake(checks):
     assert read(value("central", 1e-12), 1e-12).startswith("the step is lost: in float32")
     assert read(0.0, 1e-3).startswith("exactly 0")
     assert "off by" in read(exact * 1.3, 1e-3)
+    large = read(value("central", 0.5), 0.5)
+    assert large.startswith("ε = 0.5 is too large") and "truncation" in large, large
+    assert "too large" not in read(exact * 1.3, 0.5)  # not the central difference: no reading of its step
     # A quadratic: the central difference is exact, a forward one off by eps * scale * |d|**2.
     bowl, at, along = checks.scaled_square(40.0), np.array([0.3, -0.2]), np.array([0.6, 0.8])
     slope = 2.0 * 40.0 * float(at @ along)
