@@ -18,9 +18,10 @@ syntax tree (so comments and strings about these things do not count, and aliase
 from __future__ import annotations
 
 import ast
-import re
 
 import nbformat
+
+from autograder.course.cell_source import python_tree
 
 #: IPython's machinery a learner has no reason to touch.
 IPYTHON_INTERNALS = frozenset(
@@ -119,6 +120,8 @@ class _Scanner(ast.NodeVisitor):
         module = node.module or ""
         for alias in node.names:
             self.imported[alias.asname or alias.name] = f"{module}.{alias.name}"
+            if GRADER_NAMES in alias.name:
+                self.flag(node, AGENT_MEANING, f"from {module} import {alias.name}")
         top = module.split(".")[0]
         if top in RISKY_MODULES:
             self.flag(node, RISKY_MODULES[top], f"from {module} import ...")
@@ -187,12 +190,12 @@ class _Scanner(ast.NodeVisitor):
         elif name in ("exit", "quit"):
             self.flag(node, "ends the kernel", f"{name}()")
         elif (
-            name == "vars"
+            name in ("vars", "getattr")
             and node.args
             and isinstance(node.args[0], ast.Name)
             and self.imported.get(node.args[0].id) == "sys"
         ):
-            self.flag(node, AGENT_MEANING + " (sys's namespace)", f"vars({node.args[0].id})")
+            self.flag(node, AGENT_MEANING + " (sys's namespace)", f"{name}({node.args[0].id}, ...)")
         # the full name, through imports: `q.system` after `import os as q`, `system` after
         # `from os import system` are both os.system
         head, _, rest = name.partition(".")
@@ -212,29 +215,9 @@ class _Scanner(ast.NodeVisitor):
                 self.flag(node, "opens a path outside the submission folder", repr(text[:60]))
 
 
-#: IPython's transformer tokenizes the whole cell again for each line it rewrites: it reads cells
-#: up to this size with at most MAGIC_LINES such lines; a larger one is named as not scanned.
-TRANSFORMED_SOURCE, MAGIC_LINES = 64 << 10, 64
-_MAGIC_LINE = re.compile(r"^[ \t]*[!%]|\?[ \t]*$", re.MULTILINE)
-
-
 def _tree(source: str) -> ast.AST | None:
-    try:
-        return ast.parse(source)
-    except SyntaxError:
-        pass
-    if len(source) > TRANSFORMED_SOURCE or len(_MAGIC_LINE.findall(source)) > MAGIC_LINES:
-        return None
-    try:  # IPython syntax (magics, !commands): what IPython would run
-        import warnings
-
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        with warnings.catch_warnings():  # odd line endings: IPython warns, and copes
-            warnings.simplefilter("ignore")
-            return ast.parse(TransformerManager().transform_cell(source))
-    except Exception:
-        return None
+    found = python_tree(source)
+    return None if found is None else found[1]
 
 
 def _graded_by_source(cell) -> bool:

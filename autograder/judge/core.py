@@ -42,6 +42,7 @@ from typing import Any
 
 from nbformat.notebooknode import NotebookNode
 
+from autograder.course.cell_source import python_tree
 from autograder.course.errors import GraderError
 from autograder.course.hidden_tests import strip_source
 from autograder.course.outcomes import ItemVerdict
@@ -129,72 +130,116 @@ def answer_cell_positions(notebook) -> list[int]:
     return [index for index, cell in enumerate(notebook.get("cells", [])) if _is_answer_cell(cell)]
 
 
-def top_level_names(tree: ast.AST) -> set[str]:
-    """The names running a module binds in its own namespace: definitions, assignments of every
-    form (tuples, stars, walrus, augmented, annotated), imports, for and with targets, except
-    handlers, in blocks too (if, try, for, while, with), never inside a function, class or
-    comprehension."""
+def bindings(tree: ast.AST) -> tuple[set[str], bool]:
+    """(the names running a cell may bind in the notebook's namespace, whether it star-imports).
+    Generous where Python's scopes are subtle: every name stored outside a function, class or
+    lambda body (comprehension targets and walrus, match captures, for, with and except targets,
+    tuples and stars), every name a `global` statement declares, definitions and imports; a name
+    counted that a cell does not bind costs running a cell, a name missed costs a right answer."""
     found: set[str] = set()
-    pending = list(ast.iter_child_nodes(tree))
+    star = False
+    pending: list[tuple[ast.AST, bool]] = [(child, False) for child in ast.iter_child_nodes(tree)]
     while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found.add(node.name)
-            pending.extend(node.decorator_list)
+        node, inside = pending.pop()  # inside: within a function, class or lambda body
+        if isinstance(node, ast.Global):
+            found.update(node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if not inside:
+                found.add(node.name)
+            pending.extend((child, True) for child in ast.iter_child_nodes(node))
             continue
-        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        elif isinstance(node, ast.Lambda):
+            pending.extend((child, True) for child in ast.iter_child_nodes(node))
             continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            found.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.update((alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*")
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            found.add(node.name)
-        pending.extend(ast.iter_child_nodes(node))
-    return found
+        elif not inside:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                found.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    if alias.name == "*":
+                        star = True
+                    else:
+                        found.add((alias.asname or alias.name).split(".")[0])
+            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+                found.add(node.name)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                found.add(node.rest)
+        pending.extend((child, inside) for child in ast.iter_child_nodes(node))
+    return found, star
+
+
+def names_read(tree: ast.AST) -> set[str]:
+    """Every name a cell reads anywhere, whatever its scope (a local of the same name as another
+    cell's global counts too: generous, as `bindings`), but Python's own."""
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - set(
+        dir(builtins)
+    )
 
 
 class AnswerCells:
-    """A notebook's answer cells, each parsed once: what it binds at top level and the names it
-    uses but does not bind. `cells_for` then costs one pass over names, whatever the cells hold."""
+    """A notebook's answer cells, each made Python once (IPython's syntax as IPython runs it:
+    cell_source.as_python) and read once: what it may bind and what it reads. `cells_for` then
+    costs one pass over names, whatever the cells hold."""
 
     def __init__(self, sources: list[str]):
         self.sources = list(sources)
+        self._python: list[str] = []
         self._binds: list[set[str]] = []
-        self._uses: list[list[str]] = []
+        self._reads: list[set[str]] = []
+        self._stars: list[bool] = []
         for source in self.sources:
-            try:
-                tree = ast.parse(source)
-                binds, uses = top_level_names(tree), learner_names(source, tree)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                binds, uses = set(), []  # a cell that does not parse binds nothing, as in the kernel
+            found = python_tree(source)
+            binds: set[str] = set()  # not Python: binds nothing, as in the kernel
+            reads: set[str] = set()
+            python, star = source, False
+            if found is not None:
+                try:
+                    python, (binds, star), reads = found[0], bindings(found[1]), names_read(found[1])
+                except RecursionError:
+                    pass
+            self._python.append(python)
             self._binds.append(binds)
-            self._uses.append(uses)
-        self._last: dict[int, dict[str, int]] = {}  # by `above`: name -> the last cell there binding it
+            self._reads.append(reads)
+            self._stars.append(star)
+        self._binders: dict[int, dict[str, list[int]]] = {}  # by `above`: name -> the cells there binding it
 
     def cells_for(self, name: str, above: int | None = None) -> list[str]:
-        """The answer cells a helper process runs for name, in the notebook's order: the last of
-        the first `above` cells (all when None: the cells above the test cell being judged) that
-        binds it, and the cells it needs (the last there to bind each name it uses but does not
-        bind, and theirs in turn). A helper the learner wrote in another answer cell is found as
-        the kernel has it when the test cell runs; a cell nothing needs is never run. [] when no
-        cell there binds name."""
+        """The answer cells a helper process runs for name, as Python, in the notebook's order:
+        among the first `above` cells (all when None: those above the test cell being judged),
+        every cell that may bind name, and every cell that may bind a name those read, in turn,
+        and the cells that star-import; so a helper the learner wrote in another answer cell is
+        found as the kernel has it when the test cell runs, and a cell nothing needs is never
+        run. [] when no cell there binds name."""
         above = len(self.sources) if above is None else max(0, min(above, len(self.sources)))
-        if above not in self._last:
-            last: dict[str, int] = {}
+        if above not in self._binders:
+            binders: dict[str, list[int]] = {}
             for index in range(above):
-                last.update(dict.fromkeys(self._binds[index], index))
-            self._last[above] = last
-        last = self._last[above]
+                for bound in self._binds[index]:
+                    binders.setdefault(bound, []).append(index)
+            self._binders[above] = binders
+        binders = self._binders[above]
+        stars = [index for index in range(above) if self._stars[index]]
+        if name not in binders and not stars:
+            return []
         chosen: set[int] = set()
+        seen: set[str] = set()
         wanted = [name]
-        while wanted:
-            found = last.get(wanted.pop())
-            if found is None or found in chosen:
+        for index in [*binders.get(name, []), *stars]:
+            chosen.add(index)
+        pending = sorted(chosen)
+        while pending or wanted:
+            if pending:
+                wanted.extend(self._reads[pending.pop()])
                 continue
-            chosen.add(found)
-            wanted.extend(self._uses[found])
-        return [self.sources[index] for index in sorted(chosen)]
+            needed = wanted.pop()
+            if needed in seen:
+                continue
+            seen.add(needed)
+            for index in binders.get(needed, []):
+                if index not in chosen:
+                    chosen.add(index)
+                    pending.append(index)
+        return [self._python[index] for index in sorted(chosen)]
 
 
 # ---------------------------------------------------------------------------------------

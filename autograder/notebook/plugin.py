@@ -186,6 +186,7 @@ def _write_class_report(root: Path, assignment: str, student: str, not_graded: l
             assignment,
             lambda who, notebook: root / "feedback" / who / assignment / f"{notebook}.html",
         )
+        log.info("the class report, with %s's notebooks: %s", student, out / "report.html")
     except Exception as error:
         log.warning("the class report was not written: %s: %s", type(error).__name__, error)
 

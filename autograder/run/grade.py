@@ -388,7 +388,9 @@ def _grader_failed(why: str) -> Trouble:
 
 def score_table(result: GradingResult) -> str:
     """Students x notebooks, points/max as the gradebook counts them (cells.csv's rows: pending
-    cells at the score they hold); * marks notebooks with cells still waiting for a person."""
+    cells at the score they hold); * marks notebooks with cells still waiting for a person, graded
+    in formgrader on the run's course (OUT/course)."""
+    course = str(result.out / "course") if result.out is not None else "OUT/course"
     totals: dict[tuple[str, str], list] = {}
     for row in result.cells:
         entry = totals.setdefault((row["student_id"], row["notebook"]), [0.0, 0.0, False])
@@ -412,7 +414,7 @@ def score_table(result: GradingResult) -> str:
         mark = " !" if troubled else (" ?" if student in result.flagged else "")
         lines.append(f"{student:<{width}}  " + "  ".join(cells) + f"  {f'{got:g}/{most:g}':>11}{mark}")
     lines.append(
-        "* cells awaiting a person, counted as they stand (formgrader on OUT/course); ! a notebook broken, unreadable "
+        f"* cells awaiting a person, counted as they stand (formgrader on {course}); ! a notebook broken, unreadable "
         "or missing; ? flagged for review"
     )
     return "\n".join(lines)

@@ -227,9 +227,12 @@ def test_scores_are_the_class_deserves(graded):
 
 
 def test_both_routes_write_the_class_report(graded):
-    """Both routes write the class report of each assignment, its figures drawn without Matplotlib."""
+    """Both routes write the class report of each assignment, its figures drawn without Matplotlib,
+    and say where it is."""
     plugin = graded["plugin_course"]
     for assignment, students in ((PS1, PS1_CLASS), (PS2, PS2_CLASS)):
+        said = graded["said"][("plugin", assignment)]
+        assert str(plugin / "class-report" / assignment / "report.html") in said, said[-2000:]
         for folder in (plugin / "class-report" / assignment, plugin / "autograder" / assignment):
             page = (folder / "report.html").read_text()
             assert all(student in page for student in students), folder

@@ -98,8 +98,19 @@ def test_adapters_offer_an_adapter(name):
 @pytest.mark.parametrize(
     ("answers", "name", "above", "expected"),
     [
-        # alone: the defining cell, the last of two
-        (["def f(): return 1", "x = 2", "def f(): return 3"], "f", None, [2]),
+        # every cell that binds it, in order (the last one's binding is the one left, as in the kernel)
+        (["def f(): return 1", "x = 2", "def f(): return 3"], "f", None, [0, 2]),
+        # a setting rebound from itself: both cells
+        (["X = {'a': 1}", "X = {**X, 'b': 2}", "def f(): return X"], "f", None, [0, 1, 2]),
+        # a global of another cell that is also a local name somewhere in the reading cell
+        (["W2 = 3", "def f(W2=None):\n    return W2\ndef g():\n    return W2"], "g", None, [0, 1]),
+        # global inside a function; a star import; a match capture
+        (["def setup():\n    global K2\n    K2 = 1", "def f(): return K2"], "f", None, [0, 1]),
+        (["from math import *", "def f(): return floor(1.5)"], "f", None, [0, 1]),
+        (["match 1:\n    case Q:\n        pass", "def f(): return Q"], "f", None, [0, 1]),
+        # IPython's syntax: a line magic, a cell magic over the definition
+        (["%timeit 1\ndef f(): return 1"], "f", None, [0]),
+        (["%%time\ndef f(): return 1"], "f", None, [0]),
         # a helper in a later cell, and its own helper in an earlier one; an unrelated cell left out
         (["def g(): return h()", "def f(): return g()", "y = 5", "def h(): return 1"], "f", None, [0, 1, 3]),
         # a cell that does not parse is never chosen; a name bound in the cell itself needs nothing
@@ -119,8 +130,8 @@ def test_adapters_offer_an_adapter(name):
             None,
             [0, 1],
         ),
-        # a name bound only inside a function, a class or a comprehension is not the module's
-        (["def g():\n    M = 1", "[N for N in range(2)]", "def f(): return M + N"], "f", None, [2]),
+        # a name bound only inside a function is not the module's; a comprehension's may be (walrus)
+        (["def g():\n    M = 1", "[(N := n) for n in range(2)]", "def f(): return M + N"], "f", None, [1, 2]),
         # above the test cell only: a later rebinding, or a helper defined below it, is not the kernel's then
         (["def h(): return 1", "def f(): return h()", "def h(): return 2"], "f", 2, [0, 1]),
         (["def f(): return h()", "def h(): return 2"], "f", 1, [0]),
@@ -130,9 +141,10 @@ def test_adapters_offer_an_adapter(name):
 def test_cells_for_a_name_are_those_it_needs(answers, name, above, expected):
     """The answer cells a helper process runs for a name: the one binding it and those binding
     what it uses, among the cells above the test cell, in the notebook's order, and no other."""
+    from autograder.course.cell_source import as_python
     from autograder.judge.core import AnswerCells
 
-    assert AnswerCells(answers).cells_for(name, above) == [answers[i] for i in expected]
+    assert AnswerCells(answers).cells_for(name, above) == [as_python(answers[i]) for i in expected]
 
 
 def test_answer_cells_parsed_once_whatever_they_name(monkeypatch):

@@ -36,6 +36,8 @@ FLAGGED = {
     "sys's namespace": ("import sys as s\nvars(s).get('x')", "grader's agent"),
     "every object": ("import gc\nagents = [o for o in gc.get_objects() if isinstance(o, dict)]", "every object"),
     "the agent's globals": ("_autograder_g = None", "grader's agent"),
+    "the agent by a built name": ("import sys\nagent = getattr(sys, '_auto' + 'grader_agent', None)", "grader's agent"),
+    "the agent imported": ("from sys import _autograder_agent as agent", "grader's agent"),
 }
 
 
