@@ -127,7 +127,8 @@ def stock_scores(course: Path) -> dict[tuple[str, str, str], float | None]:
 def compare_scores(stock: dict, cells: list[dict]) -> list[str]:
     """Every cell the two sides scored differently (empty: the same scores)."""
     ours = {
-        (r["student_id"], r["notebook"], r["grade_id"]): (None if r["score"] == "" else float(r["score"]))
+        # cells.csv gives a pending cell's score as it stands (0 until a person grades it) and says so.
+        (r["student_id"], r["notebook"], r["grade_id"]): (None if r["pending"] == "yes" else float(r["score"]))
         for r in cells
     }
     return [
