@@ -3,7 +3,9 @@
 Every grading run of the tests with the same source, host and options that change the reference
 run shares one clean reference run (`GradingOptions.reference_cache`), as an instructor's regrades
 do: the instructor's notebooks run once per key, not once per test. A test about the reference run
-itself calls `reference.run_reference`, or grades with its own options and no cache.
+itself calls `reference.run_reference`, or grades with its own options and no cache. The sandbox's
+limits are part of the key: the fixture class, graded with a lower memory total, has a reference
+run of its own.
 
 Every run of a test session also draws the judge's fresh inputs from one seed, drawn as the
 session starts: the programs of those inputs are then in the kept reference's compile cache, as

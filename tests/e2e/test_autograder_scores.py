@@ -367,6 +367,8 @@ def test_broken_notebooks_are_reported(graded):
         troubles = graded.broken[student]
         assert [t.kind for t in troubles] == [TroubleKind.LIMIT], troubles
         assert any(limit in troubles[0].message for limit in limits), troubles
+    # The run's own total reached the watcher (not the 6 GiB default).
+    assert f"{fixtures.MEMORY_TOTAL >> 20:g} MiB" in graded.broken["hostile-memory-hog"][0].message
 
 
 def test_solutions_earn_every_auto_graded_point(graded):

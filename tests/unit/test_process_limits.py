@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from autograder.kernel import helpers, kernels
-from autograder.kernel.process_limits import LimitWatcher
+import pytest
+
+from autograder.kernel import helpers, kernels, process_limits
+from autograder.kernel.process_limits import LimitWatcher, over_limits
+from autograder.kernel.sandbox import Limits
 
 
 class CountingWatcher(LimitWatcher):
@@ -40,3 +43,30 @@ def test_both_watchers_are_the_one_loop():
     for watcher in (kernels.Watcher, helpers.HelperWatcher):
         assert issubclass(watcher, LimitWatcher)
         assert "run" not in vars(watcher) and "look" in vars(watcher)
+
+
+@pytest.mark.parametrize(
+    ("count", "threads_each", "mib_each", "named"),
+    [
+        (4, 1, 100, None),  # under every limit
+        (33, 1, 1, "the process limit"),
+        (33, 20, 1024, "the process limit"),  # past all three: the count is named first
+        (20, 30, 1, "the task limit"),
+        (20, 30, 1024, "the task limit"),
+        (5, 1, 500, "the memory limit"),  # 2,500 MiB past 2,048
+        (4, 1, 512, None),  # 2,048 MiB is the limit itself, not past it
+    ],
+)
+def test_over_limits_names_the_first_limit_passed(monkeypatch, count, threads_each, mib_each, named):
+    """One look names one limit, in a fixed order (processes, tasks, memory), and the size it says
+    is the run's own: a fork bomb whose copies also pass the memory total is named for its count."""
+    monkeypatch.setattr(process_limits, "threads", lambda pid: threads_each)
+    monkeypatch.setattr(process_limits, "rss", lambda pid: mib_each << 20)
+    limits = Limits(processes=32, tasks=512, memory_total=2 << 30)
+    said = over_limits(list(range(count)), limits)
+    if named is None:
+        assert said is None
+    else:
+        assert said is not None and said.endswith(f"({named})"), said
+    if named == "the memory limit":
+        assert "more than 2048 MiB" in said
