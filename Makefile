@@ -30,6 +30,11 @@ INTAKE_EXAMPLES ?= 1500
 AUDIT_EVIDENCE ?= runs/performance-audit
 K ?= 16
 BENCH_JOBS ?= 2
+# The benchmark's repeats (its figures are then medians), and the class sizes and job counts the
+# grader alone is timed at (empty: none), e.g. BENCH_REPEATS=3 BENCH_GROWTH=4,16,64 BENCH_JOBS_SWEEP=2,4.
+BENCH_REPEATS ?= 1
+BENCH_GROWTH ?=
+BENCH_JOBS_SWEEP ?=
 
 .PHONY: help venv grader-env test-env run test test-fast test-e2e lint format lock sync release lab validate autograde formgrader export \
         feedback figures sweep audit audit-starter test-browser bench-grading clean
@@ -192,9 +197,12 @@ audit-starter: venv
 test-browser: test-env
 	$(PY) -m pytest tests/e2e/browser -m browser $(PYTEST_ARGS)
 
-## bench-grading [K=16] [BENCH_JOBS=2]: stock serial nbgrader vs the parallel grader; writes runs/bench/grading.json
+## bench-grading [K=16] [BENCH_JOBS=2] [BENCH_REPEATS=1] [BENCH_GROWTH=4,16,64] [BENCH_JOBS_SWEEP=2,4]: stock serial
+##                nbgrader vs the parallel grader (medians of the repeats), and how the grader's time grows with
+##                the class and the jobs; writes runs/bench/grading.json
 bench-grading: grader-env
-	$(PY) -m bundle.bench_grading --copies $(K) --jobs $(BENCH_JOBS)
+	$(PY) -m bundle.bench_grading --copies $(K) --jobs $(BENCH_JOBS) --repeats "$(BENCH_REPEATS)" \
+	  --growth "$(BENCH_GROWTH)" --jobs-sweep "$(BENCH_JOBS_SWEEP)"
 
 ## clean: remove runs/ (a class gradebook under runs/autograde with it)
 clean:
