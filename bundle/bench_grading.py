@@ -39,7 +39,7 @@ from autograder.course.errors import ExitCode
 from autograder.course.hidden_tests import BEGIN as HIDDEN_BEGIN
 from autograder.course.outcomes import NotebookTiming
 from autograder.course.paths import AUTOGRADER, KERNEL_NAME, RUNS, SOLUTIONS
-from autograder.run.grade import grade
+from autograder.run.grade import GradingResult, grade
 from autograder.run.options import GradingOptions
 
 BENCH = RUNS / "bench"
@@ -186,7 +186,7 @@ def cost_breakdown(timings: dict[str, list[NotebookTiming]]) -> dict[str, dict[s
     return table
 
 
-def grader_run(submissions: Path, jobs: int, out: Path) -> tuple[float, object]:
+def grader_run(submissions: Path, jobs: int, out: Path) -> tuple[float, GradingResult]:
     """The grader's side: a fresh class gradebook, its own reference run (none kept from another
     run is taken: it is part of what grading costs); (wall seconds, its GradingResult)."""
     shutil.rmtree(out, ignore_errors=True)  # a fresh class gradebook, like stock nbgrader's
@@ -195,13 +195,14 @@ def grader_run(submissions: Path, jobs: int, out: Path) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def scaling_row(students: int, jobs: int, cores: int, wall: float, phases: dict[str, float], result=None) -> dict:
-    """One grading run's cost: per student; per core reserved (the wall seconds each student
-    takes of the cores the run could use, min(jobs, cores): reserved, not measured use); the
-    reference run, which every run pays once whatever the class; and the students phase per
-    student. Setup (which reads every submission) and merging are in the wall time only.
-    `result`: the run's GradingResult, whose failed and broken students are counted (a row
-    where the grader failed anyone timed less work)."""
+def scaling_row(students: int, jobs: int, cores: int, wall: float, result: GradingResult) -> dict:
+    """One grading run's cost, from its wall time and its result: per student; per core reserved
+    (the wall seconds each student takes of the cores the run could use, min(jobs, cores):
+    reserved, not measured use); the reference run, which every run pays once whatever the
+    class; the students phase per student (setup, which reads every submission, and merging are
+    in the wall time only); and the students the grader failed or found broken (a row with any
+    timed less work)."""
+    phases = result.phases
     return {
         "students": students,
         "jobs": jobs,
@@ -210,8 +211,8 @@ def scaling_row(students: int, jobs: int, cores: int, wall: float, phases: dict[
         "core_s_per_student": round(wall * min(jobs, cores) / students, 3),
         "reference_s": round(phases.get("reference", 0.0), 2),
         "students_s_per_student": round(phases.get("students", 0.0) / students, 3),
-        "failed_students": len(result.failed) if result is not None else 0,
-        "broken_students": len(result.broken) if result is not None else 0,
+        "failed_students": len(result.failed),
+        "broken_students": len(result.broken),
     }
 
 
@@ -344,13 +345,7 @@ def main(argv=None) -> int:
     def write() -> dict:
         """The report as it stands, written (again) as each part ends: a later part that fails
         loses none of the runs before it."""
-        report = comparison_report()
-        BENCH.mkdir(parents=True, exist_ok=True)
-        (BENCH / "grading.json").write_text(json.dumps(report, indent=2) + "\n")
-        return report
-
-    def comparison_report() -> dict:
-        return {
+        report = {
             "students": n,
             "student_source": args.students,
             "notebooks_per_student": len(NOTEBOOKS),
@@ -379,17 +374,20 @@ def main(argv=None) -> int:
             "growth": growth_of(growth),
             "jobs_sweep": growth_of(sweep),
         }
+        BENCH.mkdir(parents=True, exist_ok=True)
+        (BENCH / "grading.json").write_text(json.dumps(report, indent=2) + "\n")
+        return report
 
     write()
     for size in args.growth:
         grown = make_class(size, BENCH / f"submissions-{size}", args.students)
         wall, grown_result = grader_run(BENCH / f"submissions-{size}", args.jobs, BENCH / f"parallel-{size}")
-        growth.append(scaling_row(len(grown), args.jobs, cpus, wall, grown_result.phases, grown_result))
+        growth.append(scaling_row(len(grown), args.jobs, cpus, wall, grown_result))
         print(f"growth: {size} students, {args.jobs} jobs: {wall:.1f} s", flush=True)
         write()
     for jobs in args.jobs_sweep:
         wall, swept = grader_run(submissions, jobs, BENCH / f"parallel-jobs-{jobs}")
-        sweep.append(scaling_row(n, jobs, cpus, wall, swept.phases, swept))
+        sweep.append(scaling_row(n, jobs, cpus, wall, swept))
         print(f"jobs sweep: {n} students, {jobs} jobs: {wall:.1f} s", flush=True)
         write()
     report = write()

@@ -5,6 +5,7 @@ made up; the benchmark's own run (make bench-grading) is where real seconds are 
 from __future__ import annotations
 
 import argparse
+from types import SimpleNamespace
 
 import pytest
 
@@ -44,8 +45,14 @@ def test_what_went_wrong_in_any_run_is_reported_whatever_the_last_run_did():
     assert medians["stock_failures"] == ["a"]
 
 
+def _result(phases=None, failed=None, broken=None):
+    """What a row reads of a GradingResult."""
+    return SimpleNamespace(phases=phases or {}, failed=failed or {}, broken=broken or {})
+
+
 def test_a_row_splits_what_a_run_pays_once_from_what_each_student_adds():
-    row = scaling_row(16, 2, 2, 128.0, {"setup": 5.0, "reference": 21.0, "students": 100.0, "merge_and_export": 2.0})
+    phases = {"setup": 5.0, "reference": 21.0, "students": 100.0, "merge_and_export": 2.0}
+    row = scaling_row(16, 2, 2, 128.0, _result(phases))
     assert row["s_per_student"] == 8.0
     assert row["core_s_per_student"] == 16.0  # two cores reserved for 8 s a student
     assert row["reference_s"] == 21.0
@@ -54,27 +61,28 @@ def test_a_row_splits_what_a_run_pays_once_from_what_each_student_adds():
 
 
 def test_a_row_counts_the_students_the_grader_failed_or_found_broken():
-    class Result:
-        failed = {"s1": ["its worker died twice"], "s2": ["..."]}
-        broken = {"s3": ["..."]}
-
-    row = scaling_row(4, 2, 2, 40.0, {}, Result())
+    result = _result(failed={"s1": ["its worker died twice"], "s2": ["..."]}, broken={"s3": ["..."]})
+    row = scaling_row(4, 2, 2, 40.0, result)
     assert (row["failed_students"], row["broken_students"]) == (2, 1)
 
 
 def test_a_row_counts_only_the_cores_a_run_could_use():
     # 4 jobs on 2 CPUs use 2 cores; 1 job on 2 CPUs uses one.
-    assert scaling_row(8, 4, 2, 40.0, {})["core_s_per_student"] == 10.0
-    assert scaling_row(8, 1, 2, 40.0, {})["core_s_per_student"] == 5.0
+    assert scaling_row(8, 4, 2, 40.0, _result())["core_s_per_student"] == 10.0
+    assert scaling_row(8, 1, 2, 40.0, _result())["core_s_per_student"] == 5.0
 
 
 def test_growth_is_read_against_the_first_row():
-    rows = [scaling_row(4, 2, 2, 48.0, {}), scaling_row(16, 2, 2, 128.0, {}), scaling_row(64, 2, 2, 448.0, {})]
+    rows = [
+        scaling_row(4, 2, 2, 48.0, _result()),
+        scaling_row(16, 2, 2, 128.0, _result()),
+        scaling_row(64, 2, 2, 448.0, _result()),
+    ]
     grown = growth_of(rows)
     assert [row["per_student_vs_first"] for row in grown] == [1.0, 0.667, 0.583]
     assert growth_of([]) == []
     # More jobs on the same class and 2 cores: 2 -> 4 jobs, 100 s -> 80 s.
-    swept = growth_of([scaling_row(16, 2, 2, 100.0, {}), scaling_row(16, 4, 2, 80.0, {})])
+    swept = growth_of([scaling_row(16, 2, 2, 100.0, _result()), scaling_row(16, 4, 2, 80.0, _result())])
     assert [row["per_student_vs_first"] for row in swept] == [1.0, 0.8]
     assert [row["core_s_vs_first"] for row in swept] == [1.0, 0.8]  # still 2 cores: 0.8 of the core seconds
 
@@ -101,7 +109,7 @@ def test_the_console_says_the_medians_and_the_growth_table():
         "parallel_over_floor": 2.5,
         "last_run_parallel_phases_s": {"setup": 1.0},
         "last_run_breakdown_per_notebook_s": {},
-        "growth": growth_of([scaling_row(4, 2, 2, 48.0, {}), scaling_row(16, 2, 2, 128.0, {})]),
+        "growth": growth_of([scaling_row(4, 2, 2, 48.0, _result()), scaling_row(16, 2, 2, 128.0, _result())]),
         "jobs_sweep": [],
     }
     text = report_text(report)
