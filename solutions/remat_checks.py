@@ -447,6 +447,23 @@ class Checks:
 # ---------------------------------------------------------------------------------------
 # Timing a learner's timing: an executable that knows how long its calls and results took.
 # ---------------------------------------------------------------------------------------
+def _every_row_matched(fits: np.ndarray) -> bool:
+    """Whether each row can be given a column of its own where `fits` holds (a perfect matching,
+    by augmenting paths)."""
+    owner = [-1] * fits.shape[1]  # column -> row
+
+    def claim(row: int, seen: set[int]) -> bool:
+        for column in map(int, np.flatnonzero(fits[row])):
+            if column not in seen:
+                seen.add(column)
+                if owner[column] < 0 or claim(owner[column], seen):
+                    owner[column] = row
+                    return True
+        return False
+
+    return all(claim(row, set()) for row in range(fits.shape[0]))
+
+
 class TimedExecutable:
     """An executable for a learner's timing code, timed from outside that code.
 
@@ -520,8 +537,10 @@ class TimedExecutable:
             return False
         if bool(np.all((found >= low) & (found < high))):
             return False
-        order = np.argsort(low, kind="stable")  # the calls by the least each can take
-        return bool(np.all((np.sort(found) >= low[order]) & (np.sort(found) < high[order])))
+        # Any matching of samples to calls, not only smallest to smallest: on a loaded machine the
+        # measured durations need not keep the order of the results' delays.
+        fits = (found[:, None] >= low[None, :]) & (found[:, None] < high[None, :])  # sample x call
+        return _every_row_matched(fits)
 
     def shortest_samples(self, repeats: int) -> np.ndarray:
         """For the last `repeats` calls, the least a sample that waits for its result can be."""

@@ -297,6 +297,22 @@ def test_reordered_samples_are_told_apart(checks):
     assert not timed.fit_in_another_order(honest[:2], 3)
 
 
+def test_reordered_samples_are_told_apart_when_load_reorders_the_durations(checks):
+    """On a loaded machine the measured durations need not keep the order of the results' delays
+    (here the last call, the quickest to be ready, was measured longer than the one before it):
+    sorted samples still fit their calls in some order, and are told apart by that alone."""
+    timed = checks.TimedExecutable(result_delays=(0.07, 0.05, 0.03, 0.01))
+    timed.started = 0.0
+    for call, (called, waited) in enumerate(((0.0, 0.071), (0.072, 0.124), (0.125, 0.170), (0.171, 0.221)), 1):
+        timed.note("call", call, called)
+        timed.note("waited", call, waited)
+    timed.note("end", 4, 0.222)
+    honest = [0.0705, 0.0515, 0.0445, 0.0495]
+    assert not timed.fit_in_another_order(honest, 4)
+    assert timed.fit_in_another_order(sorted(honest), 4)
+    assert not timed.fit_in_another_order([0.06, 0.06, 0.06, 0.06], 4)  # none fits the first call
+
+
 # ---------------------------------------------------------------------------------------
 # NumPy-only tasks.
 # ---------------------------------------------------------------------------------------
