@@ -24,6 +24,7 @@ from autograder.run.options import GradingOptions
 from autograder.run.reference import ReferenceRun, run_reference
 from autograder.run.tls import PRELOAD, RARE_HOUSEKEEPING_MS
 from autograder.run.worker import StudentResult, StudentTask, grade_student, release_sandboxes, warm_up
+from autograder.upstream.distributed import made_despite_slow_loop
 
 if TYPE_CHECKING:
     from dask.distributed import Client, LocalCluster
@@ -130,24 +131,28 @@ class DaskRunner:
         settings |= LOCAL_CLUSTER_QUIET
         with dask.config.set(settings):
             if self.scheduler is None:
-                self.cluster = LocalCluster(
-                    n_workers=self.jobs,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    memory_limit=0,
-                    silence_logs=logging.ERROR,
-                    security=True,
-                    protocol="tls://",
-                    host="127.0.0.1",
-                    # No HTTP port (autograder/run/tls.py's dask_setup): the scheduler's would name the
-                    # students being graded to anyone on this machine, without a certificate.
-                    scheduler_kwargs={"preload": [PRELOAD]},
-                    preload=[PRELOAD],
+                self.cluster = made_despite_slow_loop(
+                    lambda: LocalCluster(
+                        n_workers=self.jobs,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        memory_limit=0,
+                        silence_logs=logging.ERROR,
+                        security=True,
+                        protocol="tls://",
+                        host="127.0.0.1",
+                        # No HTTP port (autograder/run/tls.py's dask_setup): the scheduler's would name the
+                        # students being graded to anyone on this machine, without a certificate.
+                        scheduler_kwargs={"preload": [PRELOAD]},
+                        preload=[PRELOAD],
+                    )
                 )
-                self.client = Client(self.cluster, timeout="30s")
+                cluster = self.cluster
+                self.client = made_despite_slow_loop(lambda: Client(cluster, timeout="30s"))
             else:
-                self.client = Client(self.scheduler, security=self.scheduler_security.security(), timeout="30s")
+                security = self.scheduler_security.security()
+                self.client = made_despite_slow_loop(lambda: Client(self.scheduler, security=security, timeout="30s"))
                 self._refuse_threaded_workers()
         return self
 

@@ -22,6 +22,9 @@ from tests.unit.test_layout import sent_as_text
 
 #: The packages whose private members only autograder/upstream/ may use.
 UPSTREAM = ("jupyter_client", "nbclient", "nbconvert", "nbgrader")
+#: Packages with a seam module there too, not scanned: their private names are common words the
+#: grader uses for its own (distributed has a `_deadline`, as SandboxedExecute has).
+UNSCANNED = ("distributed",)
 
 
 def _dunder(name: str) -> bool:
@@ -180,10 +183,11 @@ def test_every_seam_is_in_upstream():
 
 
 def test_each_upstream_module_is_a_package_it_opens():
-    """autograder/upstream/ holds one module per package of UPSTREAM, named for it, and each says why."""
+    """autograder/upstream/ holds one module per package of UPSTREAM (or UNSCANNED), named for it, and
+    each says why."""
     folder = ROOT / "autograder" / "upstream"
     modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
-    assert modules and set(modules) <= set(UPSTREAM)
+    assert modules and set(modules) <= set(UPSTREAM + UNSCANNED)
     for name in modules:
         assert ast.get_docstring(ast.parse((folder / f"{name}.py").read_text())), name
 
