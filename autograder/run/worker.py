@@ -47,6 +47,7 @@ from autograder.notebook.execute import (
 )
 from autograder.notebook.plugin import configure
 from autograder.run.options import GradingOptions
+from autograder.upstream.nbgrader import shared_gradebook_engines
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +230,19 @@ def _make_next_session_or_log(task: StudentTask, template: TaskTemplate, kernel_
         log.warning("no sandbox could be made ahead for the next student: %s", error)
 
 
+def _scratch() -> Path:
+    """A new folder for the student being graded: the same path for each student of this process
+    (it grades one at a time), so that their gradebooks have one database URL and one engine,
+    which compiles each statement once (shared_gradebook_engines). A folder the last student's
+    grading could not remove is not reused: a folder of another name is made then."""
+    folder = _folder() / "student"
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        return Path(tempfile.mkdtemp(prefix="student-", dir=_folder()))
+    return folder
+
+
 def release_sandboxes() -> None:
     """Remove the sandbox made ahead (if any) and this process's sandbox folder: the run is over."""
     global _AHEAD, _FOLDER
@@ -376,7 +390,8 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
     result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
     put_venv_on_path()
     quiet_gradebook_warnings()
-    scratch = Path(tempfile.mkdtemp(prefix="autograder-grade-"))
+    shared_gradebook_engines()
+    scratch = _scratch()
     session = None
     try:
         course = scratch / "course"

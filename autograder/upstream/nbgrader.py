@@ -1,5 +1,5 @@
-"""nbgrader past its public API: which of Autograde's two steps is running, and the gradebook's
-schema revision read without a process.
+"""nbgrader past its public API: which of Autograde's two steps is running, the gradebook's
+schema revision read without a process, and one database engine per gradebook for the process.
 
 Everything else the grader changes in nbgrader goes through its public surface: preprocessors
 in `Autograde.sanitize_preprocessors` / `autograde_preprocessors`, `preprocess_cell`
@@ -8,7 +8,9 @@ in `Autograde.sanitize_preprocessors` / `autograde_preprocessors`, `preprocess_c
 
 from __future__ import annotations
 
+import collections
 import functools
+import threading
 
 
 def sanitizing(converter) -> bool:
@@ -41,3 +43,31 @@ def fast_schema_stamp() -> None:
     import nbgrader.api
 
     nbgrader.api.get_alembic_version = schema_head
+
+
+#: The engines shared_gradebook_engines keeps, by (database URL, options): the last few used.
+_ENGINES: collections.OrderedDict = collections.OrderedDict()
+_ENGINES_KEPT = 4
+_ENGINES_LOCK = threading.Lock()
+
+
+def shared_gradebook_engines() -> None:
+    """nbgrader's Gradebook makes a new SQLAlchemy engine each time it is opened (about eleven
+    times a notebook it autogrades), and SQLAlchemy keeps compiled statements per engine: every
+    statement was compiled again each time, about 0.5 s of a student's grading. One engine per
+    database, kept for the process (the last few), compiles each statement once. Gradebook.close()
+    still disposes of the engine's pooled connections, so no database file stays open; the engine
+    makes new ones when it is next used. Replaced where nbgrader.api looks create_engine up."""
+    import nbgrader.api
+    import sqlalchemy
+
+    def create_engine(url, **options):
+        key = (str(url), tuple(sorted(options.items())))
+        with _ENGINES_LOCK:
+            engine = _ENGINES.pop(key, None) or sqlalchemy.create_engine(url, **options)
+            _ENGINES[key] = engine  # the most recently used last
+            while len(_ENGINES) > _ENGINES_KEPT:
+                _ENGINES.popitem(last=False)[1].dispose()
+        return engine
+
+    nbgrader.api.create_engine = create_engine

@@ -1,0 +1,71 @@
+"""One database engine per gradebook for the process (autograder/upstream/nbgrader.py's
+shared_gradebook_engines): nbgrader's Gradebook opened again compiles no statement again, a
+closed gradebook keeps no connection open, and a grading worker gives each of its students the
+same folder's name, so their gradebooks share that engine (worker._scratch)."""
+
+from __future__ import annotations
+
+import nbgrader.api
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder.run import worker
+from autograder.upstream import nbgrader as upstream
+from autograder.upstream.nbgrader import schema_head, shared_gradebook_engines
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    """nbgrader.api with the engines shared, and nothing kept from another test."""
+    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)
+    monkeypatch.setattr(nbgrader.api, "get_alembic_version", schema_head)
+    monkeypatch.setattr(upstream, "_ENGINES", type(upstream._ENGINES)())
+    shared_gradebook_engines()
+    return upstream._ENGINES
+
+
+def _misses(gradebook) -> int:
+    """How many statements the gradebook's engine compiled (SQLAlchemy's cache misses)."""
+    return len(gradebook.engine._compiled_cache)
+
+
+def test_a_gradebook_opened_again_compiles_nothing_again(engines, tmp_path):
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as first:
+        first.add_student("ann")
+        first.find_student("ann")
+        compiled = _misses(first)
+    with Gradebook(url) as again:
+        again.add_student("bob")
+        again.find_student("bob")
+        assert again.engine is first.engine
+        assert _misses(again) == compiled > 0
+        assert [s.id for s in again.students] == ["ann", "bob"]
+
+
+def test_a_closed_gradebook_keeps_no_connection_open(engines, tmp_path):
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as gradebook:
+        gradebook.add_student("ann")
+    assert gradebook.engine.pool.checkedout() == 0
+    (tmp_path / "gradebook.db").unlink()  # a new student's gradebook where the last one was
+    with Gradebook(url) as fresh:
+        assert fresh.students == []
+
+
+def test_only_the_last_few_engines_are_kept(engines, tmp_path):
+    made = []
+    for k in range(upstream._ENGINES_KEPT + 2):
+        with Gradebook(f"sqlite:///{tmp_path / f'{k}.db'}") as gradebook:
+            made.append(gradebook.engine)
+    assert list(engines.values()) == made[-upstream._ENGINES_KEPT :]
+
+
+def test_each_student_of_a_worker_has_the_same_folder_name(monkeypatch, tmp_path):
+    monkeypatch.setattr(worker, "_FOLDER", tmp_path)
+    first = worker._scratch()
+    first.rmdir()  # graded and removed
+    assert worker._scratch() == first
+    # Not removed (a file it could not delete): the next student gets a folder of its own.
+    other = worker._scratch()
+    assert other != first and other.parent == tmp_path and other.is_dir()
