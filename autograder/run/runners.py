@@ -148,8 +148,7 @@ class DaskRunner:
                         preload=[PRELOAD],
                     )
                 )
-                cluster = self.cluster
-                self.client = made_despite_slow_loop(lambda: Client(cluster, timeout="30s"))
+                self.client = Client(self.cluster, timeout="30s")  # on the cluster's loop: no thread of its own
             else:
                 security = self.scheduler_security.security()
                 self.client = made_despite_slow_loop(lambda: Client(self.scheduler, security=security, timeout="30s"))

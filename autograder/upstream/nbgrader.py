@@ -55,19 +55,25 @@ def shared_gradebook_engines() -> None:
     """nbgrader's Gradebook makes a new SQLAlchemy engine each time it is opened (about eleven
     times a notebook it autogrades), and SQLAlchemy keeps compiled statements per engine: every
     statement was compiled again each time, about 0.5 s of a student's grading. One engine per
-    database, kept for the process (the last few), compiles each statement once. Gradebook.close()
-    still disposes of the engine's pooled connections, so no database file stays open; the engine
-    makes new ones when it is next used. Replaced where nbgrader.api looks create_engine up."""
+    database, kept for the process (the last few), compiles each statement once.
+
+    The engines pool no connection (NullPool): each connection is closed when it is given back, as
+    with an engine of its own per gradebook. A gradebook that failed half-opened, its session never
+    removed, so leaves nothing that a later gradebook at the same path (the next student's, where
+    the last one's file was deleted) could be handed. Replaced where nbgrader.api looks
+    create_engine up."""
     import nbgrader.api
     import sqlalchemy
+    from sqlalchemy.pool import NullPool
 
     def create_engine(url, **options):
-        key = (str(url), tuple(sorted(options.items())))
+        options = {"poolclass": NullPool, **options}
+        key = (str(url), tuple(sorted((name, repr(value)) for name, value in options.items())))
         with _ENGINES_LOCK:
             engine = _ENGINES.pop(key, None) or sqlalchemy.create_engine(url, **options)
             _ENGINES[key] = engine  # the most recently used last
             while len(_ENGINES) > _ENGINES_KEPT:
-                _ENGINES.popitem(last=False)[1].dispose()
+                _ENGINES.popitem(last=False)
         return engine
 
     nbgrader.api.create_engine = create_engine

@@ -43,14 +43,20 @@ def test_a_gradebook_opened_again_compiles_nothing_again(engines, tmp_path):
         assert [s.id for s in again.students] == ["ann", "bob"]
 
 
-def test_a_closed_gradebook_keeps_no_connection_open(engines, tmp_path):
+def test_a_half_opened_gradebook_leaves_nothing_to_the_next_at_its_path(engines, tmp_path):
+    """A gradebook whose session ended without close() (nbgrader's __init__ raised after a query):
+    its connection is not handed to the next gradebook at the same path, the next student's, whose
+    file is new."""
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
-    with Gradebook(url) as gradebook:
-        gradebook.add_student("ann")
-    assert gradebook.engine.pool.checkedout() == 0
-    (tmp_path / "gradebook.db").unlink()  # a new student's gradebook where the last one was
+    failed = Gradebook(url)
+    failed.add_student("ann")
+    failed.db.remove()  # the session ends; the engine is never disposed
+    (tmp_path / "gradebook.db").unlink()  # the student's folder removed; the next one's made
     with Gradebook(url) as fresh:
+        assert fresh.engine is failed.engine
         assert fresh.students == []
+        fresh.add_student("bob")  # a write to the new file, not to the deleted one
+        assert [s.id for s in fresh.students] == ["bob"]
 
 
 def test_only_the_last_few_engines_are_kept(engines, tmp_path):
@@ -59,6 +65,14 @@ def test_only_the_last_few_engines_are_kept(engines, tmp_path):
         with Gradebook(f"sqlite:///{tmp_path / f'{k}.db'}") as gradebook:
             made.append(gradebook.engine)
     assert list(engines.values()) == made[-upstream._ENGINES_KEPT :]
+
+
+def test_every_student_graded_shares_the_engines():
+    """grade_student installs the shared engines before it opens any gradebook."""
+    import inspect
+
+    source = inspect.getsource(worker.grade_student)
+    assert source.index("shared_gradebook_engines()") < source.index("autograde_api(")
 
 
 def test_each_student_of_a_worker_has_the_same_folder_name(monkeypatch, tmp_path):

@@ -60,3 +60,74 @@ def test_the_loop_assert_is_read_from_where_it_was_raised():
         raise AssertionError("an assert of something else")
     assert not loop_did_not_start(elsewhere.value)
     assert not loop_did_not_start(OSError("not an assert"))
+
+
+def test_a_failed_attempt_leaves_dasks_configuration_as_it_was():
+    """A Client sets itself as Dask's default scheduler before its loop starts: what a failed attempt
+    set is taken back, so the next attempt (and whoever closes the client made) finds it as it was."""
+    import dask
+
+    seen = []
+
+    def make():
+        seen.append(dask.config.get("scheduler"))
+        dask.config.set(scheduler="dask.distributed")  # as Client.__init__: never undone by it
+        if len(seen) == 1:
+            _start_unlocked()
+        return "made"
+
+    def failing():
+        dask.config.set(scheduler="dask.distributed")
+        _start_unlocked()
+
+    with dask.config.set(scheduler="threads"):
+        assert made_despite_slow_loop(make, attempts=2, pause=0) == "made"
+        assert seen == ["threads", "threads"]
+    with dask.config.set(scheduler="threads"):
+        with pytest.raises(AssertionError):
+            made_despite_slow_loop(failing, attempts=1, pause=0)
+        assert dask.config.get("scheduler") == "threads"
+
+
+def test_distributeds_own_loop_runner_is_recognised_and_made_again(monkeypatch):
+    """distributed's real LoopRunner, its loop thread started late past a shortened wait: its assert
+    is the one recognised, and the runner made again starts. Fails when distributed renames or
+    rewrites the step this module reads."""
+    import threading
+    import time
+    import types
+
+    import distributed.utils as du
+
+    late = [1]
+    factory = du.get_loop_factory
+
+    def late_factory():
+        if late[0]:
+            late[0] -= 1
+            time.sleep(0.5)  # the loop thread starts late ...
+        return factory()
+
+    class QuickEvent(threading.Event):
+        def wait(self, timeout=None):  # ... past a wait shortened from distributed's 10 s
+            return super().wait(0.1 if timeout == 10 else timeout)
+
+    shim = types.ModuleType("threading")
+    shim.__dict__.update(threading.__dict__)
+    shim.Event = QuickEvent
+    monkeypatch.setattr(du, "get_loop_factory", late_factory)
+    monkeypatch.setattr(du, "threading", shim)
+
+    def make():
+        runner = du.LoopRunner(asynchronous=False)
+        runner.start()
+        return runner
+
+    late[0] = 1
+    with pytest.raises(AssertionError) as raised:
+        make()
+    assert loop_did_not_start(raised.value)
+    late[0] = 1
+    runner = made_despite_slow_loop(make, pause=0)
+    assert runner.is_started()
+    runner.stop()
