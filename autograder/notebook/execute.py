@@ -507,12 +507,28 @@ class RequireSandbox(NbGraderPreprocessor):
         try:
             sandbox_for_grading(Limits.from_config(self.config), setting(self.config, SandboxedExecute, "unsafe"))
         except SandboxUnavailable as error:
+            self._forget_this_student(resources)
             refuse_to_grade(error)
         # An assignment that names a checks module its source lacks is graded by nobody.
         assignment = resources.get("nbgrader", {}).get("assignment", "")
         try:
             judge_source(self.config, assignment, assignment_source(self.config, resources))
         except GraderError as error:
+            self._forget_this_student(resources)
             print(f"error: nobody is graded: {error}", file=sys.stderr, flush=True)
             raise SystemExit(error.exit_code) from None
         return nb, resources
+
+    def _forget_this_student(self, resources) -> None:
+        """Remove the student's autograded folder this run began: nbgrader skips a student whose
+        folder exists, so the next run, once the course is mended, would leave them ungraded
+        (scored 0) unless given --force. nbgrader made it in this run (it skipped a student whose
+        folder existed, and --force removed the last one), so nothing graded is lost."""
+        from nbgrader.coursedir import CourseDirectory
+
+        coursedir = CourseDirectory(config=self.config)
+        about = resources.get("nbgrader", {})
+        student, assignment = about.get("student"), about.get("assignment") or coursedir.assignment_id
+        if student and assignment:
+            begun = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+            shutil.rmtree(begun, ignore_errors=True)

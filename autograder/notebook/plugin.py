@@ -447,8 +447,25 @@ def main(argv=None) -> int:
     config = args.course / "nbgrader_config.py"
     text = config.read_text() if config.exists() else "c = get_config()  # noqa: F821\n"
     if "autograder.notebook.plugin" in text:
+        if args.checks_module and f"checks_module={args.checks_module!r}" not in text:
+            print(
+                f"error: {config} already configures the grader, with another checks module: "
+                "change it in that file's configure(c, ...) line",
+                file=sys.stderr,
+            )
+            return ExitCode.USAGE
         print(f"{config} already configures the grader")
         return ExitCode.DONE
+    # A misspelt module would be found only when autograde refuses to grade anyone.
+    sources = sorted(p for p in (args.course / "source").glob(args.assignment or "*") if p.is_dir())
+    if args.checks_module and sources and not any((p / f"{args.checks_module}.py").is_file() for p in sources):
+        found = sorted({m.stem for p in sources for m in p.glob("*.py")})
+        print(
+            f"error: no assignment in {args.course / 'source'} holds {args.checks_module}.py"
+            f" (its modules: {', '.join(found) or 'none'})",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
     arguments = f", checks_module={args.checks_module!r}" if args.checks_module else ""
     arguments += f", assignment={args.assignment!r}" if args.checks_module and args.assignment else ""
     config.write_text(text.rstrip("\n") + "\n" + CONFIG_LINES.format(arguments=arguments))

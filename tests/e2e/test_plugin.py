@@ -194,6 +194,43 @@ def test_autograde_without_sandbox_exits_3(tmp_path, instructor_home):
     assert not (course / "autograded").exists() or not list((course / "autograded").rglob("*.ipynb"))
 
 
+def test_a_refused_run_leaves_no_student_half_graded(tmp_path, instructor_home):
+    """A run refused before anyone is graded (no sandbox: exit 3; a checks module the source lacks:
+    exit 2) leaves no student's autograded folder, which nbgrader would skip next time: once the
+    course is mended, the next run grades everyone, without --force."""
+    home, _ = instructor_home
+    env = _env(home, tmp=tmp_path / "tmp")
+    assignment = second_assignment.ASSIGNMENT
+    course = second_assignment.make_course(tmp_path / "course", plugin=True, judged=True)
+    honest = {"right", "partly-wrong"}
+    for student in set(second_assignment.SUBMISSIONS) - honest:
+        shutil.rmtree(course / "submitted" / student)
+    assert _nbgrader(course, "generate_assignment", assignment, "--force", env=env).returncode == 0
+    config = course / "nbgrader_config.py"
+    mended = config.read_text()
+
+    def begun() -> list[str]:
+        return sorted(p.parent.name for p in (course / "autograded").glob(f"*/{assignment}"))
+
+    refused = _nbgrader(course, "autograde", assignment, env={**env, "AUTOGRADER_BWRAP": "/bin/false"}, timeout=300)
+    assert refused.returncode == 3 and "nobody can be graded safely" in refused.stderr, refused.stderr[-2000:]
+    assert begun() == []
+    misnamed = second_assignment.CHECKS_MODULE + "_misnamed"
+    config.write_text(mended.replace(repr(second_assignment.CHECKS_MODULE), repr(misnamed)))
+    refused = _nbgrader(course, "autograde", assignment, env=env, timeout=300)
+    assert refused.returncode == 2 and "nobody is graded" in refused.stderr, refused.stderr[-2000:]
+    assert begun() == []
+
+    config.write_text(mended)
+    graded = _nbgrader(course, "autograde", assignment, env=env, timeout=600)
+    assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
+    assert "Skipping existing" not in graded.stdout + graded.stderr
+    assert begun() == sorted(honest)
+    scores = _scores(course, assignment)
+    found = {(student, nb): score for (student, nb, grade_id), score in scores.items() if grade_id.startswith("test-")}
+    assert found == {key: value for key, value in second_assignment.EXPECTED.items() if key[0] in honest}
+
+
 def test_configure_writes_the_lines_once(tmp_path):
     from autograder.notebook.plugin import main
 
@@ -202,7 +239,23 @@ def test_configure_writes_the_lines_once(tmp_path):
     text = (tmp_path / "nbgrader_config.py").read_text()
     assert "configure(c, checks_module='remat_checks')" in text and "c.Execute.timeout = 5" in text
     assert main([str(tmp_path)]) == 0 and (tmp_path / "nbgrader_config.py").read_text() == text
+    assert main([str(tmp_path), "--checks-module", "remat_checks"]) == 0
+    # Another module, once configured: refused, the file unchanged (it is edited by hand).
+    assert main([str(tmp_path), "--checks-module", "remat_check"]) == 2
+    assert (tmp_path / "nbgrader_config.py").read_text() == text
     assert main([str(tmp_path / "missing")]) == 2
+
+
+def test_configure_refuses_a_checks_module_no_assignment_holds(tmp_path, capsys):
+    from autograder.notebook.plugin import main
+
+    (tmp_path / "source" / "ps1").mkdir(parents=True)
+    (tmp_path / "source" / "ps1" / "ps1_checks.py").write_text("")
+    assert main([str(tmp_path), "--checks-module", "ps1_check"]) == 2
+    assert "holds ps1_check.py (its modules: ps1_checks)" in capsys.readouterr().err
+    assert not (tmp_path / "nbgrader_config.py").exists()
+    assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps2"]) == 0  # ps2: not yet installed
+    assert main([str(tmp_path / "other")]) == 2
 
 
 def test_wheel_holds_the_grader_alone(tmp_path):
