@@ -356,6 +356,8 @@ def main(argv=None) -> int:
     print(f"installed into {target}: {', '.join(sorted(p.name for p in target.iterdir()))}")
     config = PyFileConfigLoader(origin.layout.config, path=str(origin.checkout)).load_config()
     checks = checks_module_for(config, origin.assignment)
-    configure = f"autograder configure {args.course}" + (f" --checks-module {checks}" if checks else "")
+    configure = f"autograder configure {args.course}" + (
+        f" --checks-module {checks} --assignment {origin.assignment}" if checks else ""
+    )
     print(f"next: `{configure}`, then in {args.course}: `nbgrader generate_assignment {origin.assignment}`")
     return ExitCode.DONE

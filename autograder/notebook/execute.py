@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import secrets
 import shutil
 import sys
@@ -46,6 +47,7 @@ from autograder.kernel.kernels import MAX_KERNEL_MESSAGE, SandboxedKernelManager
 from autograder.kernel.output_caps import OutputCaps
 from autograder.kernel.sandbox import Limits
 from autograder.upstream.nbclient import DisplayUpdateSteps
+from autograder.upstream.nbgrader import begun_student_folder
 
 log = logging.getLogger(__name__)
 
@@ -489,6 +491,10 @@ def _rewrite_paths(notebook, old: str, new: str) -> None:
                     out["data"][mime] = value.replace(old, new)
 
 
+#: A student's or assignment's id that names one folder (no separator, nothing empty).
+_ONE_PATH_PART = re.compile(r"[^/\\\x00]+")
+
+
 class RequireSandbox(NbGraderPreprocessor):
     """First of all, under `nbgrader autograde`: a sandbox that works here, and the checks module the
     assignment names in its source, or nobody is graded.
@@ -521,14 +527,14 @@ class RequireSandbox(NbGraderPreprocessor):
 
     def _forget_this_student(self, resources) -> None:
         """Remove the student's autograded folder this run began: nbgrader skips a student whose
-        folder exists, so the next run, once the course is mended, would leave them ungraded
-        (scored 0) unless given --force. nbgrader made it in this run (it skipped a student whose
-        folder existed, and --force removed the last one), so nothing graded is lost."""
-        from nbgrader.coursedir import CourseDirectory
-
-        coursedir = CourseDirectory(config=self.config)
+        folder exists, so the next run, once the course is mended, would leave them ungraded (0)
+        unless given --force. nbgrader made it in this run when it converts every notebook (it
+        skips a student whose folder exists, and --force removed the last one); a run of some
+        notebooks (--notebook) keeps the folder, and nothing is removed."""
         about = resources.get("nbgrader", {})
-        student, assignment = about.get("student"), about.get("assignment") or coursedir.assignment_id
-        if student and assignment:
-            begun = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+        student, assignment = str(about.get("student") or ""), str(about.get("assignment") or "")
+        if not all(_ONE_PATH_PART.fullmatch(part) and part not in (".", "..") for part in (student, assignment)):
+            return
+        begun = begun_student_folder(self, student, assignment)
+        if begun is not None:
             shutil.rmtree(begun, ignore_errors=True)

@@ -432,6 +432,57 @@ def configure(
             c.SandboxLimits[name] = value
 
 
+#: Characters an assignment's name given to `configure` may not hold: nbgrader's globs, a path's.
+_NOT_IN_AN_ASSIGNMENT = set("*?[]/\\")
+
+
+def _checks_module_refused(course: Path, module: str, assignment: str) -> str | None:
+    """Why `configure` will not name `module` as the checks module of `assignment` ("": of every
+    assignment), or None. A misspelt module would otherwise be found only when autograde refuses to
+    grade anyone; an assignment not installed yet is not checked (said so)."""
+    if module.endswith(".py"):
+        return f"give the checks module's name, {module[:-3]!r}, not its file's"
+    if not module.isidentifier():
+        return f"the checks module must be a module's name, not {module!r}"
+    if assignment and (set(assignment) & _NOT_IN_AN_ASSIGNMENT or assignment in (".", "..")):
+        return f"{assignment!r} is not an assignment's name"
+    source = course / "source"
+    folders = [source / assignment] if assignment else sorted(p for p in source.glob("*") if p.is_dir())
+    folders = [folder for folder in folders if folder.is_dir()]
+    if not folders:
+        print(f"note: {module}.py not looked for: {source} holds no {assignment or 'assignment'} yet")
+    lacking = [folder.name for folder in folders if not (folder / f"{module}.py").is_file()]
+    if lacking:
+        return (
+            f"{module}.py is not in the source of {', '.join(lacking)} ({source}): install the assignment first, "
+            "or name the one it is for with --assignment"
+        )
+    return None
+
+
+def _configured_already(config: Path, module: str, assignment: str) -> int:
+    """`configure` on a course whose config has the grader's lines: done when it names the same
+    checks module for the assignment; otherwise refused, the file left for its owner to change."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.course.settings import checks_module_for
+
+    try:
+        named = checks_module_for(PyFileConfigLoader(config.name, path=str(config.parent)).load_config(), assignment)
+    except Exception as error:  # the instructor's own file: any error of theirs, said as one line
+        print(f"error: {config} could not be read ({type(error).__name__}: {error})", file=sys.stderr)
+        return ExitCode.USAGE
+    if module and named != module:
+        print(
+            f"error: {config} already configures the grader, with the checks module {named or 'none'!r} for "
+            f"{assignment or 'every assignment'}: change it in that file",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
+    print(f"{config} already configures the grader")
+    return ExitCode.DONE
+
+
 def main(argv=None) -> int:
     """`autograder configure COURSE [--checks-module NAME [--assignment ID]]`: add the lines to
     COURSE/nbgrader_config.py."""
@@ -446,26 +497,12 @@ def main(argv=None) -> int:
         return ExitCode.USAGE
     config = args.course / "nbgrader_config.py"
     text = config.read_text() if config.exists() else "c = get_config()  # noqa: F821\n"
-    if "autograder.notebook.plugin" in text:
-        if args.checks_module and f"checks_module={args.checks_module!r}" not in text:
-            print(
-                f"error: {config} already configures the grader, with another checks module: "
-                "change it in that file's configure(c, ...) line",
-                file=sys.stderr,
-            )
-            return ExitCode.USAGE
-        print(f"{config} already configures the grader")
-        return ExitCode.DONE
-    # A misspelt module would be found only when autograde refuses to grade anyone.
-    sources = sorted(p for p in (args.course / "source").glob(args.assignment or "*") if p.is_dir())
-    if args.checks_module and sources and not any((p / f"{args.checks_module}.py").is_file() for p in sources):
-        found = sorted({m.stem for p in sources for m in p.glob("*.py")})
-        print(
-            f"error: no assignment in {args.course / 'source'} holds {args.checks_module}.py"
-            f" (its modules: {', '.join(found) or 'none'})",
-            file=sys.stderr,
-        )
+    why = _checks_module_refused(args.course, args.checks_module, args.assignment) if args.checks_module else None
+    if why:
+        print(f"error: {why}", file=sys.stderr)
         return ExitCode.USAGE
+    if "autograder.notebook.plugin" in text:
+        return _configured_already(config, args.checks_module, args.assignment)
     arguments = f", checks_module={args.checks_module!r}" if args.checks_module else ""
     arguments += f", assignment={args.assignment!r}" if args.checks_module and args.assignment else ""
     config.write_text(text.rstrip("\n") + "\n" + CONFIG_LINES.format(arguments=arguments))

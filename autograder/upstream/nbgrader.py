@@ -77,3 +77,17 @@ def shared_gradebook_engines() -> None:
         return engine
 
     nbgrader.api.create_engine = create_engine
+
+
+def begun_student_folder(preprocessor, student: str, assignment: str) -> str | None:
+    """The autograded folder nbgrader's Autograde began for (student, assignment) in this run, as the
+    converter running `preprocessor` names it (its own course directory: a relative root is read
+    as nbgrader reads it); None when the run converts only some notebooks (`--notebook`): nbgrader
+    then keeps the folder and the notebooks already graded in it. The converter is the parent of
+    the preprocessor's exporter; its private `_format_dest` is how nbgrader names the folder."""
+    exporter = getattr(preprocessor, "parent", None)
+    converter = getattr(exporter, "parent", None)
+    coursedir, format_dest = getattr(converter, "coursedir", None), getattr(converter, "_format_dest", None)
+    if coursedir is None or format_dest is None or coursedir.notebook_id != "*":
+        return None
+    return str(format_dest(assignment, student))

@@ -243,18 +243,34 @@ def test_configure_writes_the_lines_once(tmp_path):
     # Another module, once configured: refused, the file unchanged (it is edited by hand).
     assert main([str(tmp_path), "--checks-module", "remat_check"]) == 2
     assert (tmp_path / "nbgrader_config.py").read_text() == text
+    (tmp_path / "nbgrader_config.py").write_text(text.replace("'remat_checks'", '"remat_checks"'))  # as typed by hand
+    assert main([str(tmp_path), "--checks-module", "remat_checks"]) == 0
     assert main([str(tmp_path / "missing")]) == 2
 
 
 def test_configure_refuses_a_checks_module_no_assignment_holds(tmp_path, capsys):
     from autograder.notebook.plugin import main
 
-    (tmp_path / "source" / "ps1").mkdir(parents=True)
+    for assignment in ("ps1", "ps2"):
+        (tmp_path / "source" / assignment).mkdir(parents=True)
     (tmp_path / "source" / "ps1" / "ps1_checks.py").write_text("")
-    assert main([str(tmp_path), "--checks-module", "ps1_check"]) == 2
-    assert "holds ps1_check.py (its modules: ps1_checks)" in capsys.readouterr().err
+    for module, said in [
+        ("ps1_check", "ps1_check.py is not in the source of ps1, ps2"),
+        ("ps1_checks.py", "give the checks module's name, 'ps1_checks'"),
+        ("sub/ps1_checks", "must be a module's name"),
+        ("ps1_checks", "ps1_checks.py is not in the source of ps2"),  # every assignment: ps2 lacks it
+    ]:
+        assert main([str(tmp_path), "--checks-module", module]) == 2, module
+        assert said in capsys.readouterr().err, module
+    assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps[12]"]) == 2
+    assert "not an assignment's name" in capsys.readouterr().err
     assert not (tmp_path / "nbgrader_config.py").exists()
-    assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps2"]) == 0  # ps2: not yet installed
+    assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps3"]) == 0  # not installed yet
+    assert "not looked for" in capsys.readouterr().out
+    # Configured for ps3 only: ps1's module is another (none) there, refused; ps3's again, done.
+    assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps1"]) == 2
+    assert "with the checks module 'none' for ps1" in capsys.readouterr().err
+    assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps3"]) == 0
     assert main([str(tmp_path / "other")]) == 2
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from types import SimpleNamespace
 
 import nbformat
 import pytest
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute
+from traitlets.config import Configurable
 
 from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.judge.judged_cells import JudgedCells, JudgeSettings
@@ -318,3 +320,36 @@ def test_cell_after_kernel_stop_scores_zero():
     assert judged.ledger.points == {"cell 5": 0.0} and judged.ledger.cells == {4: "cell 5"}
     assert cell.outputs[0]["text"].startswith("this cell's checks did not run: the kernel died, in cell 2")
     assert cell.outputs[1]["data"]["text/plain"] == "0.0"
+
+
+class _Converter(Configurable):
+    """nbgrader's Autograde as RequireSandbox reaches it: its exporter's parent, with its course
+    directory (which notebooks it converts) and where it writes a student's assignment."""
+
+    def __init__(self, root, notebook_id="*"):
+        super().__init__()
+        self.coursedir = SimpleNamespace(notebook_id=notebook_id)
+        self.root = root
+
+    def _format_dest(self, assignment, student, escape=False):
+        return str(self.root / "autograded" / student / assignment)
+
+
+@pytest.mark.parametrize(
+    ("notebook_id", "student", "removed"),
+    [("*", "bob", True), ("nb2", "bob", False), ("*", "..", False), ("*", "a/b", False), ("*", "", False)],
+    ids=["every-notebook", "some-notebooks", "dot-dot", "separator", "empty"],
+)
+def test_a_refused_run_removes_only_the_folder_it_began(tmp_path, notebook_id, student, removed):
+    """A refusal removes the student's autograded folder nbgrader began in this run (every notebook
+    converted), and nothing when only some notebooks are (`--notebook`: the folder holds notebooks
+    already graded) or when an id is not one plain folder name."""
+    from autograder.notebook.execute import RequireSandbox
+
+    folder = tmp_path / "autograded" / (student if removed or student == "bob" else "bob") / "ps1"
+    folder.mkdir(parents=True)
+    (folder / "nb1.ipynb").write_text("{}")
+    exporter = Configurable(parent=_Converter(tmp_path, notebook_id))
+    RequireSandbox(parent=exporter)._forget_this_student({"nbgrader": {"student": student, "assignment": "ps1"}})
+    assert folder.exists() is not removed
+    assert (tmp_path / "autograded").is_dir()
