@@ -18,6 +18,15 @@ import pytest
 from autograder.course.paths import AUTOGRADER, ROOT
 
 
+def _as_a_terminal_starts_it() -> None:
+    """The child's signals as a terminal's foreground job has them: SIGINT at its default and not
+    blocked. Python turns an inherited SIG_IGN into no KeyboardInterrupt at all, and a library an
+    earlier test of this process ran may have left SIGINT ignored (ipykernel's and jupyter_core's
+    launchers ignore it): the run would then finish with exit 0 however often it is stopped."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])
+
+
 def _wait_for(condition, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -41,6 +50,7 @@ def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_as_a_terminal_starts_it,
     )
     try:
         # Stopped while the reference run works in a temporary folder of its own, --out half made.
@@ -57,7 +67,8 @@ def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
-    assert run.returncode == 128 + signum, printed[-2000:] + said[-2000:]
+    parent = f"(this test process: SIGINT {signal.getsignal(signal.SIGINT)}, blocked {signal.pthread_sigmask(signal.SIG_BLOCK, [])})"
+    assert run.returncode == 128 + signum, parent + printed[-2000:] + said[-2000:]
     assert "Traceback" not in printed + said, said[-3000:]
     assert "stopped by" in said and "before the run finished" in said
     assert not out.exists(), "a half-made --out was left"
