@@ -83,6 +83,10 @@ class ControlLine:
         self._start = nonce()
         self._buffer = b""
         self._open = [self._requests_in, self._requests_out, self._answers_in, self._answers_out]
+        # Set by close(), which another thread may call while this one waits (a run stopped by
+        # Ctrl-C ends its students' sandboxes): a descriptor closed under a wait never becomes
+        # ready, so each wait of at most a second looks here rather than sitting out its deadline.
+        self._closed = False
 
     @property
     def pass_fds(self) -> tuple[int, int]:
@@ -128,15 +132,14 @@ class ControlLine:
         """Whether anything came that nobody asked for (bytes kept, or waiting in the pipe)."""
         if self._buffer:
             return True
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._answers_in, selectors.EVENT_READ)
+        with self._selector(self._answers_in, selectors.EVENT_READ) as selector:
             return bool(selector.select(0))
 
     def _write(self, data: bytes, deadline: float) -> None:
         view = memoryview(data)
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._requests_out, selectors.EVENT_WRITE)
+        with self._selector(self._requests_out, selectors.EVENT_WRITE) as selector:
             while view:
+                self._check_open()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise LineTimeout(f"it stopped taking {self.asker}'s requests")
@@ -150,9 +153,9 @@ class ControlLine:
                     raise LineClosed(f"the process is gone ({error})") from None
 
     def _read_line(self, deadline: float) -> bytes:
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._answers_in, selectors.EVENT_READ)
+        with self._selector(self._answers_in, selectors.EVENT_READ) as selector:
             while b"\n" not in self._buffer:
+                self._check_open()
                 left = deadline - time.monotonic()
                 # What has come is read even past the deadline (a process started ahead said it was
                 # ready long before anyone asked); only a wait ends there.
@@ -160,6 +163,7 @@ class ControlLine:
                     if left <= 0:
                         raise LineTimeout("it ran past its time limit")
                     continue
+                self._check_open()  # (its number may be another file's once closed)
                 chunk = os.read(self._answers_in, 1 << 20)
                 if not chunk:
                     raise LineClosed("the process ended (it crashed, or ran into a limit)")
@@ -169,8 +173,25 @@ class ControlLine:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LineClosed(f"{self.asker} closed the line (the run is stopping)")
+
+    def _selector(self, fd: int, events: int) -> selectors.BaseSelector:
+        self._check_open()
+        selector = selectors.DefaultSelector()
+        try:
+            selector.register(fd, events)
+        except (OSError, ValueError):  # closed by another thread just now
+            selector.close()
+            self._check_open()
+            raise
+        return selector
+
     def close(self) -> None:
-        """Close the grader's descriptors of the line (each once: a closed number may be reused)."""
+        """Close the grader's descriptors of the line (each once: a closed number may be reused).
+        A wait on the line in another thread ends within a second, LineClosed."""
+        self._closed = True
         while self._open:
             os.close(self._open.pop())
 
