@@ -175,7 +175,7 @@ class ControlLine:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise LineClosed(f"{self.asker} closed the line (the run is stopping)")
+            raise LineClosed(f"{self.asker} closed the line (it ended the process)")
 
     def _selector(self, fd: int, events: int) -> selectors.BaseSelector:
         self._check_open()
