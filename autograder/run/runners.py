@@ -22,7 +22,7 @@ from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.run.options import GradingOptions
 from autograder.run.reference import ReferenceRun, run_reference
-from autograder.run.tls import PRELOAD, RARE_HOUSEKEEPING_MS
+from autograder.run.tls import LOCAL_WORKER_KEY, PRELOAD, RARE_HOUSEKEEPING_MS
 from autograder.run.worker import StudentResult, StudentTask, grade_student, release_sandboxes, warm_up
 from autograder.upstream.distributed import made_despite_slow_loop
 
@@ -100,6 +100,7 @@ LOCAL_CLUSTER_QUIET = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.interval": f"{RARE_HOUSEKEEPING_MS['monitor']}ms",
     "distributed.deploy.cluster-repr-interval": "5s",  # a notebook widget's refresh
+    LOCAL_WORKER_KEY: True,  # (reaches the workers with the rest: a heartbeat lost as it closes is not logged)
 }
 
 

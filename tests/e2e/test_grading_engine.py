@@ -458,6 +458,20 @@ def test_a_local_grading_cluster_serves_no_http():
         # no health tick 50 times a second, in the workers or the scheduler.
         assert _housekeeping_of(runner.client) == [QUIET] * 2
 
+        # A heartbeat lost as the run closes the cluster is no traceback under a finished run.
+        assert list(runner.client.run(_logs_lost_heartbeat).values()) == [False]
+
+
+def _logs_lost_heartbeat(dask_worker=None) -> bool:
+    """Whether this worker's log would take the line of a heartbeat that found the scheduler gone.
+    (Defined at module level and sent by value, as the housekeeping above.)"""
+    import logging
+
+    from autograder.run.tls import HEARTBEAT_LOST
+
+    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, HEARTBEAT_LOST + ".", None, None)
+    return bool(logging.getLogger("distributed.worker").filter(record))
+
 
 def test_insecure_scheduler_is_refused(klass, tmp_path):
     """An unencrypted or unauthenticated scheduler is refused."""
