@@ -22,13 +22,19 @@ from autograder.course.paths import AUTOGRADER, ROOT
 STOPS_WITHIN_S = 60
 
 
-def _as_a_terminal_starts_it() -> None:
-    """The child's signals as a terminal's foreground job has them: SIGINT at its default and not
-    blocked. Python turns an inherited SIG_IGN into no KeyboardInterrupt at all, and a library an
-    earlier test of this process ran may have left SIGINT ignored (ipykernel's and jupyter_core's
-    launchers ignore it): the run would then finish with exit 0 however often it is stopped."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])
+#: Run first, in the child: signals as a terminal's foreground job has them (SIGINT at its default,
+#: not blocked), then the grader in its place. Python turns an inherited SIG_IGN into no
+#: KeyboardInterrupt at all, and a library an earlier test of this process ran may have left SIGINT
+#: ignored (ipykernel's and jupyter_core's launchers ignore it): the run would then finish with
+#: exit 0 however often it is stopped. (Not a preexec_fn: forking a process that runs JAX's
+#: threads, as this one may, can deadlock the child.) Dispositions at their default and the mask
+#: survive the exec.
+AS_A_TERMINAL_STARTS_IT = (
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
 
 
 def _wait_for(condition, seconds: float, what: str) -> None:
@@ -44,7 +50,8 @@ def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
     tmp.mkdir()
     shutil.copytree(AUTOGRADER / "samples" / "sample-partial", submissions / "ann")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(tmp)}
-    command = [sys.executable, "-m", "autograder.run.grade", str(submissions), "--bundle", str(ROOT)]
+    command = [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, sys.executable, "-m", "autograder.run.grade"]
+    command += [str(submissions), "--bundle", str(ROOT)]
     command += ["--out", str(out), "--no-reference-cache"]  # the instructor's notebooks run: a run to stop
     run = subprocess.Popen(
         command,
@@ -54,7 +61,6 @@ def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        preexec_fn=_as_a_terminal_starts_it,
     )
     try:
         # Stopped while the reference run works in a temporary folder of its own, --out half made.
