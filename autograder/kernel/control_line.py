@@ -24,6 +24,7 @@ import os
 import secrets
 import selectors
 import subprocess
+import threading
 import time
 
 from autograder.course.errors import GraderError
@@ -87,6 +88,10 @@ class ControlLine:
         # Ctrl-C ends its students' sandboxes): a descriptor closed under a wait never becomes
         # ready, so each wait of at most a second looks here rather than sitting out its deadline.
         self._closed = False
+        # Held by close() and around each look at _closed with the read, write or close that
+        # follows it: a number close() freed may be another file's at once (another thread's
+        # pipe, a folder rmtree opened), and is then neither read, written nor closed here.
+        self._lock = threading.Lock()
 
     @property
     def pass_fds(self) -> tuple[int, int]:
@@ -97,11 +102,15 @@ class ControlLine:
 
     def started(self) -> None:
         """The process holds its ends now: the grader closes its copies, and writes without
-        blocking (a process that stops reading cannot hold the grader past a deadline)."""
-        for fd in self.pass_fds:
-            os.close(fd)
-            self._open.remove(fd)  # its number may be another descriptor's from now on
-        os.set_blocking(self._requests_out, False)
+        blocking (a process that stops reading cannot hold the grader past a deadline).
+        LineClosed when another thread closed the line while the process started: its numbers,
+        closed then, are not closed again (they may be another file's now)."""
+        with self._lock:
+            self._check_open()
+            for fd in self.pass_fds:
+                os.close(fd)
+                self._open.remove(fd)  # its number may be another descriptor's from now on
+            os.set_blocking(self._requests_out, False)
 
     # -- one request, one answer ------------------------------------------------------------------
     def await_ready(self, deadline: float) -> dict:
@@ -146,7 +155,9 @@ class ControlLine:
                 if not selector.select(min(left, 1.0)):
                     continue
                 try:
-                    view = view[os.write(self._requests_out, view[:WRITE_CHUNK]) :]
+                    with self._lock:  # (its number may be another file's once closed)
+                        self._check_open()
+                        view = view[os.write(self._requests_out, view[:WRITE_CHUNK]) :]
                 except BlockingIOError:
                     continue
                 except OSError as error:  # a broken pipe: the process is gone
@@ -163,8 +174,9 @@ class ControlLine:
                     if left <= 0:
                         raise LineTimeout("it ran past its time limit")
                     continue
-                self._check_open()  # (its number may be another file's once closed)
-                chunk = os.read(self._answers_in, 1 << 20)
+                with self._lock:  # (its number may be another file's once closed)
+                    self._check_open()
+                    chunk = os.read(self._answers_in, 1 << 20)  # ready: it does not block
                 if not chunk:
                     raise LineClosed("the process ended (it crashed, or ran into a limit)")
                 self._buffer += chunk
@@ -178,22 +190,23 @@ class ControlLine:
             raise LineClosed(f"{self.asker} closed the line (it ended the process)")
 
     def _selector(self, fd: int, events: int) -> selectors.BaseSelector:
-        self._check_open()
         selector = selectors.DefaultSelector()
         try:
-            selector.register(fd, events)
-        except (OSError, ValueError):  # closed by another thread just now
+            with self._lock:
+                self._check_open()
+                selector.register(fd, events)
+        except BaseException:
             selector.close()
-            self._check_open()
             raise
         return selector
 
     def close(self) -> None:
         """Close the grader's descriptors of the line (each once: a closed number may be reused).
         A wait on the line in another thread ends within a second, LineClosed."""
-        self._closed = True
-        while self._open:
-            os.close(self._open.pop())
+        with self._lock:
+            self._closed = True
+            while self._open:
+                os.close(self._open.pop())
 
 
 def start(argv: list[str], program: str, line: ControlLine, **popen_kwargs) -> subprocess.Popen:
@@ -216,5 +229,10 @@ def start(argv: list[str], program: str, line: ControlLine, **popen_kwargs) -> s
             raise
     finally:
         os.close(fd)
-    line.started()
+    try:
+        line.started()
+    except LineClosed:  # closed by another thread while it started (a stopped run): nobody will ask it
+        process.kill()
+        process.wait()
+        raise
     return process

@@ -4,6 +4,7 @@ kernel's start waits for its host in a worker thread."""
 
 from __future__ import annotations
 
+import os
 import selectors
 import threading
 import time
@@ -19,12 +20,15 @@ JOIN_S = 60
 
 
 class _SaysWhenWaiting(selectors.DefaultSelector):
-    """A selector that tells the test when the line first waits on it."""
+    """A selector that tells the test when the line first waits on it for an answer (a look
+    without waiting, `select(0)`, or a wait to write, which a pipe takes at once, is not one)."""
 
     waiting = threading.Event()
 
     def select(self, timeout=None):
-        type(self).waiting.set()
+        reading = any(key.events & selectors.EVENT_READ for key in self.get_map().values())
+        if reading and timeout != 0:
+            type(self).waiting.set()
         return super().select(timeout)
 
 
@@ -64,3 +68,46 @@ def test_a_closed_line_refuses_at_once():
         line.await_ready(time.monotonic() + DEADLINE_S)
     with pytest.raises(LineClosed, match="closed the line"):
         line.request({"ask": 1}, time.monotonic() + DEADLINE_S)
+
+
+def test_a_write_under_a_close_writes_nothing_into_the_file_that_took_its_number(monkeypatch):
+    """close() in another thread while the line's write waits (the GIL is let go in select): the
+    freed numbers go to the next files opened, and the request must not be written into them."""
+    line = ControlLine(4096)
+    taken: list[tuple[int, int]] = []
+
+    class _ClosedWhileWaiting(selectors.DefaultSelector):
+        def select(self, timeout=None):
+            ready = super().select(timeout)
+            writing = any(key.events & selectors.EVENT_WRITE for key in self.get_map().values())
+            if writing and not taken:
+                line.close()  # as the stop's cleanup does, from another thread
+                taken.append(os.pipe())  # the lowest free numbers: the line's own, just freed
+            return ready
+
+    monkeypatch.setattr(control_line.selectors, "DefaultSelector", _ClosedWhileWaiting)
+    try:
+        with pytest.raises(LineClosed):
+            line.request({"ask": 1}, time.monotonic() + DEADLINE_S)
+        reader, writer = taken[0]
+        os.set_blocking(reader, False)
+        with pytest.raises(BlockingIOError):  # nothing of the request came into the new pipe
+            os.read(reader, 4096)
+    finally:
+        for fd in taken[0] if taken else ():
+            os.close(fd)
+
+
+def test_started_after_a_close_closes_nothing_of_another_file():
+    """close() from another thread while the process starts (a run stopped during a kernel host's
+    launch), then started(): the numbers close() freed may be another file's by then."""
+    line = ControlLine(4096)
+    line.close()
+    reader, writer = os.pipe()  # takes the numbers the line held
+    try:
+        with pytest.raises(LineClosed):
+            line.started()
+        os.fstat(reader), os.fstat(writer)  # both still open: OSError (EBADF) otherwise
+    finally:
+        os.close(reader)
+        os.close(writer)
