@@ -130,6 +130,7 @@ class HelperProcess:
         self.line: ControlLine | None = None
         self._ready_by: float | None = None  # launched, its "ready" line not read yet: by when it must come
         self.asked = False  # whether any request came (the reference run notes which helpers a notebook needs)
+        self.retired = False  # its student's helpers were closed (JudgeHelpers.close): never started again
         self.hit: str | None = None  # why it was ended from another thread (a limit), said by its next request
 
     # -- what differs between helpers -----------------------------------------------------------
@@ -177,6 +178,8 @@ class HelperProcess:
     def launch(self) -> None:
         """Start the process without waiting for it: its start (a Python, JAX imported) then runs
         while the student's kernel works, and the first request waits for what is left of it."""
+        if self.retired:  # a judge's thread still checking a stopped run's cell: nothing is started for it
+            raise HelperError(f"the judge's {self.runner} was closed with its student's sandbox")
         self.folder.mkdir(parents=True, exist_ok=True)
         unsafe = self.sandbox.unsafe
         scratch = str(self.folder / "scratch") if unsafe else SCRATCH
@@ -235,7 +238,10 @@ class HelperProcess:
             self._fail("")
         if self.process is None or self.process.poll() is not None:
             self.stop()
-            self.launch()
+            try:
+                self.launch()
+            except LineError as error:  # its line closed by another thread while it started (a stop)
+                raise HelperError(f"the judge's {self.runner} did not start: {error}") from None
         if self._ready_by is not None:  # launched now, or ahead of its first request
             self._await_ready(deadline)
         assert self.line is not None  # started
@@ -436,5 +442,6 @@ class JudgeHelpers:
     def close(self) -> None:
         self.watcher.stop()
         for helper in self._helpers.values():
+            helper.retired = True  # a request still under way (a stopped run's judge) starts none anew
             helper.stop()
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -58,6 +58,10 @@ INSTALL = install()
 ASK = f"__import__('sys').__dict__[{AGENT_SLOT!r}]['answer']({{message!r}})\n"
 
 
+#: Seconds between looks at whether the grader's event loop still runs, while a request waits.
+LOOP_LOOK_S = 1.0
+
+
 class JudgeUnavailable(GraderError, RuntimeError):
     """The kernel can no longer answer the judge (it died, or stopped answering)."""
 
@@ -86,7 +90,19 @@ class KernelChannel:
         if self.dead:
             raise JudgeUnavailable(self.dead)
         future = asyncio.run_coroutine_threadsafe(self._request(message, deadline), self.loop)
-        return future.result()
+        # The request runs on the grader's event loop, which a stopped run (Ctrl-C, SIGTERM) leaves
+        # for good: no answer then comes, and this thread (the judge's, in the loop's executor,
+        # which the interpreter joins at exit) would hold the stopped run's exit forever.
+        while True:
+            try:
+                return future.result(timeout=LOOP_LOOK_S)
+            except TimeoutError:
+                if future.done():  # the request's own TimeoutError
+                    raise
+                if not self.loop.is_running():
+                    future.cancel()
+                    self.dead = "the grader stopped"
+                    raise JudgeUnavailable(self.dead) from None
 
     async def _request(self, message: dict, deadline: float) -> dict:
         # The agent's text (19 kB) travels with the first request only; later ones call it where the

@@ -110,6 +110,7 @@ class KernelHost:
         self.process: subprocess.Popen | None = None
         self.line: ControlLine | None = None
         self._ready_by: float | None = None  # spawned, its first line not read yet: by when it must come
+        self.stopped = False  # stop() was called (from any thread): never started again
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -151,7 +152,10 @@ class KernelHost:
             raise KernelHostError(f"the kernel host did not start (it said {str(said)[:200]!r})")
 
     def launch(self, connection: dict, args: list[str], env: dict[str, str]) -> KernelProcess:
-        """A kernel in a fresh workspace; the host is (re)started first when it is not running."""
+        """A kernel in a fresh workspace; the host is (re)started first when it is not running, but
+        never once stopped (another thread's stop: a run stopped, a watchdog's halt)."""
+        if self.stopped:
+            raise KernelHostError("the kernel host was stopped")
         if not self.alive():
             self.start()
         elif self.starting:  # spawned ahead of its first kernel
@@ -195,6 +199,7 @@ class KernelHost:
         return descendants(self.process.pid) if self.process is not None else []
 
     def stop(self) -> None:
+        self.stopped = True
         if self.process is not None:
             for pid in [*self.sandbox_pids(), self.process.pid]:
                 try:

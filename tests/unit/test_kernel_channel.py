@@ -373,3 +373,31 @@ def test_request_answers_infinite_stdin(clock, loop, field):
     channel.timed[7] = Timed()
     assert channel.request({}, deadline=START + 5) == {"result": 1}
     assert kernel.inputs == [(START, "")]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the request's coroutine never runs: that is the point
+def test_a_request_on_a_loop_that_stopped_for_good_ends():
+    """A run stopped by Ctrl-C or SIGTERM leaves its event loop for good while the judge's thread
+    (in the loop's executor, which the interpreter joins at exit) waits for the kernel's answer:
+    the wait ends, JudgeUnavailable, instead of holding the stopped run's exit forever."""
+    import time
+
+    stopped = asyncio.new_event_loop()  # as a stopped run leaves it: never run again
+    channel = KernelChannel(SimpleNamespace(), stopped, None, None)
+    raised: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            channel.request({"op": "describe", "names": []}, time.monotonic() + 600)
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            raised.append(error)
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(30)
+    try:
+        assert not thread.is_alive(), "the request went on waiting for a loop that no longer runs"
+        assert len(raised) == 1 and isinstance(raised[0], JudgeUnavailable), raised
+        assert channel.dead == "the grader stopped"
+    finally:
+        stopped.close()
