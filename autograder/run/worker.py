@@ -263,6 +263,16 @@ def _recording(converter, context: NotebookContext | None = None):
 
     class Recording(converter):
         failure: Failure | None = None
+        #: A stop (Ctrl-C; SIGTERM, raised as one by grade.py) that reached the converter: nbgrader's
+        #: capture_log takes every exception with a bare except, so _convert raises it again.
+        stopped: KeyboardInterrupt | None = None
+
+        def start(self) -> None:
+            try:
+                super().start()
+            except KeyboardInterrupt as stop:
+                self.stopped = stop
+                raise
 
         def convert_single_notebook(self, notebook_filename: str) -> None:
             try:
@@ -290,6 +300,8 @@ def _convert(
         if hasattr(app, "create_student"):
             app.create_student = True
         outcome = capture_log(app)
+    if app.stopped is not None:  # the run was stopped, not this notebook failed: the run stops
+        raise app.stopped
     if outcome["success"]:
         return None
     return app.failure or Failure(None, "NbGraderException", f"nbgrader could not grade it: {_nbgrader_said(outcome)}")

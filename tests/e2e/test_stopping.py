@@ -96,3 +96,61 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def _sandboxed_descendants(pid: int) -> list[int]:
+    """The processes below pid that live in a PID namespace of their own (a sandbox's)."""
+    from autograder.kernel.kernel_host import namespace_pids
+
+    try:
+        below = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [child.pid for child in below if len(namespace_pids(child.pid)) > 1]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_run_stopped_while_a_student_is_graded_stops(tmp_path, signum):
+    """Stopped while a student's notebook is graded (nbgrader's converter at work, whose log
+    capture takes every exception, KeyboardInterrupt included), the run stops as above: not one
+    notebook scored 0 ("Canceled") and the run going on to exit 0."""
+    from tests.grading import reference_cache
+
+    tmp, submissions, out = tmp_path / "tmp", tmp_path / "submissions", tmp_path / "out"
+    tmp.mkdir()
+    shutil.copytree(AUTOGRADER / "samples" / "sample-complete", submissions / "ann")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(tmp)}
+    command = [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, sys.executable, "-m", "autograder.run.grade"]
+    command += [str(submissions), "--bundle", str(ROOT), "--out", str(out), "--reference-cache", str(reference_cache())]
+    printed, said = tmp_path / "printed.txt", tmp_path / "said.txt"
+    with open(printed, "w") as stdout, open(said, "w") as stderr:
+        run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+    try:
+        # The student's phase (its sandboxes' folder made), with the student's kernel host up:
+        # it starts as nbgrader converts the first notebook.
+        _wait_for(
+            lambda: (
+                any(p.name.startswith("autograder-sandboxes-") for p in tmp.iterdir())
+                and _sandboxed_descendants(run.pid)
+            ),
+            900,
+            "a student's kernel host",
+        )
+        if signum == signal.SIGINT:
+            os.killpg(run.pid, signum)
+        else:
+            os.kill(run.pid, signum)
+        try:
+            run.wait(timeout=STOPS_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the run had not ended {STOPS_WITHIN_S} s after it was stopped")
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    output = printed.read_text() + said.read_text()
+    assert run.returncode == 128 + signum, output[-3000:]
+    assert "Traceback" not in output and "Canceled" not in output, output[-3000:]
+    assert "stopped by" in output
+    assert not out.exists(), "a half-made --out was left"
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("autograder-")] == []

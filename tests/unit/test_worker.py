@@ -263,3 +263,27 @@ def test_nbgrader_failure_gives_its_reason():
     assert _nbgrader_said({"success": False, "log": log}) == "Invalid timestamp string: yesterday"
     assert _nbgrader_said({"success": False, "error": "Traceback\n  ...\nValueError: bad\n"}) == "ValueError: bad"
     assert _nbgrader_said({"success": False}) == "no reason given"
+
+
+def test_a_stop_while_a_notebook_is_graded_stops_the_run(tmp_path):
+    """Ctrl-C (or SIGTERM, raised as one) while nbgrader converts a student's notebook stops the
+    run: nbgrader's capture_log takes every exception with a bare except, and the stop would
+    otherwise be one notebook graded 0 ("Canceled") and the run going on with the next."""
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import LoggingConfigurable
+
+    (tmp_path / "source" / "ps1").mkdir(parents=True)
+    (tmp_path / "source" / "ps1" / "nb.ipynb").write_text("{}")
+
+    class Stopped(LoggingConfigurable):
+        def __init__(self, coursedir=None, **kwargs):
+            super().__init__(**kwargs)
+            self.coursedir = coursedir
+
+        def start(self) -> None:
+            raise KeyboardInterrupt
+
+    api = LoggingConfigurable()
+    api.coursedir = CourseDirectory(root=str(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        worker._convert(api, Stopped, "bob")
