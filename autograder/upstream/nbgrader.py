@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import functools
 import threading
+from pathlib import Path
 
 
 def sanitizing(converter) -> bool:
@@ -88,6 +89,9 @@ def begun_student_folder(preprocessor, student: str, assignment: str) -> str | N
     exporter = getattr(preprocessor, "parent", None)
     converter = getattr(exporter, "parent", None)
     coursedir, format_dest = getattr(converter, "coursedir", None), getattr(converter, "_format_dest", None)
-    if coursedir is None or format_dest is None or coursedir.notebook_id != "*":
+    if coursedir is None or format_dest is None:
         return None
-    return str(format_dest(assignment, student))
+    folder = str(format_dest(assignment, student))
+    if coursedir.notebook_id != "*" and any(Path(folder).glob("*.ipynb")):
+        return None  # notebooks graded before this run of some notebooks: kept
+    return folder  # (a run of some notebooks began it for a student graded nowhere yet: a full run would skip them)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
@@ -336,20 +337,49 @@ class _Converter(Configurable):
 
 
 @pytest.mark.parametrize(
-    ("notebook_id", "student", "removed"),
-    [("*", "bob", True), ("nb2", "bob", False), ("*", "..", False), ("*", "a/b", False), ("*", "", False)],
-    ids=["every-notebook", "some-notebooks", "dot-dot", "separator", "empty"],
+    ("notebook_id", "student", "assignment", "removed"),
+    [
+        ("*", "bob", "ps1", True),
+        ("nb2", "bob", "ps1", False),
+        ("*", "..", "ps1", False),
+        ("*", "a/b", "ps1", False),
+        ("*", "", "ps1", False),
+        ("*", "bob", "..", False),
+        ("*", "bob", ".", False),
+    ],
+    ids=["every-notebook", "some-notebooks", "dot-dot", "separator", "empty", "assignment-dot-dot", "assignment-dot"],
 )
-def test_a_refused_run_removes_only_the_folder_it_began(tmp_path, notebook_id, student, removed):
+def test_a_refused_run_removes_only_the_folder_it_began(tmp_path, notebook_id, student, assignment, removed):
     """A refusal removes the student's autograded folder nbgrader began in this run (every notebook
     converted), and nothing when only some notebooks are (`--notebook`: the folder holds notebooks
-    already graded) or when an id is not one plain folder name."""
+    already graded) or when an id is not one plain folder name. Each case also makes the folder
+    the ids would name, so that removing it is seen: an id like `..` names another folder."""
+    import os
+
     from autograder.notebook.execute import RequireSandbox
 
-    folder = tmp_path / "autograded" / (student if removed or student == "bob" else "bob") / "ps1"
+    folder = tmp_path / "autograded" / "bob" / "ps1"
     folder.mkdir(parents=True)
     (folder / "nb1.ipynb").write_text("{}")
+    named = Path(os.path.normpath(tmp_path / "autograded" / student / assignment))
+    named.mkdir(parents=True, exist_ok=True)
+    (named / "kept").write_text("")
     exporter = Configurable(parent=_Converter(tmp_path, notebook_id))
-    RequireSandbox(parent=exporter)._forget_this_student({"nbgrader": {"student": student, "assignment": "ps1"}})
+    RequireSandbox(parent=exporter)._forget_this_student({"nbgrader": {"student": student, "assignment": assignment}})
     assert folder.exists() is not removed
+    if not removed:
+        assert (named / "kept").exists(), f"{named} was removed"
     assert (tmp_path / "autograded").is_dir()
+
+
+def test_a_refused_run_of_some_notebooks_removes_a_folder_that_holds_none(tmp_path):
+    """`--notebook` for a student not graded before: the refused run's folder holds no notebook, and
+    left there, the next full run would skip the student ("Skipping existing assignment")."""
+    from autograder.notebook.execute import RequireSandbox
+
+    folder = tmp_path / "autograded" / "bob" / "ps1"
+    folder.mkdir(parents=True)
+    (folder / "remat_checks.py").write_text("")  # what nbgrader copies before any notebook is graded
+    exporter = Configurable(parent=_Converter(tmp_path, "nb2"))
+    RequireSandbox(parent=exporter)._forget_this_student({"nbgrader": {"student": "bob", "assignment": "ps1"}})
+    assert not folder.exists()
