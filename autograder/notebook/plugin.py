@@ -49,6 +49,8 @@ from autograder.gradebook.merge import answer_for, answers_of, recheck_line
 from autograder.upstream.nbconvert import exporter_resources
 from autograder.upstream.nbgrader import sanitizing
 
+#: The module a course's config imports the grader from.
+PLUGIN_MODULE = "autograder.notebook.plugin"
 #: What a course's nbgrader_config.py needs (autograder configure writes it).
 CONFIG_LINES = """
 # The safe grader (the autograder package): nbgrader autograde runs every notebook in a sandbox,
@@ -460,6 +462,22 @@ def _checks_module_refused(course: Path, module: str, assignment: str) -> str | 
     return None
 
 
+def _imports_the_plugin(text: str) -> bool:
+    """Whether a course's config imports the grader's plugin (its lines, `CONFIG_LINES`): as code,
+    not in a comment or a string, where nbgrader would run stock, with no sandbox."""
+    import ast
+
+    package, _, name = PLUGIN_MODULE.rpartition(".")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = {alias.name for alias in node.names}
+            if node.module == PLUGIN_MODULE or (node.module == package and name in names):
+                return True
+        if isinstance(node, ast.Import) and any(alias.name == PLUGIN_MODULE for alias in node.names):
+            return True
+    return False
+
+
 def _configured_already(config: Path, module: str, assignment: str) -> int:
     """`configure` on a course whose config has the grader's lines: done when it names the same
     checks module for the assignment; otherwise refused, the file left for its owner to change."""
@@ -501,7 +519,12 @@ def main(argv=None) -> int:
     if why:
         print(f"error: {why}", file=sys.stderr)
         return ExitCode.USAGE
-    if "autograder.notebook.plugin" in text:
+    try:
+        configured = _imports_the_plugin(text)
+    except SyntaxError as error:
+        print(f"error: {config} is not Python nbgrader can read (line {error.lineno}: {error.msg})", file=sys.stderr)
+        return ExitCode.USAGE
+    if configured:
         return _configured_already(config, args.checks_module, args.assignment)
     arguments = f", checks_module={args.checks_module!r}" if args.checks_module else ""
     arguments += f", assignment={args.assignment!r}" if args.checks_module and args.assignment else ""

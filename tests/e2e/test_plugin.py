@@ -248,6 +248,23 @@ def test_configure_writes_the_lines_once(tmp_path):
     assert main([str(tmp_path / "missing")]) == 2
 
 
+def test_configure_reads_the_config_as_code(tmp_path, capsys):
+    """The grader's lines in a comment or a string do not configure it (nbgrader would grade with
+    no sandbox): configure writes them; a config that is not Python is refused, unchanged."""
+    from autograder.notebook.plugin import main
+
+    config = tmp_path / "nbgrader_config.py"
+    for inert in ("# from autograder.notebook.plugin import configure\n", 'NOTE = "autograder.notebook.plugin"\n'):
+        config.write_text("c = get_config()  # noqa: F821\n" + inert)
+        assert main([str(tmp_path)]) == 0
+        assert "wrote the grader's lines" in capsys.readouterr().out
+        assert config.read_text().count("\nfrom autograder.notebook.plugin import configure\n") == 1
+    config.write_text("c = get_config(\n")
+    assert main([str(tmp_path)]) == 2
+    assert "is not Python nbgrader can read (line 1" in capsys.readouterr().err
+    assert config.read_text() == "c = get_config(\n"
+
+
 def test_configure_refuses_a_checks_module_no_assignment_holds(tmp_path, capsys):
     from autograder.notebook.plugin import main
 
