@@ -449,15 +449,16 @@ def _checks_module_refused(course: Path, module: str, assignment: str) -> str | 
     if assignment and (set(assignment) & _NOT_IN_AN_ASSIGNMENT or assignment in (".", "..")):
         return f"{assignment!r} is not an assignment's name"
     source = course / "source"
-    folders = [source / assignment] if assignment else sorted(p for p in source.glob("*") if p.is_dir())
+    # (a hidden folder, JupyterLab's .ipynb_checkpoints say, is no assignment)
+    folders = [source / assignment] if assignment else sorted(p for p in source.glob("[!.]*") if p.is_dir())
     folders = [folder for folder in folders if folder.is_dir()]
     if not folders:
         print(f"note: {module}.py not looked for: {source} holds no {assignment or 'assignment'} yet")
     lacking = [folder.name for folder in folders if not (folder / f"{module}.py").is_file()]
     if lacking:
+        other = "" if assignment else ", or name the one it is for with --assignment"
         return (
-            f"{module}.py is not in the source of {', '.join(lacking)} ({source}): install the assignment first, "
-            "or name the one it is for with --assignment"
+            f"{module}.py is not in the source of {', '.join(lacking)} ({source}): install the assignment first{other}"
         )
     return None
 
@@ -512,6 +513,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.course.is_dir():
         print(f"error: {args.course} is not a folder", file=sys.stderr)
+        return ExitCode.USAGE
+    if args.assignment and not args.checks_module:
+        print("error: --assignment names the assignment of --checks-module: give both", file=sys.stderr)
         return ExitCode.USAGE
     config = args.course / "nbgrader_config.py"
     text = config.read_text() if config.exists() else "c = get_config()  # noqa: F821\n"

@@ -268,9 +268,11 @@ def test_configure_reads_the_config_as_code(tmp_path, capsys):
 def test_configure_refuses_a_checks_module_no_assignment_holds(tmp_path, capsys):
     from autograder.notebook.plugin import main
 
-    for assignment in ("ps1", "ps2"):
+    for assignment in ("ps1", "ps2", ".ipynb_checkpoints"):  # (a hidden folder is no assignment)
         (tmp_path / "source" / assignment).mkdir(parents=True)
     (tmp_path / "source" / "ps1" / "ps1_checks.py").write_text("")
+    assert main([str(tmp_path), "--assignment", "ps1"]) == 2  # an assignment of no module: a slip
+    assert "give both" in capsys.readouterr().err
     for module, said in [
         ("ps1_check", "ps1_check.py is not in the source of ps1, ps2"),
         ("ps1_checks.py", "give the checks module's name, 'ps1_checks'"),
@@ -279,6 +281,9 @@ def test_configure_refuses_a_checks_module_no_assignment_holds(tmp_path, capsys)
     ]:
         assert main([str(tmp_path), "--checks-module", module]) == 2, module
         assert said in capsys.readouterr().err, module
+    assert main([str(tmp_path), "--checks-module", "ps1_check", "--assignment", "ps1"]) == 2
+    said = capsys.readouterr().err
+    assert "ps1_check.py is not in the source of ps1" in said and "--assignment" not in said  # given already
     assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps[12]"]) == 2
     assert "not an assignment's name" in capsys.readouterr().err
     assert not (tmp_path / "nbgrader_config.py").exists()
