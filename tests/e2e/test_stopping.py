@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -44,50 +45,67 @@ def _wait_for(condition, seconds: float, what: str) -> None:
         time.sleep(0.5)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
-    tmp, submissions, out = tmp_path / "tmp", tmp_path / "submissions", tmp_path / "out"
-    tmp.mkdir()
-    shutil.copytree(AUTOGRADER / "samples" / "sample-partial", submissions / "ann")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(tmp)}
-    command = [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, sys.executable, "-m", "autograder.run.grade"]
-    command += [str(submissions), "--bundle", str(ROOT)]
-    command += ["--out", str(out), "--no-reference-cache"]  # the instructor's notebooks run: a run to stop
-    run = subprocess.Popen(
-        command,
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        # Stopped while the reference run works in a temporary folder of its own, --out half made.
-        _wait_for(
-            lambda: any(p.name.startswith("autograder-reference-") for p in tmp.iterdir()), 300, "the reference run"
-        )
-        family = [run.pid, *(child.pid for child in psutil.Process(run.pid).children(recursive=True))]
+class _Run:
+    """`autograder grade` on one sample student (as ann), started as a terminal's foreground job,
+    its output in files, its TMPDIR a folder of the test's own."""
+
+    def __init__(self, tmp_path: Path, sample: str, *options: str):
+        self.tmp, self.out = tmp_path / "tmp", tmp_path / "out"
+        self.tmp.mkdir()
+        submissions = tmp_path / "submissions"
+        shutil.copytree(AUTOGRADER / "samples" / sample, submissions / "ann")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(self.tmp)}
+        command = [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, sys.executable, "-m", "autograder.run.grade"]
+        command += [str(submissions), "--bundle", str(ROOT), "--out", str(self.out), *options]
+        self.printed, self.said = tmp_path / "printed.txt", tmp_path / "said.txt"
+        with open(self.printed, "w") as stdout, open(self.said, "w") as stderr:
+            self.process = subprocess.Popen(
+                command, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, start_new_session=True
+            )
+
+    def temporary(self, prefix: str) -> list[str]:
+        return [p.name for p in self.tmp.iterdir() if p.name.startswith(prefix)]
+
+    def stop(self, signum: int) -> None:
+        """Stopped as an instructor stops it; fails the test unless it ends within STOPS_WITHIN_S."""
         if signum == signal.SIGINT:
-            os.killpg(run.pid, signum)  # Ctrl-C reaches every process of the terminal's group
+            os.killpg(self.process.pid, signum)  # Ctrl-C reaches every process of the terminal's group
         else:
-            os.kill(run.pid, signum)
+            os.kill(self.process.pid, signum)
         try:
             # A second or two when it cleans up; a worker thread that sat out a wait on a closed
             # line (a kernel host's start, 120 s) held the exit for two minutes.
-            printed, said = run.communicate(timeout=STOPS_WITHIN_S)
+            self.process.wait(timeout=STOPS_WITHIN_S)
         except subprocess.TimeoutExpired:
             pytest.fail(f"the run had not ended {STOPS_WITHIN_S} s after it was stopped")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def assert_stopped_cleanly(self, signum: int) -> None:
+        """Exit 128 + the signal's number, said so with no traceback, nothing left behind."""
+        printed, said = self.printed.read_text(), self.said.read_text()
+        parent = f"(this test process: SIGINT {signal.getsignal(signal.SIGINT)}, blocked {signal.pthread_sigmask(signal.SIG_BLOCK, [])})"
+        assert self.process.returncode == 128 + signum, parent + printed[-2000:] + said[-2000:]
+        assert "Traceback" not in printed + said, said[-3000:]
+        assert "stopped by" in said and "before the run finished" in said
+        assert not self.out.exists(), "a half-made --out was left"
+        assert self.temporary("autograder-") == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
+    run = _Run(tmp_path, "sample-partial", "--no-reference-cache")  # the instructor's notebooks run: a run to stop
+    try:
+        # Stopped while the reference run works in a temporary folder of its own, --out half made.
+        _wait_for(lambda: run.temporary("autograder-reference-"), 300, "the reference run")
+        family = [run.process.pid, *(c.pid for c in psutil.Process(run.process.pid).children(recursive=True))]
+        run.stop(signum)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-    parent = f"(this test process: SIGINT {signal.getsignal(signal.SIGINT)}, blocked {signal.pthread_sigmask(signal.SIG_BLOCK, [])})"
-    assert run.returncode == 128 + signum, parent + printed[-2000:] + said[-2000:]
-    assert "Traceback" not in printed + said, said[-3000:]
-    assert "stopped by" in said and "before the run finished" in said
-    assert not out.exists(), "a half-made --out was left"
-    assert [p.name for p in tmp.iterdir() if p.name.startswith("autograder-")] == []
+        run.kill()
+    run.assert_stopped_cleanly(signum)
     _wait_for(lambda: not [pid for pid in family if psutil.pid_exists(pid) and _alive(pid)], 30, "its processes to end")
 
 
@@ -116,41 +134,17 @@ def test_a_run_stopped_while_a_student_is_graded_stops(tmp_path, signum):
     notebook scored 0 ("Canceled") and the run going on to exit 0."""
     from tests.grading import reference_cache
 
-    tmp, submissions, out = tmp_path / "tmp", tmp_path / "submissions", tmp_path / "out"
-    tmp.mkdir()
-    shutil.copytree(AUTOGRADER / "samples" / "sample-complete", submissions / "ann")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(tmp)}
-    command = [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, sys.executable, "-m", "autograder.run.grade"]
-    command += [str(submissions), "--bundle", str(ROOT), "--out", str(out), "--reference-cache", str(reference_cache())]
-    printed, said = tmp_path / "printed.txt", tmp_path / "said.txt"
-    with open(printed, "w") as stdout, open(said, "w") as stderr:
-        run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+    run = _Run(tmp_path, "sample-complete", "--reference-cache", str(reference_cache()))
     try:
         # The student's phase (its sandboxes' folder made), with the student's kernel host up:
         # it starts as nbgrader converts the first notebook.
         _wait_for(
-            lambda: (
-                any(p.name.startswith("autograder-sandboxes-") for p in tmp.iterdir())
-                and _sandboxed_descendants(run.pid)
-            ),
+            lambda: run.temporary("autograder-sandboxes-") and _sandboxed_descendants(run.process.pid),
             900,
             "a student's kernel host",
         )
-        if signum == signal.SIGINT:
-            os.killpg(run.pid, signum)
-        else:
-            os.kill(run.pid, signum)
-        try:
-            run.wait(timeout=STOPS_WITHIN_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the run had not ended {STOPS_WITHIN_S} s after it was stopped")
+        run.stop(signum)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-    output = printed.read_text() + said.read_text()
-    assert run.returncode == 128 + signum, output[-3000:]
-    assert "Traceback" not in output and "Canceled" not in output, output[-3000:]
-    assert "stopped by" in output
-    assert not out.exists(), "a half-made --out was left"
-    assert [p.name for p in tmp.iterdir() if p.name.startswith("autograder-")] == []
+        run.kill()
+    run.assert_stopped_cleanly(signum)
+    assert "Canceled" not in run.printed.read_text() + run.said.read_text()
