@@ -459,18 +459,17 @@ def test_a_local_grading_cluster_serves_no_http():
         assert _housekeeping_of(runner.client) == [QUIET] * 2
 
         # A heartbeat lost as the run closes the cluster is no traceback under a finished run.
-        assert list(runner.client.run(_logs_lost_heartbeat).values()) == [False]
+        # (Defined here, so that it travels by value: a cluster's servers cannot import the tests.)
+        def logs_lost_heartbeat(dask_worker=None) -> bool:
+            """Whether this worker's log would take the line of a heartbeat that found the scheduler gone."""
+            import logging
 
+            from autograder.run.tls import HEARTBEAT_LOST
 
-def _logs_lost_heartbeat(dask_worker=None) -> bool:
-    """Whether this worker's log would take the line of a heartbeat that found the scheduler gone.
-    (Defined at module level and sent by value, as the housekeeping above.)"""
-    import logging
+            record = logging.LogRecord("distributed.worker", logging.ERROR, "", 1, HEARTBEAT_LOST + ".", None, None)
+            return bool(logging.getLogger("distributed.worker").filter(record))
 
-    from autograder.run.tls import HEARTBEAT_LOST
-
-    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, HEARTBEAT_LOST + ".", None, None)
-    return bool(logging.getLogger("distributed.worker").filter(record))
+        assert list(runner.client.run(logs_lost_heartbeat).values()) == [False]
 
 
 def test_insecure_scheduler_is_refused(klass, tmp_path):
