@@ -55,6 +55,16 @@ SOCKET_PATH_MAX = 107
 SOCKET_NAME_ROOM = len("/kernel-99999")
 
 
+#: A run's tag for the socket folders its processes make in /tmp (set by a local cluster for its
+#: workers, runners.py): the run removes those of workers it ended mid-task.
+SOCKETS_TAG_VARIABLE = "AUTOGRADER_SOCKETS_TAG"
+
+
+def socket_folders_prefix(tag: str = "") -> str:
+    """The name /tmp's socket folders begin with (those of a run's, with its tag)."""
+    return f"autograder-sockets-{tag}-" if tag else "autograder-sockets-"
+
+
 def connection_folder(folder: Path) -> Path:
     """A new folder for a session's kernel sockets: `folder`/connection, or, where that path is too
     long for a Unix socket (an instructor's deep TMPDIR), a private folder of /tmp's."""
@@ -62,7 +72,8 @@ def connection_folder(folder: Path) -> Path:
     if len(os.fsencode(near)) + SOCKET_NAME_ROOM <= SOCKET_PATH_MAX:
         near.mkdir(parents=True, exist_ok=True)
         return near
-    short = Path(tempfile.mkdtemp(prefix="autograder-sockets-", dir="/tmp"))
+    tag = os.environ.get(SOCKETS_TAG_VARIABLE, "")
+    short = Path(tempfile.mkdtemp(prefix=socket_folders_prefix(tag if tag.isalnum() else ""), dir="/tmp"))
     if len(os.fsencode(short)) + SOCKET_NAME_ROOM > SOCKET_PATH_MAX:  # (only a strange /tmp gets here)
         shutil.rmtree(short, ignore_errors=True)
         raise OSError(f"no folder short enough for a kernel's Unix sockets: {near}")

@@ -83,6 +83,7 @@ from autograder.run.reference import (
     kept_for,
 )
 from autograder.run.runners import DaskRunner, HereRunner
+from autograder.run.stopping import listen_for_stops, raise_if_stopped, stopped_by
 from autograder.run.tls import SchedulerSecurity
 from autograder.run.worker import StudentTask
 
@@ -127,18 +128,6 @@ class CannotGradeSafely(GraderError, RuntimeError):
     """This host or this course cannot grade anyone fairly and safely."""
 
     exit_code = ExitCode.UNSAFE
-
-
-#: The signal that stopped the run, when one did (SIGTERM is raised as Ctrl-C is: KeyboardInterrupt).
-_stopped_by: list[signal.Signals] = []
-
-
-def _stop(signum, frame) -> None:
-    """SIGTERM, stopping the run as Ctrl-C does: KeyboardInterrupt in the main thread, which no
-    guard of one student's catches (it is no Exception), so that the same cleanup runs on the way
-    out (temporary folders, sandboxes, workers, an --out the run made)."""
-    _stopped_by.append(signal.Signals(signum))
-    raise KeyboardInterrupt
 
 
 @dataclass
@@ -211,9 +200,13 @@ def grade(
     made_here = not out.exists()
     try:
         return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
-    except BaseException:
+    except BaseException as error:
         if made_here:  # a run that raises leaves no half-made class in a folder it made
             shutil.rmtree(out, ignore_errors=True)
+        if stopped_by() is not None and not isinstance(error, KeyboardInterrupt):
+            # A stop that code in its way took for a failure (nbgrader's log capture takes every
+            # exception, KeyboardInterrupt included, and says its command failed): the stop's doing.
+            raise KeyboardInterrupt from error
         raise
 
 
@@ -241,6 +234,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         if kept is None:
             runner.start_reference(source)  # on the workers, while the gradebook is built here
         template, configured_timeout = prepare_class_course(course, source)
+        raise_if_stopped()
         tasks_options = options.replace(cell_timeout=options.cell_timeout or configured_timeout)
 
         tasks: list[StudentTask] = []
@@ -272,6 +266,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         )
         mark = time.perf_counter()
         runs = kept if kept is not None else runner.reference_runs()
+        raise_if_stopped()
         if kept is not None:
             if kept_key == key:
                 progress.note(f"reference run: kept from an earlier run with the same key ({key[:12]})")
@@ -287,6 +282,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
         mark = time.perf_counter()
         results = runner.run(tasks, template, progress)
+        raise_if_stopped()
         phases["students"] = time.perf_counter() - mark
     mark = time.perf_counter()
 
@@ -356,6 +352,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         judge_seed=options.judge_seed,
     )
     progress.finish(seconds, summary_of(outcome))
+    raise_if_stopped()  # a stop Python dropped while the run wrote its files
     return outcome
 
 
@@ -530,7 +527,7 @@ def main(argv=None) -> int:
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
         return ExitCode.USAGE
     show_log()
-    signal.signal(signal.SIGTERM, _stop)  # SIGTERM cleans up as Ctrl-C does
+    listen_for_stops()  # SIGTERM cleans up as Ctrl-C does
     try:
         options = _options(args, rest)
         if options.unsafe:
@@ -541,7 +538,7 @@ def main(argv=None) -> int:
         print(f"error: {nobody}{error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
-        terminated = signal.SIGTERM in _stopped_by
+        terminated = stopped_by() is signal.SIGTERM
         print(
             f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'} before the run finished: its temporary folders, "
             "and an --out it made, are removed",

@@ -14,17 +14,24 @@ more than one thread are refused (a worker grades one student at a time).
 from __future__ import annotations
 
 import dataclasses
+import logging
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autograder.course.errors import UsageError
 from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.task_template import CourseSource, TaskTemplate
+from autograder.kernel.compile_cache import unseal
+from autograder.kernel.kernels import SOCKETS_TAG_VARIABLE, socket_folders_prefix
 from autograder.run.options import GradingOptions
 from autograder.run.reference import ReferenceRun, run_reference
+from autograder.run.stopping import raise_if_stopped, stopped_by
 from autograder.run.tls import LOCAL_WORKER_KEY, PRELOAD, RARE_HOUSEKEEPING_MS
 from autograder.run.worker import StudentResult, StudentTask, grade_student, release_sandboxes, warm_up
-from autograder.upstream.distributed import made_despite_slow_loop
+from autograder.upstream.distributed import leave_out_gather_exits, made_despite_slow_loop
 
 if TYPE_CHECKING:
     from dask.distributed import Client, LocalCluster
@@ -85,6 +92,7 @@ class HereRunner:
                         )
             progress.update(result)
             results.append(result)
+            raise_if_stopped()
         return results
 
 
@@ -104,6 +112,10 @@ LOCAL_CLUSTER_QUIET = {
 }
 
 
+#: Seconds a stopped run's worker has to close before it is killed (runners.py's DaskRunner).
+STOP_GRACE_S = 1.0
+
+
 class DaskRunner:
     """Grading on a local Dask cluster of `jobs` single-threaded worker processes, or on a
     running scheduler (a `tls://` address and the instructor's SchedulerSecurity).
@@ -118,11 +130,12 @@ class DaskRunner:
         self.run_id = uuid.uuid4().hex[:12]
         self.cluster: LocalCluster | None = None
         self.client: Client | None = None  # both made by `with runner:`
+        #: The local cluster's workers' TMPDIR (and Dask's scratch space): what they leave there,
+        #: ended mid-task by a stop, is removed with it.
+        self.folder: Path | None = None
         self._references: list = []
 
     def __enter__(self):
-        import logging
-
         import dask
         from dask.distributed import Client, LocalCluster
 
@@ -130,26 +143,40 @@ class DaskRunner:
         # once; a worker is handed its next student only when it is free (run() sends the largest first).
         settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}
         settings |= LOCAL_CLUSTER_QUIET
+        leave_out_gather_exits()
+        if self.scheduler is None:
+            # Dask's scratch space (the scheduler's, each nanny's and worker's), in the run's own folder.
+            self.folder = Path(tempfile.mkdtemp(prefix="autograder-workers-"))
+            settings["temporary-directory"] = str(self.folder)
         with dask.config.set(settings):
             if self.scheduler is None:
-                self.cluster = made_despite_slow_loop(
-                    lambda: LocalCluster(
-                        n_workers=self.jobs,
-                        threads_per_worker=1,
-                        processes=True,
-                        dashboard_address=None,
-                        memory_limit=0,
-                        silence_logs=logging.ERROR,
-                        security=True,
-                        protocol="tls://",
-                        host="127.0.0.1",
-                        # No HTTP port (autograder/run/tls.py's dask_setup): the scheduler's would name the
-                        # students being graded to anyone on this machine, without a certificate.
-                        scheduler_kwargs={"preload": [PRELOAD]},
-                        preload=[PRELOAD],
+                folder = self.folder
+                try:
+                    self.cluster = made_despite_slow_loop(
+                        lambda: LocalCluster(
+                            n_workers=self.jobs,
+                            threads_per_worker=1,
+                            processes=True,
+                            dashboard_address=None,
+                            memory_limit=0,
+                            silence_logs=logging.ERROR,
+                            security=True,
+                            protocol="tls://",
+                            host="127.0.0.1",
+                            # No HTTP port (autograder/run/tls.py's dask_setup): the scheduler's would name the
+                            # students being graded to anyone on this machine, without a certificate.
+                            scheduler_kwargs={"preload": [PRELOAD]},
+                            preload=[PRELOAD],
+                            # What a worker leaves, ended mid-task by a stop, goes with the folder.
+                            env={"TMPDIR": str(folder), SOCKETS_TAG_VARIABLE: self.run_id},
+                        )
                     )
-                )
-                self.client = Client(self.cluster, timeout="30s")  # on the cluster's loop: no thread of its own
+                    self.client = Client(self.cluster, timeout="30s")  # on the cluster's loop: no thread of its own
+                except BaseException:  # `with` runs no __exit__ for it: the cluster, if made, and its folder go here
+                    if self.cluster is not None:
+                        self.cluster.close()
+                    self._remove_folder()
+                    raise
             else:
                 security = self.scheduler_security.security()
                 self.client = made_despite_slow_loop(lambda: Client(self.scheduler, security=security, timeout="30s"))
@@ -175,15 +202,56 @@ class DaskRunner:
                 "`--nthreads 1` (a worker grades one student at a time)"
             )
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, *exc):
         try:
-            self._client().run(release_sandboxes)  # the sandbox each worker made for a next student
-        except Exception:  # a worker that is gone took its sandboxes with it (--die-with-parent)
-            pass
-        self._client().close()
-        if self.cluster is not None:
-            self.cluster.close()
+            stopping = (kind is not None and issubclass(kind, KeyboardInterrupt)) or stopped_by() is not None
+            if self.cluster is not None and stopping:  # (a stop another library took for a failure, too)
+                self._end_workers_now()
+                return False
+            try:
+                self._client().run(release_sandboxes)  # the sandbox each worker made for a next student
+            except Exception:  # a worker that is gone took its sandboxes with it (--die-with-parent)
+                pass
+            self._client().close()
+            if self.cluster is not None:
+                self.cluster.close()
+        finally:
+            self._remove_folder()
         return False
+
+    def _remove_folder(self) -> None:
+        """The local cluster's folder, and the socket folders its workers made in /tmp (where the
+        folder's path was too long for a socket's)."""
+        if self.folder is not None:
+            unseal(self.folder)  # a sealed cache folder cannot be listed, so not removed, until unsealed
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+            for sockets in Path("/tmp").glob(socket_folders_prefix(self.run_id) + "*"):
+                shutil.rmtree(sockets, ignore_errors=True)
+
+    def _end_workers_now(self) -> None:
+        """A stopped run (Ctrl-C, SIGTERM) ends its local workers before anything of the run is
+        removed: a worker still grading would write into a removed --out or sandbox. Each is asked
+        to close and killed STOP_GRACE_S later, mid-task or not (its sandboxes die with it), its
+        nanny closing too, so that none is started again. What Dask says of students its workers
+        left unfinished is the stop's doing; the run says it stopped."""
+        import asyncio
+
+        assert self.cluster is not None
+        nannies = list(self.cluster.workers.values())
+
+        async def end_them():
+            await asyncio.gather(*(nanny.close(timeout=STOP_GRACE_S) for nanny in nannies), return_exceptions=True)
+
+        dask_logs = logging.getLogger("distributed")
+        level = dask_logs.level
+        dask_logs.setLevel(logging.CRITICAL + 1)
+        try:
+            self.cluster.sync(end_them)
+            self._client().close()
+            self.cluster.close()
+        finally:
+            dask_logs.setLevel(level)
 
     def _key(self, *parts) -> str:
         return "-".join(["autograder", self.run_id, *map(str, parts)])
@@ -236,4 +304,5 @@ class DaskRunner:
                 )
             progress.update(result)
             results.append(result)
+            raise_if_stopped()
         return results

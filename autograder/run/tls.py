@@ -102,6 +102,25 @@ def dask_setup(server) -> None:
     if http is not None:
         http.stop()
     keep_housekeeping_rare(server)
+    leave_stops_to_the_run(server)
+
+
+def leave_stops_to_the_run(server) -> None:
+    """A worker of the grader's own local cluster ignores Ctrl-C. A terminal sends it to the whole
+    process group: a worker it reached died with a traceback, and the scheduler logged the dead
+    workers' students as failed, while the run itself stopped; the run ends its workers itself
+    (runners.py's DaskRunner, before it removes its folders). A worker an instructor started
+    keeps Ctrl-C."""
+    import signal
+    import threading
+
+    import dask
+    from distributed import Worker
+
+    if not isinstance(server, Worker) or not dask.config.get(LOCAL_WORKER_KEY, False):
+        return
+    if threading.current_thread() is threading.main_thread():  # where a worker process runs its loop
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 #: A grading server's timers, in ms, at their longest (Dask's defaults serve a live dashboard).

@@ -447,8 +447,11 @@ def _http_ports_that_answer(info: dict) -> list[str]:
 def test_a_local_grading_cluster_serves_no_http():
     """The scheduler's HTTP pages name each task, and a grading task's name holds the student's
     id: a local run's cluster (on 127.0.0.1, for anyone on the machine) opens no such port."""
+    import signal
+
     from autograder.run.runners import DaskRunner
 
+    ctrl_c_here = signal.getsignal(signal.SIGINT)
     with DaskRunner(options(jobs=1)) as runner:
         info = runner.client.scheduler_info()
         assert info["services"]["dashboard"] and len(info["workers"]) == 1
@@ -470,6 +473,22 @@ def test_a_local_grading_cluster_serves_no_http():
             return bool(logging.getLogger("distributed.worker").filter(record))
 
         assert list(runner.client.run(logs_lost_heartbeat).values()) == [False]
+
+        # Ctrl-C reaches the workers too (a terminal's whole process group): they leave it to the
+        # run, which ends them itself before it removes its folders.
+        def ignores_ctrl_c(dask_worker=None) -> bool:
+            import signal
+
+            return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+        assert list(runner.client.run(ignores_ctrl_c).values()) == [True]
+        # The scheduler runs the same preload in the run's own process, whose Ctrl-C stays as it was.
+        assert signal.getsignal(signal.SIGINT) is ctrl_c_here
+
+        # Dask's scratch space, the workers' and the scheduler's, is the run's: in its folder.
+        folder = runner.folder
+        assert folder is not None and (folder / "dask-scratch-space").is_dir()
+    assert not folder.exists(), "the local cluster's folder was left"
 
 
 def test_insecure_scheduler_is_refused(klass, tmp_path):

@@ -1,7 +1,8 @@
 """A grading run stopped halfway, as an instructor stops one: Ctrl-C (SIGINT to the terminal's
-whole process group) or SIGTERM (a scheduler's, a `kill`'s). Either way the run says it stopped,
-with no traceback, exits 128 + the signal's number, and leaves nothing behind: no --out it made,
-no temporary folder, no process of its own."""
+whole process group) or SIGTERM (a scheduler's, a `kill`'s), grading here or on a local Dask
+cluster (--jobs 2). Either way the run says it stopped, with no traceback and no error of Dask's,
+exits 128 + the signal's number, and leaves nothing behind: no --out it made, nothing in its
+TMPDIR, no process of its own."""
 
 from __future__ import annotations
 
@@ -64,7 +65,10 @@ class _Run:
             )
 
     def temporary(self, prefix: str) -> list[str]:
-        return [p.name for p in self.tmp.iterdir() if p.name.startswith(prefix)]
+        """Its temporary folders of that name: in TMPDIR, or in its local cluster's folder there,
+        the workers' TMPDIR."""
+        found = [*self.tmp.glob(f"{prefix}*"), *self.tmp.glob(f"autograder-workers-*/{prefix}*")]
+        return [p.name for p in found]
 
     def stop(self, signum: int) -> None:
         """Stopped as an instructor stops it; fails the test unless it ends within STOPS_WITHIN_S."""
@@ -91,13 +95,21 @@ class _Run:
         assert self.process.returncode == 128 + signum, parent + printed[-2000:] + said[-2000:]
         assert "Traceback" not in printed + said, said[-3000:]
         assert "stopped by" in said and "before the run finished" in said
+        assert "ERROR" not in said, said[-3000:]  # Dask's, of workers ended mid-task
         assert not self.out.exists(), "a half-made --out was left"
-        assert self.temporary("autograder-") == []
+        assert sorted(p.name for p in self.tmp.iterdir()) == [], "left in its TMPDIR"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum):
-    run = _Run(tmp_path, "sample-partial", "--no-reference-cache")  # the instructor's notebooks run: a run to stop
+SIGNALS = pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+#: Graded here, or on a local cluster of two workers, which Ctrl-C reaches too.
+JOBS = pytest.mark.parametrize("jobs", ["1", "2"], ids=["here", "2-jobs"])
+
+
+@SIGNALS
+@JOBS
+def test_a_stopped_run_cleans_up_without_a_traceback(tmp_path, signum, jobs):
+    # The instructor's notebooks run: a run to stop.
+    run = _Run(tmp_path, "sample-partial", "--no-reference-cache", "--jobs", jobs)
     try:
         # Stopped while the reference run works in a temporary folder of its own, --out half made.
         _wait_for(lambda: run.temporary("autograder-reference-"), 300, "the reference run")
@@ -127,14 +139,15 @@ def _sandboxed_descendants(pid: int) -> list[int]:
     return [child.pid for child in below if len(namespace_pids(child.pid)) > 1]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_run_stopped_while_a_student_is_graded_stops(tmp_path, signum):
+@SIGNALS
+@JOBS
+def test_a_run_stopped_while_a_student_is_graded_stops(tmp_path, signum, jobs):
     """Stopped while a student's notebook is graded (nbgrader's converter at work, whose log
     capture takes every exception, KeyboardInterrupt included), the run stops as above: not one
     notebook scored 0 ("Canceled") and the run going on to exit 0."""
     from tests.grading import reference_cache
 
-    run = _Run(tmp_path, "sample-complete", "--reference-cache", str(reference_cache()))
+    run = _Run(tmp_path, "sample-complete", "--reference-cache", str(reference_cache()), "--jobs", jobs)
     try:
         # The student's phase (its sandboxes' folder made), with the student's kernel host up:
         # it starts as nbgrader converts the first notebook.
@@ -148,3 +161,31 @@ def test_a_run_stopped_while_a_student_is_graded_stops(tmp_path, signum):
         run.kill()
     run.assert_stopped_cleanly(signum)
     assert "Canceled" not in run.printed.read_text() + run.said.read_text()
+
+
+@JOBS
+def test_a_stop_taken_for_a_failure_is_still_a_stop(tmp_path, monkeypatch, jobs):
+    """nbgrader's log capture takes every exception, a stop's KeyboardInterrupt included, and says
+    its command failed: a run stopped while it builds its gradebook with nbgrader's API (the
+    workers already at the reference run, with --jobs 2) stops, and removes the --out it made."""
+    from autograder.run import grade as grading
+    from autograder.run import stopping
+    from tests.grading import options
+
+    called = []
+
+    def ctrl_c_taken_by_nbgrader(*args, **kwargs):
+        called.append(True)
+        stopping._STOPPED_BY.append(signal.SIGINT)  # what the handler records as it raises
+        raise RuntimeError("nbgrader generate_assignment failed: KeyboardInterrupt")
+
+    monkeypatch.setattr(grading, "prepare_class_course", ctrl_c_taken_by_nbgrader)
+    submissions, out = tmp_path / "submissions", tmp_path / "out"
+    shutil.copytree(AUTOGRADER / "samples" / "sample-partial", submissions / "ann")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            grading.grade(submissions, out, options(jobs=int(jobs), reference_cache=None))
+    finally:
+        stopping._STOPPED_BY.clear()
+    assert called, "the run never got to its gradebook"
+    assert not out.exists(), "a half-made --out was left"
