@@ -30,6 +30,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,7 +80,8 @@ def stock_serial(submissions: Path, course: Path) -> dict:
     new_course(course)
     config = course / "nbgrader_config.py"
     config.write_text(without_the_grader(config.read_text()))
-    env = stock_nbgrader_env()
+    tmp = Path(tempfile.mkdtemp(prefix="stock-nbgrader-"))
+    env = stock_nbgrader_env(tmp)
     steps = {}
 
     failures = []
@@ -99,12 +101,15 @@ def stock_serial(submissions: Path, course: Path) -> dict:
         )
 
     start = time.perf_counter()
-    run("generate_assignment", ASSIGNMENT, "--force")
-    for student in sorted(p.name for p in submissions.iterdir()):
-        shutil.copytree(submissions / student, course / "submitted" / student / ASSIGNMENT)
-    run("autograde", ASSIGNMENT)
-    run("generate_feedback", ASSIGNMENT)
-    run("export", "--to", str(course / "grades.csv"))
+    try:
+        run("generate_assignment", ASSIGNMENT, "--force")
+        for student in sorted(p.name for p in submissions.iterdir()):
+            shutil.copytree(submissions / student, course / "submitted" / student / ASSIGNMENT)
+        run("autograde", ASSIGNMENT)
+        run("generate_feedback", ASSIGNMENT)
+        run("export", "--to", str(course / "grades.csv"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     wall = time.perf_counter() - start
     # Stock nbgrader leaves the hidden tests in the autograded notebooks (this grader never does):
     # where they are missing, the grader's pipeline ran and the comparison would be with itself.

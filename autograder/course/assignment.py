@@ -252,14 +252,17 @@ def without_the_grader(config_text: str) -> str:
     return config_text.split(GRADER_LINES, 1)[0].rstrip() + "\n"
 
 
-def stock_nbgrader_env() -> dict:
+def stock_nbgrader_env(tmp: Path) -> dict:
     """nbgrader_env for stock nbgrader: the bundle's grader not on PYTHONPATH, and no config file
     read but the course folder's own: a Jupyter config elsewhere (an instructor's, an older
     checkout's venv-wide one) could hand the pipeline to the grader again, the package being
-    installed."""
+    installed. tmp (made here) is its processes' TMPDIR, for the caller to remove: jupyter_core
+    makes an empty config folder there for each process that reads no config, and leaves it."""
     env = nbgrader_env()
     env.pop("PYTHONPATH", None)
     env["JUPYTER_NO_CONFIG"] = "1"
+    Path(tmp).mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(tmp)
     return env
 
 

@@ -591,7 +591,7 @@ def test_stock_nbgrader_grades_plain_course(tmp_path):
     config = course / "nbgrader_config.py"
     config.write_text(without_the_grader(config.read_text()))
     # The lesson's compile cache changes how long the kernels compile, not nbgrader's pipeline.
-    env = {**stock_nbgrader_env(), **lesson_run_env()}
+    env = {**stock_nbgrader_env(tmp_path / "stock-tmp"), **lesson_run_env()}
     for command in (["generate_assignment", ASSIGNMENT, "--force"], ["autograde", ASSIGNMENT, "--force"]):
         if command[0] == "autograde":
             for name in NOTEBOOKS:
@@ -611,6 +611,9 @@ def test_stock_nbgrader_grades_plain_course(tmp_path):
         assert grades and all(g.score == g.max_score for g in grades), [(g.name, g.score) for g in grades]
     autograded = (course / "autograded" / "perfect" / ASSIGNMENT / "02-build.ipynb").read_text()
     assert BEGIN in autograded, "the grader's pipeline ran, not nbgrader's own"
+    # The empty config folder jupyter_core makes for each process that reads no config went into
+    # the TMPDIR given, which the caller removes, not into the machine's.
+    assert [p.name for p in (tmp_path / "stock-tmp").glob("jupyter-clean-cfg-*")]
 
 
 @pytest.mark.parametrize("layout", ["missing", "empty", "flat", "unknown"])

@@ -54,7 +54,11 @@ def _env(home: Path, stock: bool = False, tmp: Path | None = None) -> dict:
     found because it is installed (`make venv` installs it). stock: no config file read but the
     course's own (the venv's, written by `make venv`, holds the grader's lines). tmp: the
     instructor's temporary folder (TMPDIR), to see what is left in it."""
-    env = stock_nbgrader_env() if stock else {k: v for k, v in nbgrader_env().items() if k != "PYTHONPATH"}
+    env = (
+        stock_nbgrader_env(tmp or home / "tmp")
+        if stock
+        else {k: v for k, v in nbgrader_env().items() if k != "PYTHONPATH"}
+    )
     if tmp is not None:
         tmp.mkdir(parents=True, exist_ok=True)
         env["TMPDIR"] = str(tmp)

@@ -66,6 +66,10 @@ def lowest(tmp_path_factory) -> dict:
     bin_dir = home / "venv" / "bin"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_CONFIG_DIR")}
     env |= {"PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", "HOME": str(home), "MPLBACKEND": "Agg"}
+    # Stock nbgrader reads no config here (JUPYTER_NO_CONFIG), and jupyter_core leaves an empty
+    # config folder in TMPDIR for each of its processes: this one goes with the test's folder.
+    (home / "tmp").mkdir()
+    env["TMPDIR"] = str(home / "tmp")
     constraints = home / "lowest.txt"  # uv's lock as pip's constraints: its pins, without its comments
     constraints.write_text(re.sub(r"(?m)^\s*#.*\n", "", (ROOT / "requirements-lowest.txt").read_text()))
     _run(bin_dir / "pip", "install", "--quiet", "--no-compile", wheel, "--constraint", constraints, cwd=home, env=env)
