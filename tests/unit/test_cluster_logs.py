@@ -72,7 +72,11 @@ def test_only_the_graders_own_workers_leave_ctrl_c_to_the_run(local, ignored):
 
     from distributed import Worker
 
-    before = signal.getsignal(signal.SIGINT)
+    saved = signal.getsignal(signal.SIGINT)
+    # As a worker process starts: Ctrl-C at Python's own handler (this process's may be ignored
+    # already, as under a shell's background job or an xdist worker).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    before = signal.default_int_handler
     worker = Worker.__new__(Worker)  # not started: only what it is matters to the rule
     try:
         with dask.config.set({LOCAL_WORKER_KEY: local}):
@@ -81,4 +85,4 @@ def test_only_the_graders_own_workers_leave_ctrl_c_to_the_run(local, ignored):
             leave_stops_to_the_run(worker)
             assert (signal.getsignal(signal.SIGINT) is signal.SIG_IGN) is ignored
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGINT, saved)

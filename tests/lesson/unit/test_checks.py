@@ -255,13 +255,14 @@ def _time(executable, repeats, *, warm_up=True, wait=True):
 
 
 def test_honest_samples_within_executable_times(checks):
-    """Honest samples lie between what the executable saw."""
+    """Honest samples lie between what the executable saw. (The upper bounds run from the end of
+    each wait before a timed call, so the warm-up's 0.05 s lies in none of them; a bound of 0.05 s
+    on the samples themselves was a clock's, which a loaded machine passed.)"""
     timed = checks.TimedExecutable(first_call=0.05, result_delays=(0.004, 0.006))
     samples = _time(timed, 4)
     assert timed.calls == 5
     assert np.all(np.asarray(samples) >= timed.shortest_samples(4))
     assert np.all(np.asarray(samples) < timed.longest_samples(4))
-    assert np.all(np.asarray(samples) < 0.05)
 
 
 def test_made_up_or_unwaited_samples_do_not_fit(checks):
