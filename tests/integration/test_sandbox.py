@@ -270,9 +270,8 @@ if child == 0:
     print('from a forked child')
     sys.stdout.flush()
     os._exit(0)
-start = time.monotonic()
-os.waitpid(child, 0)
-print('child done', time.monotonic() - start < 5)
+os.waitpid(child, 0)  # a child blocked on its output never ends: the cell runs into its timeout
+print('child done')
 """
 
 
@@ -283,7 +282,7 @@ def test_kernel_opens_no_port_fork_cannot_hang(session_factory, fork):
     notebook = run(session_factory(fork=fork), LISTENING)
     listening, done = stdout(notebook, 0).strip().splitlines()[-2:]
     assert listening == "[]", listening
-    assert done == "child done True"
+    assert done == "child done"
     assert "from a forked child" not in stdout(notebook, 0)
 
 
