@@ -36,7 +36,11 @@ def main(argv=None) -> int:
     if command not in COMMANDS:
         print(f"error: no command {command!r}; the commands: {', '.join(COMMANDS)}", file=sys.stderr)
         return ExitCode.USAGE
-    return importlib.import_module(COMMANDS[command]).main(argv[1:])
+    try:
+        return importlib.import_module(COMMANDS[command]).main(argv[1:])
+    except KeyboardInterrupt:  # before the command heard stops itself (its imports take a second or two)
+        print(f"stopped by Ctrl-C before `autograder {command}` began: nothing was done", file=sys.stderr)
+        return ExitCode.INTERRUPTED
 
 
 if __name__ == "__main__":

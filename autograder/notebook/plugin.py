@@ -446,11 +446,17 @@ def _checks_module_refused(course: Path, module: str, assignment: str) -> str | 
         return f"give the checks module's name, {module[:-3]!r}, not its file's"
     if not module.isidentifier():
         return f"the checks module must be a module's name, not {module!r}"
-    if assignment and (set(assignment) & _NOT_IN_AN_ASSIGNMENT or assignment in (".", "..")):
+    if assignment and (
+        set(assignment) & _NOT_IN_AN_ASSIGNMENT or assignment.startswith(".") or assignment == "__pycache__"
+    ):
         return f"{assignment!r} is not an assignment's name"
     source = course / "source"
-    # (a hidden folder, JupyterLab's .ipynb_checkpoints say, is no assignment)
-    folders = [source / assignment] if assignment else sorted(p for p in source.glob("[!.]*") if p.is_dir())
+    # (a hidden folder, JupyterLab's .ipynb_checkpoints say, or Python's __pycache__ is no assignment)
+    folders = (
+        [source / assignment]
+        if assignment
+        else sorted(p for p in source.glob("[!.]*") if p.is_dir() and p.name != "__pycache__")
+    )
     folders = [folder for folder in folders if folder.is_dir()]
     if not folders:
         print(f"note: {module}.py not looked for: {source} holds no {assignment or 'assignment'} yet")
@@ -492,9 +498,10 @@ def _configured_already(config: Path, module: str, assignment: str) -> int:
         print(f"error: {config} could not be read ({type(error).__name__}: {error})", file=sys.stderr)
         return ExitCode.USAGE
     if module and named != module:
+        has = f"the checks module {named!r}" if named else "no checks module"
         print(
-            f"error: {config} already configures the grader, with the checks module {named or 'none'!r} for "
-            f"{assignment or 'every assignment'}: change it in that file",
+            f"error: {config} already configures the grader, with {has} for {assignment or 'every assignment'} "
+            "(a module for one assignment is named with --assignment): change it in that file",
             file=sys.stderr,
         )
         return ExitCode.USAGE

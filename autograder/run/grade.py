@@ -83,7 +83,7 @@ from autograder.run.reference import (
     kept_for,
 )
 from autograder.run.runners import DaskRunner, HereRunner
-from autograder.run.stopping import listen_for_stops, raise_if_stopped, stopped_by
+from autograder.run.stopping import finished, listening_for_stops, raise_if_stopped, stopped_by
 from autograder.run.tls import SchedulerSecurity
 from autograder.run.worker import StudentTask
 
@@ -527,17 +527,24 @@ def main(argv=None) -> int:
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
         return ExitCode.USAGE
     show_log()
-    listen_for_stops()  # SIGTERM cleans up as Ctrl-C does
+    with listening_for_stops():  # SIGTERM cleans up as Ctrl-C does
+        return _graded(args, rest)
+
+
+def _graded(args, rest) -> int:
+    """The run and what it prints, its stops heard (listening_for_stops)."""
     try:
         options = _options(args, rest)
         if options.unsafe:
             print(UNSAFE_WARNING, file=sys.stderr, flush=True)
         result = grade(args.submissions, args.out or default_out(options.origin), options)
+        finished()  # the results are written: a stop while they are printed changes nothing
     except GraderError as error:
         nobody = "nobody was graded: " if error.exit_code is ExitCode.UNSAFE else ""
         print(f"error: {nobody}{error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
+        finished()  # (a second Ctrl-C while this is printed, too)
         terminated = stopped_by() is signal.SIGTERM
         print(
             f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'} before the run finished: its temporary folders, "

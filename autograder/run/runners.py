@@ -28,7 +28,7 @@ from autograder.kernel.compile_cache import unseal
 from autograder.kernel.kernels import SOCKETS_TAG_VARIABLE, socket_folders_prefix
 from autograder.run.options import GradingOptions
 from autograder.run.reference import ReferenceRun, run_reference
-from autograder.run.stopping import raise_if_stopped, stopped_by
+from autograder.run.stopping import raise_if_stopped, stopped_by, stops_held
 from autograder.run.tls import LOCAL_WORKER_KEY, PRELOAD, RARE_HOUSEKEEPING_MS
 from autograder.run.worker import StudentResult, StudentTask, grade_student, release_sandboxes, warm_up
 from autograder.upstream.distributed import leave_out_gather_exits, made_despite_slow_loop
@@ -152,36 +152,44 @@ class DaskRunner:
             if self.scheduler is None:
                 folder = self.folder
                 try:
-                    self.cluster = made_despite_slow_loop(
-                        lambda: LocalCluster(
-                            n_workers=self.jobs,
-                            threads_per_worker=1,
-                            processes=True,
-                            dashboard_address=None,
-                            memory_limit=0,
-                            silence_logs=logging.ERROR,
-                            security=True,
-                            protocol="tls://",
-                            host="127.0.0.1",
-                            # No HTTP port (autograder/run/tls.py's dask_setup): the scheduler's would name the
-                            # students being graded to anyone on this machine, without a certificate.
-                            scheduler_kwargs={"preload": [PRELOAD]},
-                            preload=[PRELOAD],
-                            # What a worker leaves, ended mid-task by a stop, goes with the folder.
-                            env={"TMPDIR": str(folder), SOCKETS_TAG_VARIABLE: self.run_id},
-                        )
-                    )
-                    self.client = Client(self.cluster, timeout="30s")  # on the cluster's loop: no thread of its own
+                    self._start_local_cluster(folder, LocalCluster, Client)
                 except BaseException:  # `with` runs no __exit__ for it: the cluster, if made, and its folder go here
-                    if self.cluster is not None:
-                        self.cluster.close()
-                    self._remove_folder()
+                    try:
+                        if self.cluster is not None:
+                            self._end_workers_now()
+                    finally:
+                        self._remove_folder()
                     raise
             else:
                 security = self.scheduler_security.security()
                 self.client = made_despite_slow_loop(lambda: Client(self.scheduler, security=security, timeout="30s"))
                 self._refuse_threaded_workers()
         return self
+
+    def _start_local_cluster(self, folder: Path, LocalCluster, Client) -> None:
+        # A stop while the cluster starts comes once it has started (stops_held), so that the
+        # cluster is ended as a started one is, not left half made.
+        with stops_held():
+            self.cluster = made_despite_slow_loop(
+                lambda: LocalCluster(
+                    n_workers=self.jobs,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    memory_limit=0,
+                    silence_logs=logging.ERROR,
+                    security=True,
+                    protocol="tls://",
+                    host="127.0.0.1",
+                    # No HTTP port (autograder/run/tls.py's dask_setup): the scheduler's would name the
+                    # students being graded to anyone on this machine, without a certificate.
+                    scheduler_kwargs={"preload": [PRELOAD]},
+                    preload=[PRELOAD],
+                    # What a worker leaves, ended mid-task by a stop, goes with the folder.
+                    env={"TMPDIR": str(folder), SOCKETS_TAG_VARIABLE: self.run_id},
+                )
+            )
+            self.client = Client(self.cluster, timeout="30s")  # on the cluster's loop: no thread of its own
 
     def _client(self) -> Client:
         """The client `with runner:` made."""
@@ -248,7 +256,8 @@ class DaskRunner:
         dask_logs.setLevel(logging.CRITICAL + 1)
         try:
             self.cluster.sync(end_them)
-            self._client().close()
+            if self.client is not None:  # (none yet when the stop came as the cluster started)
+                self.client.close()
             self.cluster.close()
         finally:
             dask_logs.setLevel(level)

@@ -8,40 +8,102 @@ collector's callback (distributed's GC diagnosis runs one in a run with a local 
 `__del__` or a weakref's callback, Python prints "Exception ignored in", drops it and goes on:
 the run then finished and exited 0 however it was stopped. So a stop is recorded before it is
 raised, and the run asks for the record where stopping is safe (`raise_if_stopped`: after each
-student, between its steps, before it returns). What Python prints of the dropped one, a traceback
-under a run that then says it stopped, is left out.
+student, between its steps, before it returns). What Python prints of the dropped one, and what a
+library logs of one it caught (SQLAlchemy's pool, closing a connection), a traceback under a run
+that then says it stopped, is left out.
+
+Only the first stop is raised: a second Ctrl-C while the run cleans up (a second or two) would
+cut its cleanup short. A stop Python dropped does not count: the next one is raised again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import signal
 import sys
+import threading
 
 #: The signals that stopped this run, in the order they came (empty: not stopped).
 _STOPPED_BY: list[signal.Signals] = []
+#: The signals a stop comes by.
+STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _State:
+    #: The stop raised last was dropped by Python (raise the next one again).
+    dropped = False
+    #: The run is over and prints its results: a stop now is recorded, not raised.
+    finished = False
+    #: Inside stops_held: a stop is raised as the block ends.
+    holding = False
+    #: A stop came while they were held.
+    held = False
 
 
 def _stop(signum, frame) -> None:
+    first = not _STOPPED_BY
     _STOPPED_BY.append(signal.Signals(signum))
-    raise KeyboardInterrupt
+    if (first or _State.dropped) and not _State.finished:
+        _State.dropped = False
+        if _State.holding:
+            _State.held = True
+            return
+        raise KeyboardInterrupt
 
 
 def _unraisable(info) -> None:
     """sys.unraisablehook: a stop Python dropped is recorded, and raised again by the run; any
     other exception Python drops is printed as Python prints it."""
     if isinstance(info.exc_value, KeyboardInterrupt) and _STOPPED_BY:
+        _State.dropped = True
         return
     sys.__unraisablehook__(info)
 
 
-def listen_for_stops() -> None:
+class LoggedStopLeftOut(logging.Filter):
+    """A record a library logged of the stop it caught (with the KeyboardInterrupt as its
+    exception), once the run was stopped: the run says it stopped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        raised = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(raised, KeyboardInterrupt) and _STOPPED_BY)
+
+
+def _handlers() -> list[logging.Handler]:
+    """Where a library's records are printed: the root logger's handlers, else Python's last resort."""
+    return [*logging.root.handlers, *([logging.lastResort] if logging.lastResort is not None else [])]
+
+
+@contextlib.contextmanager
+def listening_for_stops():
     """Stop this process's run on SIGTERM, and on Ctrl-C unless it is ignored here (a run started
-    with `nohup`, or in the background of a shell without job control, keeps ignoring it)."""
+    with `nohup`, or in the background of a shell without job control, keeps ignoring it); as it
+    was again after the block."""
+    saved = {signum: signal.getsignal(signum) for signum in STOPS}
+    hook, left_out = sys.unraisablehook, LoggedStopLeftOut()
     _STOPPED_BY.clear()
+    _State.dropped = _State.finished = _State.holding = _State.held = False
     signal.signal(signal.SIGTERM, _stop)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if saved[signal.SIGINT] is signal.default_int_handler:
         signal.signal(signal.SIGINT, _stop)
     sys.unraisablehook = _unraisable
+    handlers = _handlers()
+    for handler in handlers:
+        handler.addFilter(left_out)
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        sys.unraisablehook = hook
+        for handler in handlers:
+            handler.removeFilter(left_out)
+
+
+def finished() -> None:
+    """The run is over (its results written): a stop from now on is recorded, not raised."""
+    _State.finished = True
 
 
 def stopped_by() -> signal.Signals | None:
@@ -51,6 +113,29 @@ def stopped_by() -> signal.Signals | None:
 
 def raise_if_stopped() -> None:
     """KeyboardInterrupt when the run was stopped and goes on regardless (its KeyboardInterrupt
-    raised where Python dropped it)."""
-    if _STOPPED_BY:
+    raised where Python dropped it, or taken by a library)."""
+    if _STOPPED_BY and not _State.finished:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def stops_held():
+    """Ctrl-C and SIGTERM held back from this (the main) thread while the block runs, and taken
+    as it ends: a stop then comes after the block, not inside it. The threads and processes the
+    block starts inherit the hold (a local cluster's event-loop thread, its workers: they take
+    over, see tls.py's leave_stops_to_the_run)."""
+    if threading.current_thread() is not threading.main_thread() or _State.holding:
+        yield
+        return
+    # Blocked, for what the block starts to inherit; and not raised by the handler, for a signal
+    # that another thread of this process took (Python runs its handler in this thread all the same).
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    _State.holding, _State.held = True, False
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a stop that waited is handled here
+        _State.holding = False
+    if _State.held:
+        _State.held = False
         raise KeyboardInterrupt

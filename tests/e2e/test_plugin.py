@@ -272,7 +272,7 @@ def test_configure_reads_the_config_as_code(tmp_path, capsys):
 def test_configure_refuses_a_checks_module_no_assignment_holds(tmp_path, capsys):
     from autograder.notebook.plugin import main
 
-    for assignment in ("ps1", "ps2", ".ipynb_checkpoints"):  # (a hidden folder is no assignment)
+    for assignment in ("ps1", "ps2", ".ipynb_checkpoints", "__pycache__"):  # (neither is an assignment)
         (tmp_path / "source" / assignment).mkdir(parents=True)
     (tmp_path / "source" / "ps1" / "ps1_checks.py").write_text("")
     assert main([str(tmp_path), "--assignment", "ps1"]) == 2  # an assignment of no module: a slip
@@ -288,14 +288,17 @@ def test_configure_refuses_a_checks_module_no_assignment_holds(tmp_path, capsys)
     assert main([str(tmp_path), "--checks-module", "ps1_check", "--assignment", "ps1"]) == 2
     said = capsys.readouterr().err
     assert "ps1_check.py is not in the source of ps1" in said and "--assignment" not in said  # given already
-    assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps[12]"]) == 2
-    assert "not an assignment's name" in capsys.readouterr().err
+    for name in ("ps[12]", ".ipynb_checkpoints", "__pycache__"):
+        assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", name]) == 2, name
+        assert "not an assignment's name" in capsys.readouterr().err, name
     assert not (tmp_path / "nbgrader_config.py").exists()
     assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps3"]) == 0  # not installed yet
     assert "not looked for" in capsys.readouterr().out
     # Configured for ps3 only: ps1's module is another (none) there, refused; ps3's again, done.
     assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps1"]) == 2
-    assert "with the checks module 'none' for ps1" in capsys.readouterr().err
+    assert "with no checks module for ps1 (a module for one assignment is named with --assignment)" in (
+        capsys.readouterr().err
+    )
     assert main([str(tmp_path), "--checks-module", "ps1_checks", "--assignment", "ps3"]) == 0
     assert main([str(tmp_path / "other")]) == 2
 

@@ -1,10 +1,13 @@
-"""A stop of `autograder grade` is never lost (autograder/run/stopping.py): Python drops an
-exception raised inside a garbage collector's callback, as a signal handler's KeyboardInterrupt
-can be, and the run finished with exit 0 however it was stopped."""
+"""A stop of `autograder grade` is never lost and never cut short (autograder/run/stopping.py):
+Python drops an exception raised inside a garbage collector's callback, as a signal handler's
+KeyboardInterrupt can be, and the run finished with exit 0 however it was stopped; a library
+that caught the stop logged it with a traceback; a second Ctrl-C cut the cleanup short."""
 
 from __future__ import annotations
 
 import gc
+import logging
+import os
 import signal
 import sys
 
@@ -15,16 +18,13 @@ from autograder.run import stopping
 
 @pytest.fixture
 def listening():
-    """listen_for_stops() as `autograder grade` calls it, this process's handlers put back after."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    hook = sys.unraisablehook
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's foreground job has it
-    stopping.listen_for_stops()
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-    sys.unraisablehook = hook
-    stopping._STOPPED_BY.clear()
+    """listening_for_stops() as `autograder grade` enters it, from a terminal's foreground job."""
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stopping.listening_for_stops():
+            yield
+    finally:
+        signal.signal(signal.SIGINT, saved)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -36,7 +36,15 @@ def test_a_stop_is_raised_and_named(listening, signum):
     assert stopping.stopped_by() is signum
 
 
-def test_a_stop_python_dropped_is_raised_again(listening, capfd):
+def test_a_second_stop_does_not_cut_the_cleanup_short(listening):
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+    signal.raise_signal(signal.SIGINT)  # the run cleans up: recorded, not raised
+    signal.raise_signal(signal.SIGTERM)
+    assert stopping.stopped_by() is signal.SIGINT and len(stopping._STOPPED_BY) == 3
+
+
+def _raised_in_a_gc_callback() -> None:
     def collecting(phase, info):
         if phase == "start":
             gc.callbacks.remove(collecting)
@@ -48,11 +56,19 @@ def test_a_stop_python_dropped_is_raised_again(listening, capfd):
     finally:
         if collecting in gc.callbacks:
             gc.callbacks.remove(collecting)
+
+
+def test_a_stop_python_dropped_is_raised_again(listening, capfd):
+    _raised_in_a_gc_callback()
     assert stopping.stopped_by() is signal.SIGINT
     with pytest.raises(KeyboardInterrupt):
         stopping.raise_if_stopped()
     said = capfd.readouterr().err
     assert "KeyboardInterrupt" not in said and "Traceback" not in said
+    # The next Ctrl-C is raised: the first never reached the run.
+    _raised_in_a_gc_callback()
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
 
 
 def test_another_dropped_exception_is_still_printed(listening, capfd):
@@ -64,15 +80,66 @@ def test_another_dropped_exception_is_still_printed(listening, capfd):
     assert "RuntimeError: dropped by Python" in capfd.readouterr().err
 
 
-def test_an_ignored_ctrl_c_stays_ignored():
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    hook = sys.unraisablehook
+def test_a_stop_a_library_logged_is_left_out():
+    import io
+
+    printed = io.StringIO()
+    shown = logging.StreamHandler(printed)  # where the root logger prints, as the instructor sees it
+    logging.root.addHandler(shown)
+    library = logging.getLogger("a.library.pool")
+
+    def closing_a_connection() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            library.error("Exception closing connection", exc_info=True)
+
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # nohup's
-        stopping.listen_for_stops()
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        assert signal.getsignal(signal.SIGTERM) is stopping._stop
+        with stopping.listening_for_stops():
+            closing_a_connection()  # not stopped yet: said
+            assert "Exception closing connection" in printed.getvalue()
+            printed.truncate(0)
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGINT)
+            closing_a_connection()  # the stop it caught: left out
+            library.error("a real error")  # anything else: said
+        assert "Exception closing connection" not in printed.getvalue() and "a real error" in printed.getvalue()
     finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
-        sys.unraisablehook = hook
+        signal.signal(signal.SIGINT, saved)
+        logging.root.removeHandler(shown)
+
+
+def test_a_finished_run_only_records_a_stop(listening):
+    stopping.finished()
+    signal.raise_signal(signal.SIGTERM)  # its results are written: it prints them, and exits as it would
+    assert stopping.stopped_by() is signal.SIGTERM
+    stopping.raise_if_stopped()
+
+
+def test_after_the_run_the_process_is_as_it_was():
+    saved = {signum: signal.getsignal(signum) for signum in stopping.STOPS}
+    hook, filters = sys.unraisablehook, [list(h.filters) for h in stopping._handlers()]
+    with stopping.listening_for_stops():
+        pass
+    assert {signum: signal.getsignal(signum) for signum in stopping.STOPS} == saved
+    assert sys.unraisablehook is hook and [list(h.filters) for h in stopping._handlers()] == filters
+
+
+def test_an_ignored_ctrl_c_stays_ignored():
+    saved = signal.signal(signal.SIGINT, signal.SIG_IGN)  # nohup's
+    try:
+        with stopping.listening_for_stops():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is stopping._stop
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
+
+def test_a_stop_held_back_comes_after_the_block(listening):
+    reached = []
+    with pytest.raises(KeyboardInterrupt), stopping.stops_held():
+        os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C comes: held back here
+        reached.append("the block ran to its end")
+    assert reached and stopping.stopped_by() is signal.SIGINT
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
