@@ -30,7 +30,14 @@ from autograder.run.options import GradingOptions
 from autograder.run.reference import ReferenceRun, run_reference
 from autograder.run.stopping import raise_if_stopped, stopped_by, stops_held
 from autograder.run.tls import LOCAL_WORKER_KEY, PRELOAD, RARE_HOUSEKEEPING_MS
-from autograder.run.worker import StudentResult, StudentTask, grade_student, release_sandboxes, warm_up
+from autograder.run.worker import (
+    SANDBOXES_PREFIX,
+    StudentResult,
+    StudentTask,
+    grade_student,
+    release_sandboxes,
+    warm_up,
+)
 from autograder.upstream.distributed import leave_out_gather_exits, made_despite_slow_loop
 
 if TYPE_CHECKING:
@@ -231,7 +238,10 @@ class DaskRunner:
         """The local cluster's folder, and the socket folders its workers made in /tmp (where the
         folder's path was too long for a socket's)."""
         if self.folder is not None:
-            unseal(self.folder)  # a sealed cache folder cannot be listed, so not removed, until unsealed
+            # A sealed cache folder cannot be listed, so not removed, until unsealed: each worker's,
+            # in its sandboxes' folder, left sealed by a worker ended mid-task (root removes it all the same).
+            for folder in self.folder.glob(SANDBOXES_PREFIX + "*"):
+                unseal(folder)
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
             for sockets in Path("/tmp").glob(socket_folders_prefix(self.run_id) + "*"):

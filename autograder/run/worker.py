@@ -139,6 +139,8 @@ def _sandbox_settings(task: StudentTask, template: TaskTemplate) -> str:
 
 #: This process's folder for students' sandboxes and the compile cache they read (one per run's template).
 _FOLDER: Path | None = None
+#: How that folder's name begins (in TMPDIR: a local cluster's workers have the run's folder as theirs).
+SANDBOXES_PREFIX = "autograder-sandboxes-"
 #: A sandbox made ahead for this process's next student, with its key; None when there is none.
 _AHEAD: tuple[str, SandboxSession] | None = None
 
@@ -146,7 +148,7 @@ _AHEAD: tuple[str, SandboxSession] | None = None
 def _folder() -> Path:
     global _FOLDER
     if _FOLDER is None or not _FOLDER.is_dir():
-        _FOLDER = Path(tempfile.mkdtemp(prefix="autograder-sandboxes-"))
+        _FOLDER = Path(tempfile.mkdtemp(prefix=SANDBOXES_PREFIX))
     return _FOLDER
 
 
