@@ -227,15 +227,32 @@ def reference_hvp(weights, point, direction, depth):
     return gradient(np.asarray(point, np.float64) + 1j * step * np.asarray(direction, np.float64)).imag / step
 
 
+def exact_float32_error(weights, point, direction, depth):
+    """How far the exact float32 HVP (forward over reverse, both policies) is from the reference."""
+    reference = reference_hvp(weights, point, direction, depth)
+    worst = 0.0
+    for rematerialize in (False, True):
+        objective = make_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
+        _, exact = jax.jvp(jax.grad(objective), (jnp.asarray(point),), (jnp.asarray(direction),))
+        worst = max(worst, float(np.abs(np.asarray(exact, np.float64) - reference).max()))
+    return worst
+
+
 with checks.item(1, "a fresh network along a random direction: both policies agree with an independent reference"):
     rng = checks.rng()
-    w_fresh, x_fresh, depth = fresh_network(rng, depths=(2, 5), widths=(4, 9), scale=0.6)
-    width = len(x_fresh)
-    # A long direction: a difference of gradients is off by its step squared times |d|**3.
-    d_fresh = (4.0 * rng.normal(size=width)).astype(np.float32)
-    hessian = np.stack([reference_hvp(w_fresh, x_fresh, e, depth) for e in np.eye(width)], axis=1)
-    # float32 rounding of H @ d is bounded by the size of |H| @ |d|.
-    check_hvp(w_fresh, x_fresh, d_fresh, depth, reference_hvp, 4e-6 * float((np.abs(hessian) @ np.abs(d_fresh)).max()))
+    while True:
+        w_fresh, x_fresh, depth = fresh_network(rng, depths=(2, 5), widths=(4, 9), scale=0.6)
+        width = len(x_fresh)
+        # A long direction: a difference of gradients is off by its step squared times |d|**3.
+        d_fresh = (4.0 * rng.normal(size=width)).astype(np.float32)
+        hessian = np.stack([reference_hvp(w_fresh, x_fresh, e, depth) for e in np.eye(width)], axis=1)
+        # float32 rounding of H @ d is bounded by the size of |H| @ |d|.
+        atol = 4e-6 * float((np.abs(hessian) @ np.abs(d_fresh)).max())
+        # About 1 draw in 700 rounds the exact product itself past atol (the instructor's solutions
+        # then failed their own check, and nobody was graded): drawn again until it lies within half.
+        if exact_float32_error(w_fresh, x_fresh, d_fresh, depth) <= atol / 2:
+            break
+    check_hvp(w_fresh, x_fresh, d_fresh, depth, reference_hvp, atol)
 ### END HIDDEN TESTS
 checks.score()
 
