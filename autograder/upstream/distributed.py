@@ -7,11 +7,17 @@ waits a fixed 10 s for it, then fails with a bare AssertionError (`LoopRunner._s
 but the load. No worker process was started yet (a cluster starts them on its loop), and making
 it again works. What a failed attempt changed of Dask's configuration (a Client sets itself as
 the default scheduler first) is put back; its loop thread, started late, stays, idle.
+
+Dask's configuration is one shared dict that a Client changes back as it closes, also when the
+garbage collector closes a client that failed to connect: in the middle of copying that dict, in
+the same thread. So the copy is taken with the collector paused, and again if another thread
+changed the dict while it was copied.
 """
 
 from __future__ import annotations
 
 import copy
+import gc
 import logging
 import time
 import traceback
@@ -35,6 +41,23 @@ def loop_did_not_start(error: BaseException) -> bool:
     )
 
 
+def config_snapshot(config: dict, tries: int = 10) -> dict:
+    """A deep copy of `config`, a dict that finalizers and other threads may change as it is copied."""
+    collecting = gc.isenabled()
+    gc.disable()  # a client's finalizer, run by a collection the copy triggers, changes the dict
+    try:
+        for attempt in range(1, tries + 1):
+            try:
+                return copy.deepcopy(config)
+            except RuntimeError:  # "changed size during iteration": another thread wrote to it
+                if attempt == tries:
+                    raise
+        raise AssertionError("unreachable")  # the loop returns or raises
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def made_despite_slow_loop(make: Callable[[], T], attempts: int = 3, pause: float = 1.0) -> T:
     """`make()` (a Client, a LocalCluster), tried up to `attempts` times in all while its event-loop
     thread did not start in time; any other error is raised at once. Dask's configuration is as it
@@ -42,7 +65,7 @@ def made_despite_slow_loop(make: Callable[[], T], attempts: int = 3, pause: floa
     import dask
 
     for attempt in range(1, attempts + 1):
-        before = copy.deepcopy(dask.config.config)
+        before = config_snapshot(dask.config.config)
         try:
             return make()
         except AssertionError as error:

@@ -131,3 +131,48 @@ def test_distributeds_own_loop_runner_is_recognised_and_made_again(monkeypatch):
     runner = made_despite_slow_loop(make, pause=0)
     assert runner.is_started()
     runner.stop()
+
+
+def test_the_configuration_is_copied_while_a_finalizer_or_thread_changes_it():
+    """CI once failed with "dictionary changed size during iteration" in the copy of Dask's
+    configuration: a client that failed to connect, closed by the garbage collector, puts back the
+    configuration it set. The copy is taken with the collector paused, and again when another
+    thread changed the dict mid-copy."""
+    import gc
+
+    from autograder.upstream.distributed import config_snapshot
+
+    config = {"a": 1}
+
+    class ChangesTheDictOnce:
+        changes = 1
+
+        def __deepcopy__(self, memo):
+            if ChangesTheDictOnce.changes:
+                ChangesTheDictOnce.changes -= 1
+                config[f"added-{len(config)}"] = 2  # as another thread's write, mid-copy
+            return self
+
+    config["b"] = ChangesTheDictOnce()
+    copied = config_snapshot(config)
+    assert set(copied) == set(config) and ChangesTheDictOnce.changes == 0
+
+    collector = []
+
+    class CollectorSeesIt:
+        def __deepcopy__(self, memo):
+            collector.append(gc.isenabled())
+            return self
+
+    was = gc.isenabled()
+    config_snapshot({"x": CollectorSeesIt()})
+    assert collector == [False] and gc.isenabled() == was
+
+    class AlwaysChanges:
+        def __deepcopy__(self, memo):
+            config[f"added-{len(config)}"] = 3
+            return self
+
+    config = {"c": AlwaysChanges()}
+    with pytest.raises(RuntimeError):
+        config_snapshot(config, tries=3)
