@@ -1297,21 +1297,31 @@ def exact_float32_error(weights, point, direction, depth):
     return worst
 
 
-with checks.item(1, "a fresh network along a random direction: both policies agree with an independent reference"):
+def rounding_bound(hessian, direction):
+    """Room for float32 rounding of H @ direction, which the size of |H| @ |direction| bounds."""
+    return 4e-6 * float((np.abs(hessian) @ np.abs(direction)).max())
+
+
+with checks.item(1, "a fresh network along random directions: both policies agree with an independent reference"):
     rng = checks.rng()
     while True:
         w_fresh, x_fresh, depth = fresh_network(rng, depths=(2, 5), widths=(4, 9), scale=0.6)
-        width = len(x_fresh)
-        # A long direction: a difference of gradients is off by its step squared times |d|**3.
-        d_fresh = (4.0 * rng.normal(size=width)).astype(np.float32)
-        hessian = np.stack([reference_hvp(w_fresh, x_fresh, e, depth) for e in np.eye(width)], axis=1)
-        # float32 rounding of H @ d is bounded by the size of |H| @ |d|.
-        atol = 4e-6 * float((np.abs(hessian) @ np.abs(d_fresh)).max())
-        # About 1 draw in 700 rounds the exact product itself past atol (the instructor's solutions
-        # then failed their own check, and nobody was graded): drawn again until it lies within half.
-        if exact_float32_error(w_fresh, x_fresh, d_fresh, depth) <= atol / 2:
+        # Long directions: a difference of gradients is off by its step squared times |d|**3.
+        d_fresh = (4.0 * rng.normal(size=len(x_fresh))).astype(np.float32)
+        d_other = (4.0 * rng.normal(size=len(x_fresh))).astype(np.float32)
+        hessian = np.stack([reference_hvp(w_fresh, x_fresh, e, depth) for e in np.eye(len(x_fresh))], axis=1)
+        # About 1 draw in 700 rounds the exact product itself past its bound (the instructor's
+        # solutions then failed their own check, and nobody was graded): drawn again until it
+        # lies within half of it along each direction.
+        if all(
+            exact_float32_error(w_fresh, x_fresh, d, depth) <= rounding_bound(hessian, d) / 2
+            for d in (d_fresh, d_other)
+        ):
             break
-    check_hvp(w_fresh, x_fresh, d_fresh, depth, reference_hvp, atol)
+    # H @ (8 d) is exactly 8 (H @ d), rounding included (8 is a power of two), while a difference's
+    # error grows 512 times: a step whose error lands within the bound along d by luck fails there.
+    for along in (d_fresh, np.float32(8.0) * d_fresh, d_other):
+        check_hvp(w_fresh, x_fresh, along, depth, reference_hvp, rounding_bound(hessian, along))
 ### END HIDDEN TESTS
 checks.score()
 

@@ -663,6 +663,32 @@ def test_inexact_hvp_shows_worst_entry(monkeypatch, trusted):
     assert re.search(r"off by \S+ where \S+ is allowed, \S+ times that", report)
 
 
+#: A judge seed on which a central difference of float32 gradients (step 1e-2, the mistake fixture's)
+#: lands within the hidden item's bound along its first random direction: checked along that
+#: direction alone, the item gave the difference its point (about 1 draw in 270).
+DIFFERENCE_WITHIN_THE_BOUND_ALONG_D = 1305
+
+
+def test_a_difference_of_gradients_that_is_lucky_along_one_direction_fails_the_hidden_item(monkeypatch, trusted):
+    """The hidden item checks 8 d as well as d: the exact product is exactly 8 times as long (8 is a
+    power of two), while a difference's error grows 512 times. Measured on 800 draws: an exact
+    product passed every one; a difference at each step from 1e-4 to 1e-2 none (within the bound
+    along d alone: up to 5 of 400)."""
+    import jax
+
+    judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted, seed=DIFFERENCE_WITHIN_THE_BOUND_ALONG_D)
+
+    def hvp(fn, x, direction):
+        gradient, eps = jax.grad(fn), 1e-2
+        return (gradient(x + eps * direction) - gradient(x - eps * direction)) / (2 * eps)
+
+    kernel.namespace["hvp"] = hvp
+    earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-hvp"), 3)
+    # The visible item fails it (the lesson network's tighter bound), the hidden one along 8 d.
+    assert earned == 1, report
+    assert "a fresh network along random directions" in report, report
+
+
 def test_a_forged_renamed_program_gains_nothing(monkeypatch, trusted):
     """The builder's fork runs the answer cell: say it answered with a program that keeps no
     pre-activation (the objective under one checkpoint that saves nothing), hoping it would be
