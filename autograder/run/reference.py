@@ -289,3 +289,6 @@ def keep_reference(folder: Path, key: str, runs: list[ReferenceRun]) -> None:
         os.rename(scratch, folder / key)
     except OSError:  # kept already (another run was first), or the folder cannot take it: not kept
         shutil.rmtree(scratch, ignore_errors=True)
+    except BaseException:  # a stop (Ctrl-C) while it was written: nothing half-written stays
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise

@@ -141,6 +141,29 @@ def test_clean_run_kept_and_read_back(tmp_path):
     assert kept_reference(tmp_path, key) == runs
 
 
+def test_a_stop_while_a_run_is_kept_leaves_nothing_half_written(tmp_path, monkeypatch):
+    """Ctrl-C while the reference run is written aside: the half-written folder goes, the stop is
+    raised, and nothing is kept (a stopped run left a `.keeping-*` folder beside its --out)."""
+    from pathlib import Path
+
+    from autograder.run.options import GradingOptions
+    from autograder.run.reference import keep_reference, kept_reference, reference_key
+
+    runs = [ReferenceRun(name, "host", {"jit_f-abc": b"\x00"}, 1.0) for name in NOTEBOOKS]
+    key = reference_key(SOURCE, GradingOptions())
+    written = []
+
+    def stopped(self, data):
+        written.append(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        keep_reference(tmp_path, key, runs)
+    assert written and list(tmp_path.iterdir()) == []
+    assert kept_reference(tmp_path, key) is None
+
+
 def test_same_key_run_waits_for_first(tmp_path):
     """Two gradings at once with one key run the instructor's notebooks once: the second waits
     (and says so) until the first has kept its reference run or given up; another key never waits."""
