@@ -1215,7 +1215,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, fresh_network, make_objective, plain, remat, x
+from remat_lesson import DEPTH, Checks, W, float32_objective, fresh_network, make_objective, plain, remat, x
 
 
 def jax_hessian_hvp(weights, point, direction, depth):
@@ -1226,9 +1226,10 @@ def jax_hessian_hvp(weights, point, direction, depth):
 
 def check_hvp(weights, point, direction, depth, reference, atol):
     """Both policies' HVPs against reference(weights, point, direction, depth), within atol: room
-    for float32 rounding of an exact product, and none for a difference of gradients."""
+    for float32 rounding of an exact product, and none for a difference of gradients (the
+    objective computes in float32 even where hvp turns on float64)."""
     for rematerialize in (False, True):
-        objective = make_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
+        objective = float32_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
         found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
         checks.close(
             found,

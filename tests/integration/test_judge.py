@@ -689,6 +689,27 @@ def test_a_difference_of_gradients_that_is_lucky_along_one_direction_fails_the_h
     assert "a fresh network along random directions" in report, report
 
 
+def test_a_difference_of_gradients_in_float64_fails_both_hvp_items(monkeypatch, trusted):
+    """jax.enable_x64 inside hvp: a difference of gradients in float64 came within every bound (full
+    marks on 50 of 50 seeds). The checks' objective (float32_objective) computes in float32
+    whatever it is given, so that difference is as coarse as a float32 one; the exact product is
+    unchanged (the solutions' full marks)."""
+    import jax
+    import jax.numpy as jnp
+
+    judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
+
+    def hvp(fn, x, direction):
+        with jax.enable_x64(True):
+            gradient, eps = jax.grad(fn), 1e-7
+            x64, d64 = jnp.asarray(x, jnp.float64), jnp.asarray(direction, jnp.float64)
+            return jnp.asarray((gradient(x64 + eps * d64) - gradient(x64 - eps * d64)) / (2 * eps), jnp.float32)
+
+    kernel.namespace["hvp"] = hvp
+    earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-hvp"), 3)
+    assert earned == 1, report  # only the item comparing the two policies with each other
+
+
 def test_a_forged_renamed_program_gains_nothing(monkeypatch, trusted):
     """The builder's fork runs the answer cell: say it answered with a program that keeps no
     pre-activation (the objective under one checkpoint that saves nothing), hoping it would be
