@@ -128,6 +128,16 @@ def test_the_samples_score_what_their_readme_says(graded):
         points = found.setdefault(row["student_id"], {}).setdefault(row["notebook"], [0.0, 0.0])
         points[0] += float(row["score"])
         points[1] += float(row["max_score"])
+    # `*`: the notebook was handed in and a written answer in it waits for a person (none in a missing one).
+    starred = {
+        (line.split("|")[1].strip().strip("`"), STEMS[i])
+        for line in (SAMPLES / "README.md").read_text().splitlines()
+        if line.startswith("| `sample-")
+        for i, cell in enumerate(line.strip().strip("|").split("|")[1 : len(STEMS) + 1])
+        if cell.strip().endswith("*")
+    }
+    pending = {(row["student_id"], row["notebook"]) for row in _cells(graded) if row["pending"] == "yes"}
+    assert starred == pending
     for student, notebooks in documented.items():
         for notebook in STEMS:
             assert tuple(found[student][notebook]) == notebooks[notebook], (student, notebook)
