@@ -189,3 +189,31 @@ def test_a_stop_taken_for_a_failure_is_still_a_stop(tmp_path, monkeypatch, jobs)
         stopping._STOPPED_BY.clear()
     assert called, "the run never got to its gradebook"
     assert not out.exists(), "a half-made --out was left"
+
+
+def test_a_stopped_run_removes_the_parents_and_reference_cache_it_made(tmp_path, monkeypatch):
+    """--out in folders that did not exist, the reference cache kept beside it (the default): a run
+    stopped before it kept a reference run removes OUT, the cache (which holds only its lock) and
+    the parents it made; a folder that existed, and what another run keeps in it, stay."""
+    from autograder.run import grade as grading
+    from autograder.run import stopping
+    from tests.grading import options
+
+    def stopped(*args, **kwargs):
+        stopping._STOPPED_BY.append(signal.SIGINT)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grading, "prepare_class_course", stopped)
+    submissions = tmp_path / "submissions"
+    shutil.copytree(AUTOGRADER / "samples" / "sample-partial", submissions / "ann")
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("the instructor's")
+    try:
+        for out in (tmp_path / "made" / "by" / "the-run" / "out", tmp_path / "kept" / "out"):
+            with pytest.raises(KeyboardInterrupt):
+                grading.grade(submissions, out, options(jobs=1, reference_cache=None))
+            stopping._STOPPED_BY.clear()
+    finally:
+        stopping._STOPPED_BY.clear()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "submissions"]
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
