@@ -12,7 +12,10 @@ syntax tree (so comments and strings about these things do not count, and aliase
 - processes, signals, sockets, ctypes and exits; code built from text (`exec`, `eval`);
 - paths outside the submission folder, and the grader's files;
 - the grader's agent in the kernel (its name, sys's namespace where it lives, the garbage
-  collector's list of every object).
+  collector's list of every object);
+- the insides of a function it was handed (its closure, code, or the recipe the grader made it
+  from): a check's function hides nothing from code in the same process, so a learner's function
+  could rebuild it otherwise (a check's network, recomputed in float64) and pass as correct.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import ast
 import nbformat
 
 from autograder.course.cell_source import python_tree
+from autograder.judge.protocol import RECIPE, REMOTE
 
 #: IPython's machinery a learner has no reason to touch.
 IPYTHON_INTERNALS = frozenset(
@@ -77,6 +81,13 @@ AGENT_MEANING = "reaches for the grader's agent in the kernel"
 FRAME_ATTRIBUTES = frozenset(
     {"_getframe", "currentframe", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 )
+#: Attributes that open up a function: what it closes over, its code, its defaults, what it wraps,
+#: and the grader's recipe and handle on it. Honest answers call the functions they are handed.
+FUNCTION_INSIDES = frozenset(
+    {"__closure__", "cell_contents", "__code__", "__globals__", "__wrapped__", "__defaults__", "__kwdefaults__"}
+    | {RECIPE, REMOTE}
+)
+FUNCTION_INSIDES_MEANING = "reads the insides of a function (its closure, code or recipe)"
 #: Files of the grader's a submission's code has no business naming: the gradebook, nbgrader's
 #: configuration (and the assignment's shipped files, which the scan is given: `scan_notebook`).
 GRADER_FILES = ("gradebook.db", "nbgrader_config")
@@ -163,6 +174,8 @@ class _Scanner(ast.NodeVisitor):
             self.flag(node, "edits the module table (sys.modules)", dotted)
         elif node.attr in FRAME_ATTRIBUTES:
             self.flag(node, "reads the call stack's frames (its callers' variables)", dotted)
+        elif node.attr in FUNCTION_INSIDES:
+            self.flag(node, FUNCTION_INSIDES_MEANING, dotted)
         elif node.attr == "__dict__" and isinstance(node.value, ast.Name) and self.imported.get(node.value.id) == "sys":
             self.flag(node, AGENT_MEANING + " (sys's namespace)", dotted)
         elif GRADER_NAMES in node.attr:
@@ -209,6 +222,8 @@ class _Scanner(ast.NodeVisitor):
             text = node.value.strip()
             if GRADER_NAMES in text:
                 self.flag(node, AGENT_MEANING, repr(text[:60]))
+            elif text in FUNCTION_INSIDES:  # getattr(fn, "__closure__")
+                self.flag(node, FUNCTION_INSIDES_MEANING, repr(text))
             elif any(name in text for name in self.files):
                 self.flag(node, "names the grader's or the assignment's own files", repr(text[:60]))
             elif text.startswith(("/", "~", "../")) and len(text) > 1 and "\n" not in text:
