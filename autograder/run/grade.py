@@ -198,36 +198,28 @@ def grade(
     elif options.reference_cache is None:
         options = options.replace(reference_cache=out.parent / REFERENCE_CACHE)
     made_here = not out.exists()
-    # The folders this run makes (OUT, the parents --out named that did not exist, the reference
-    # cache beside OUT), so that a run that raises removes what it made and nothing else.
-    made = [folder for folder in (out, *out.parents) if not folder.exists()]
-    cache = options.reference_cache
-    made_cache = cache is not None and not Path(cache).exists()
+    # The folders this run may make besides OUT: the parents --out named that did not exist, the
+    # reference cache and its own. A run that raises removes those it made that are empty (a
+    # reference cache holds no lock once its run let go: claimed_reference), deepest first.
+    cache = [] if options.reference_cache is None else [Path(options.reference_cache).resolve()]
+    made = sorted(
+        {folder for place in (out, *cache) for folder in (place, *place.parents) if not folder.exists()} - {out},
+        key=lambda folder: len(folder.parts),
+        reverse=True,
+    )
     try:
         return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
     except BaseException as error:
         if made_here:  # a run that raises leaves no half-made class in a folder it made
             shutil.rmtree(out, ignore_errors=True)
-            if made_cache:
-                _remove_if_only_locks(Path(cache))
-            for folder in made[1:]:  # deepest first; one that holds anything stays
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+        for folder in made:  # one that holds anything (a kept reference run) stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         if stopped_by() is not None and not isinstance(error, KeyboardInterrupt):
             # A stop that code in its way took for a failure (nbgrader's log capture takes every
             # exception, KeyboardInterrupt included, and says its command failed): the stop's doing.
             raise KeyboardInterrupt from error
         raise
-
-
-def _remove_if_only_locks(cache: Path) -> None:
-    """A reference cache this run made, removed when it keeps no reference run (only the lock files
-    of runs that claimed one); one that keeps a clean run stays for the next run."""
-    try:
-        if all(entry.name.startswith(".") and entry.name.endswith(".lock") for entry in cache.iterdir()):
-            shutil.rmtree(cache, ignore_errors=True)
-    except OSError:
-        pass
 
 
 def _grade(submissions, out, course, options, found, assignment, started, progress_stream) -> GradingResult:

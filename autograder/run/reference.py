@@ -258,17 +258,50 @@ def kept_for(folder: Path, source: CourseSource, options: GradingOptions) -> Kep
 def claimed_reference(folder: Path, key: str, waiting=None):
     """While held, no other grading run on this host makes the reference run of `key` in
     `folder`: a second run with the same key waits here (after calling `waiting()`), then finds
-    the first one's kept, or, where it was not clean, runs its own."""
+    the first one's kept, or, where it was not clean, runs its own.
+
+    The lock file goes as its holder leaves (nothing of a run's stays in the cache but what it
+    kept), removed while still held: a run that was waiting on it then holds a file no longer
+    there, sees so, and takes the lock of the file now at that path instead."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f".{key}.lock", "a") as lock:
+    path = folder / f".{key}.lock"
+    told = False
+    while True:
+        folder.mkdir(parents=True, exist_ok=True)  # again: a stopped run may have removed it, empty
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if waiting is not None:
-                waiting()
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        yield  # the lock goes with the file
+            lock = open(path, "a")
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting is not None and not told:
+                    waiting()
+                    told = True
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            if _is_the_file_at(lock, path):
+                break
+        except BaseException:
+            lock.close()
+            raise
+        lock.close()  # removed by the run that held it: lock the one now at the path
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        lock.close()
+
+
+def _is_the_file_at(handle, path: Path) -> bool:
+    """Whether the open file `handle` is still the file at `path` (not removed, not replaced)."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(handle.fileno())
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def keep_reference(folder: Path, key: str, runs: list[ReferenceRun]) -> None:

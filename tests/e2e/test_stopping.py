@@ -208,12 +208,18 @@ def test_a_stopped_run_removes_the_parents_and_reference_cache_it_made(tmp_path,
     shutil.copytree(AUTOGRADER / "samples" / "sample-partial", submissions / "ann")
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "notes.txt").write_text("the instructor's")
+    (tmp_path / "empty-out" / "out").mkdir(parents=True)  # an --out that existed stays
+    outs = (tmp_path / "made" / "by" / "the-run" / "out", tmp_path / "kept" / "out", tmp_path / "empty-out" / "out")
     try:
-        for out in (tmp_path / "made" / "by" / "the-run" / "out", tmp_path / "kept" / "out"):
+        for out in outs:
             with pytest.raises(KeyboardInterrupt):
                 grading.grade(submissions, out, options(jobs=1, reference_cache=None))
             stopping._STOPPED_BY.clear()
+        # A reference cache named elsewhere, in folders that did not exist: they go too.
+        with pytest.raises(KeyboardInterrupt):
+            grading.grade(submissions, tmp_path / "kept" / "out", options(jobs=1, reference_cache=tmp_path / "c" / "d"))
     finally:
         stopping._STOPPED_BY.clear()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "submissions"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty-out", "kept", "submissions"]
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
+    assert [p.name for p in (tmp_path / "empty-out").iterdir()] == ["out"]

@@ -188,6 +188,43 @@ def test_same_key_run_waits_for_first(tmp_path):
     assert events == ["waited", "claimed"]
 
 
+def test_the_lock_goes_with_its_holder_and_still_excludes(tmp_path):
+    """A run's lock file is removed as it lets go (a stopped run left `.<key>.lock` beside --out),
+    while it still holds it: the run that waited on that file sees it gone and locks the new
+    one, so a third run still waits for the second. Nothing stays in the folder."""
+    import threading
+
+    from autograder.run.reference import claimed_reference
+
+    events = []
+    second_waits, third_waits, second_holds, let_second_go = (threading.Event() for _ in range(4))
+
+    def second_run():
+        with claimed_reference(tmp_path, "k", second_waits.set):
+            events.append("second claimed")
+            second_holds.set()
+            assert let_second_go.wait(timeout=60)
+
+    def third_run():
+        with claimed_reference(tmp_path, "k", third_waits.set):
+            events.append("third claimed")
+
+    second = threading.Thread(target=second_run)
+    with claimed_reference(tmp_path, "k"):
+        second.start()
+        assert second_waits.wait(timeout=60), "the second run did not wait"
+    assert second_holds.wait(timeout=60), "the second run did not take the lock after the first"
+    third = threading.Thread(target=third_run)
+    third.start()
+    assert third_waits.wait(timeout=60), "the third run did not wait for the second"
+    assert events == ["second claimed"]
+    let_second_go.set()
+    second.join(timeout=60)
+    third.join(timeout=60)
+    assert events == ["second claimed", "third claimed"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unsandboxed_run_may_reuse_sandboxed(tmp_path):
     """A run without the sandbox may take a sandboxed run's reference and never the other way."""
     from autograder.run.options import GradingOptions
