@@ -25,7 +25,6 @@ import ast
 import nbformat
 
 from autograder.course.cell_source import python_tree
-from autograder.judge.protocol import RECIPE, REMOTE
 
 #: IPython's machinery a learner has no reason to touch.
 IPYTHON_INTERNALS = frozenset(
@@ -85,7 +84,9 @@ FRAME_ATTRIBUTES = frozenset(
 #: and the grader's recipe and handle on it. Honest answers call the functions they are handed.
 FUNCTION_INSIDES = frozenset(
     {"__closure__", "cell_contents", "__code__", "__globals__", "__wrapped__", "__defaults__", "__kwdefaults__"}
-    | {RECIPE, REMOTE}
+    # autograder/judge/protocol.py's RECIPE and REMOTE, spelled out: the scan comes before the judge
+    # in the flow and imports nothing of it (tests/unit/test_tampering.py holds them equal).
+    | {"__recipe__", "__judge_remote__"}
 )
 FUNCTION_INSIDES_MEANING = "reads the insides of a function (its closure, code or recipe)"
 #: Files of the grader's a submission's code has no business naming: the gradebook, nbgrader's

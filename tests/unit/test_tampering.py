@@ -190,6 +190,9 @@ def test_scanner_knows_exactly_listed_names():
     assert set(tampering.GRADER_FILES) == set(FILES)
     assert set(tampering.FRAME_ATTRIBUTES) == set(FRAMES)
     assert set(tampering.FUNCTION_INSIDES) == set(INSIDES)
+    from autograder.judge.protocol import RECIPE, REMOTE
+
+    assert {RECIPE, REMOTE} <= tampering.FUNCTION_INSIDES  # the grader's own attributes, as the judge names them
 
 
 @pytest.mark.parametrize(
