@@ -70,6 +70,10 @@ RISKY_CALLS = {
     ("sys", "exit"): "ends the kernel",
     ("gc", "get_objects"): "walks every object of the kernel (the grader's agent among them)",
     ("gc", "get_referrers"): "walks every object of the kernel (the grader's agent among them)",
+    # The same insides of a function as FUNCTION_INSIDES, through another handle.
+    ("gc", "get_referents"): "reads the insides of a function (its closure, code or recipe)",
+    ("inspect", "getclosurevars"): "reads the insides of a function (its closure, code or recipe)",
+    ("inspect", "unwrap"): "reads the insides of a function (its closure, code or recipe)",
 }
 #: What the grader's own names in a kernel start with (kernel_channel.AGENT_SLOT, the agent's
 #: globals): no learner's code has a reason to spell it.
@@ -88,7 +92,7 @@ FUNCTION_INSIDES = frozenset(
     # in the flow and imports nothing of it (tests/unit/test_tampering.py holds them equal).
     | {"__recipe__", "__judge_remote__"}
 )
-FUNCTION_INSIDES_MEANING = "reads the insides of a function (its closure, code or recipe)"
+FUNCTION_INSIDES_MEANING = RISKY_CALLS[("inspect", "unwrap")]
 #: Files of the grader's a submission's code has no business naming: the gradebook, nbgrader's
 #: configuration (and the assignment's shipped files, which the scan is given: `scan_notebook`).
 GRADER_FILES = ("gradebook.db", "nbgrader_config")

@@ -48,6 +48,18 @@ FLAGGED = {
     ),
     "a function's recipe": ("def hvp(fn, x, d):\n    weights = fn.__recipe__[2][0]", "insides of a function"),
     "what a function wraps": ("def hvp(fn, x, d):\n    return fn.__wrapped__", "insides of a function"),
+    "a closure through inspect": (
+        "from inspect import getclosurevars\ndef hvp(fn, x, d):\n    return getclosurevars(fn).nonlocals",
+        "insides of a function",
+    ),
+    "a function's referents": (
+        "import gc\ndef hvp(fn, x, d):\n    return gc.get_referents(fn)",
+        "insides of a function",
+    ),
+    "unwrapped by inspect": (
+        "import inspect\ndef hvp(fn, x, d):\n    return inspect.unwrap(fn)",
+        "insides of a function",
+    ),
 }
 
 
@@ -90,6 +102,9 @@ CALLS = [
     "sys.exit",
     "gc.get_objects",
     "gc.get_referrers",
+    "gc.get_referents",
+    "inspect.getclosurevars",
+    "inspect.unwrap",
 ]
 IPYTHON = [
     "showtraceback",
