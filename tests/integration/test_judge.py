@@ -663,6 +663,18 @@ def test_inexact_hvp_shows_worst_entry(monkeypatch, trusted):
     assert re.search(r"off by \S+ where \S+ is allowed, \S+ times that", report)
 
 
+#: A seed whose fresh network and direction for stage 4's hidden HVP item rounded the exact float32
+#: product itself past the item's bound: the instructor's solutions earned 2 of 3 points there, the
+#: reference run was not clean, and nobody was graded (about 1 run in 700). The item now draws again.
+EXACT_HVP_PAST_ITS_BOUND = 2687613750387137990
+
+
+def test_a_seed_whose_first_draw_the_exact_hvp_fails_still_earns_every_point(monkeypatch, trusted):
+    judge, _ = _judge("04-exercise.ipynb", monkeypatch, trusted, seed=EXACT_HVP_PAST_ITS_BOUND)
+    earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-hvp"), 3)
+    assert earned == 3, report
+
+
 #: A judge seed on which a central difference of float32 gradients (step 1e-2, the mistake fixture's)
 #: lands within the hidden item's bound along its first random direction: checked along that
 #: direction alone, the item gave the difference its point (about 1 draw in 270).
