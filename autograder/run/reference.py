@@ -254,6 +254,10 @@ def kept_for(folder: Path, source: CourseSource, options: GradingOptions) -> Kep
     return KeptReference(key, None, "")
 
 
+#: How often a run tries to claim a reference run's lock whose file or folder others remove meanwhile.
+CLAIM_TRIES = 100
+
+
 @contextlib.contextmanager
 def claimed_reference(folder: Path, key: str, waiting=None):
     """While held, no other grading run on this host makes the reference run of `key` in
@@ -266,11 +270,15 @@ def claimed_reference(folder: Path, key: str, waiting=None):
     folder = Path(folder)
     path = folder / f".{key}.lock"
     told = False
-    while True:
-        folder.mkdir(parents=True, exist_ok=True)  # again: a stopped run may have removed it, empty
+    for attempt in range(1, CLAIM_TRIES + 1):
         try:
+            # Again on each try: a run that failed removes the folders it made, when empty, and
+            # Path.mkdir is not safe against that (FileExistsError as the folder goes meanwhile).
+            folder.mkdir(parents=True, exist_ok=True)
             lock = open(path, "a")
-        except FileNotFoundError:
+        except (FileExistsError, FileNotFoundError):
+            if attempt == CLAIM_TRIES:
+                raise
             continue
         try:
             try:
@@ -286,6 +294,8 @@ def claimed_reference(folder: Path, key: str, waiting=None):
             lock.close()
             raise
         lock.close()  # removed by the run that held it: lock the one now at the path
+    else:
+        raise OSError(f"{path}: removed under this run {CLAIM_TRIES} times in a row")
     try:
         yield
     finally:

@@ -225,6 +225,34 @@ def test_the_lock_goes_with_its_holder_and_still_excludes(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_claim_outlasts_a_failed_run_removing_the_folder_as_it_is_made(tmp_path, monkeypatch):
+    """A run that failed removes the (empty) cache folder it made: in the middle of another run's
+    mkdir, Path.mkdir raises FileExistsError however exist_ok is set. The claim tries again; a lock
+    file that can never be opened (a dangling link) ends in an error, not a loop."""
+    from pathlib import Path
+
+    from autograder.run import reference
+
+    folder = tmp_path / "reference-cache"
+    real_mkdir, raced = Path.mkdir, []
+
+    def mkdir_raced(self, *args, **kwargs):
+        if self == folder and not raced:
+            raced.append(True)
+            raise FileExistsError(17, "File exists", str(self))  # made, then removed by the failed run
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_raced)
+    with reference.claimed_reference(folder, "k"):
+        assert raced and (folder / ".k.lock").is_file()
+    assert list(folder.iterdir()) == []
+
+    (folder / ".k.lock").symlink_to(tmp_path / "gone" / "lock")
+    monkeypatch.setattr(reference, "CLAIM_TRIES", 3)
+    with pytest.raises(FileNotFoundError), reference.claimed_reference(folder, "k"):
+        pass
+
+
 def test_unsandboxed_run_may_reuse_sandboxed(tmp_path):
     """A run without the sandbox may take a sandboxed run's reference and never the other way."""
     from autograder.run.options import GradingOptions
