@@ -1215,7 +1215,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from remat_lesson import DEPTH, Checks, W, float32_objective, fresh_network, make_objective, plain, remat, x
+from remat_lesson import (
+    ARG,
+    DEPTH,
+    Checks,
+    W,
+    bind,
+    float32_objective,
+    fresh_network,
+    make_objective,
+    plain,
+    program_value,
+    remat,
+    x,
+)
 
 
 def jax_hessian_hvp(weights, point, direction, depth):
@@ -1227,10 +1240,11 @@ def jax_hessian_hvp(weights, point, direction, depth):
 def check_hvp(weights, point, direction, depth, reference, atol):
     """Both policies' HVPs against reference(weights, point, direction, depth), within atol: room
     for float32 rounding of an exact product, and none for a difference of gradients (the
-    objective computes in float32 even where hvp turns on float64)."""
+    objective computes in float32, and hvp is judged as the float32 program it is)."""
     for rematerialize in (False, True):
         objective = float32_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
-        found = hvp(objective, jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32))
+        point32, direction32 = jnp.asarray(point, jnp.float32), jnp.asarray(direction, jnp.float32)
+        found = program_value(bind(hvp, objective, ARG, ARG), point32, direction32)
         checks.close(
             found,
             reference(weights, point, direction, depth),

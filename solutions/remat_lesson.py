@@ -272,6 +272,14 @@ def differentiated(transform, fn, argnums=0):
         return transform(fn, argnums=argnums)
 
 
+def program_value(fn, *args):
+    """fn(*args), compiled: fn must be a JAX program (traceable, no NumPy conversion inside).
+    While graded, the grader computes it from the program it rebuilds from the answer cells, at
+    the precision of its inputs (a float32 program that turns on float64 inside is refused)."""
+    found = _judged(fn, "value", args)
+    return found if found is not NotImplemented else jax.jit(fn)(*args)
+
+
 def gradient(fn, *args, argnums=0):
     """jax.grad(fn, argnums) at args, compiled."""
     found = _judged(fn, "grad", args, argnums=argnums)

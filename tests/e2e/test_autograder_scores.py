@@ -86,7 +86,7 @@ NAMED_MISTAKES = {
 }
 #: Fixtures that tamper with the grading: the static scan must name each for review.
 MUST_BE_FLAGGED = (
-    "hostile-hvp-rebuilt-from-the-checks-objective",  # earns its points (a known hole): the flag is the defence
+    "hostile-hvp-rebuilt-from-the-checks-objective",  # refused for float64 too: the closure read is still named
     "hostile-patched-checks",
     "hostile-patched-numpy-asserts",
     "hostile-patched-numpy-internals",

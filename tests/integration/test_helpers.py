@@ -363,3 +363,32 @@ def test_builder_forks_find_the_shipped_modules_as_shipped(tmp_path):
         assert answer["raised"]["message"] == "shadowed: False", answer
     finally:
         helper.stop()
+
+
+#: An answer cell that computes with JAX as it runs, beside its function (stage 4's hvp cell sets
+#: HVP_DIRECTION so), with the lesson's prelude, which makes JAX arrays as it is imported.
+COMPUTES_AS_IT_RUNS = (
+    "import jax.numpy as jnp\n\nOFFSET = jnp.linspace(-1.0, 1.0, 3)\n\n\ndef shifted(v):\n    return v + OFFSET\n"
+)
+
+
+def test_builder_builds_from_a_cell_that_computes_as_it_runs(tmp_path):
+    """The builder imported the prelude itself and then forked: a fork of a process whose JAX backend
+    is up cannot compile, so the cell's first computation hung until the request's time ran out. The
+    fork imports the prelude now, from the shipped files."""
+    from autograder.adapters.jax_programs.helpers import ProgramBuilder
+    from autograder.adapters.lesson import SHIPPED_MODULES
+    from autograder.course.paths import RELEASE
+    from autograder.kernel.sandbox import find_sandbox
+
+    assignment = tmp_path / "assignment"
+    assignment.mkdir()
+    for name in SHIPPED_MODULES:
+        (assignment / name).write_bytes((RELEASE / name).read_bytes())
+    helper = ProgramBuilder(find_sandbox(), tmp_path / "builder", assignment=assignment)
+    try:
+        request = {**_builder_request("shifted", COMPUTES_AS_IT_RUNS), "prelude": ["remat_lesson"]}
+        for _ in range(2):  # the second fork as the first
+            assert "program" in helper.request(request, 60)
+    finally:
+        helper.stop()

@@ -11,7 +11,12 @@ from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 from jax.extend import core as jaxpr_core
 
-from autograder.adapters.jax_programs.sandboxed.program_data import MAX_EQUATIONS, program_as_data, program_from_data
+from autograder.adapters.jax_programs.sandboxed.program_data import (
+    MAX_EQUATIONS,
+    program_as_data,
+    program_from_data,
+    wider_floats,
+)
 from autograder.sandboxed.wire import WireError, dumps, loads
 
 WEIGHTS = np.asarray(jax.random.normal(jax.random.key(0), (16, 16, 16)) / 4, np.float32)
@@ -197,3 +202,57 @@ def test_shared_constant_stays_one_value():
     kept, kept_again = _residuals(original, X), _residuals(again, X)
     assert [np.shape(r) for r in kept_again] == [np.shape(r) for r in kept]
     assert sum(np.shape(r) == (16, 16) for r in kept_again) == 1
+
+
+def _in_float64(fn):
+    """fn computed in float64 inside a program of float32 inputs, its result float32 again."""
+
+    def wide(v):
+        with jax.enable_x64(True):
+            return jnp.asarray(fn(jnp.asarray(v, jnp.float64)), jnp.float32)
+
+    return wide
+
+
+#: Where a program can compute in float64: at its top, inside a jit, a loop body, a checkpoint, a
+#: custom derivative's body; and in a float64 constant it closes over.
+WIDE = {
+    "top": _in_float64(jnp.sin),
+    "jit": lambda v: jax.jit(_in_float64(jnp.sin))(v),
+    "scan": lambda v: lax.scan(lambda c, _: (_in_float64(jnp.tanh)(c), None), v, None, length=3)[0],
+    "checkpoint": jax.checkpoint(_in_float64(jnp.cos)),
+    "custom_jvp": jax.custom_jvp(_in_float64(jnp.exp)),
+}
+WIDE["custom_jvp"].defjvps(lambda t, ans, v: t * ans)
+
+
+def _with_a_float64_constant(v):
+    with jax.enable_x64(True):
+        scale = jnp.asarray(np.float64(1.0) + 1e-12)
+        return jnp.asarray(jnp.asarray(v, jnp.float64) * scale, jnp.float32)
+
+
+@pytest.mark.parametrize("where", sorted(WIDE))
+def test_float64_inside_a_float32_program_is_found_wherever_it_is(where):
+    """The artifact runner judges a program at its inputs' precision: float64 anywhere inside one of
+    float32 inputs is found (read from the program as it travels)."""
+    closed = jax.make_jaxpr(WIDE[where])(X)
+    assert wider_floats(program_from_data(loads(dumps(program_as_data(closed))))) == ["float64"]
+
+
+def test_a_float32_program_and_a_float64_one_compute_in_nothing_wider():
+    assert wider_floats(jax.make_jaxpr(named_policy)(WEIGHTS, X)) == []
+    assert wider_floats(jax.make_jaxpr(jax.checkpoint(plain))(WEIGHTS, X)) == []
+    assert wider_floats(jax.make_jaxpr(_with_a_float64_constant)(X)) == ["float64"]
+    with jax.enable_x64(True):  # its inputs float64: float64 inside is their precision
+        assert wider_floats(jax.make_jaxpr(jnp.sin)(np.asarray(X, np.float64))) == []
+
+
+@pytest.mark.parametrize("transform", [jax.hessian, lambda f: jax.jacfwd(jax.grad(f))], ids=["hessian", "jacfwd"])
+def test_a_hessian_travels(transform):
+    """jax.hessian's program holds vmap's split sizes as NumPy integers and its basis's conversion
+    with a sharding that splits nothing: both travel (an HVP through the whole Hessian is exact)."""
+    weights = jnp.asarray(WEIGHTS)
+    hessian = transform(lambda v: plain(weights[:4], v))
+    again = _made_again(hessian, X)
+    np.testing.assert_allclose(np.asarray(again(X)), np.asarray(hessian(X)), rtol=1e-6, atol=1e-7)

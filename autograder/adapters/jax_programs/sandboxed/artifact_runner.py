@@ -4,8 +4,9 @@ No learner code runs in this process. The judge's program builder (program_build
 file) hands over a learner's program untransformed, as its jaxpr written as data, at the shapes the
 judge asked for (program_data.py). This process, in a sandbox of its own (the adapter's helpers.py,
 autograder/kernel/helpers.py), makes the program again from JAX's own primitives alone, checks that it
-takes exactly the inputs asked for, applies the check's wrap (a shipped function of a program,
-a renaming of checkpoint names, say), and then the transform the evidence needs, itself:
+takes exactly the inputs asked for and computes in no wider floats than they hold, applies the
+check's wrap (a shipped function of a program, a renaming of checkpoint names, say), and then the
+transform the evidence needs, itself:
 - "grad", "value_and_grad": run on the judge's inputs;
 - "residuals": the values `jax.vjp` keeps for the backward pass, at the judge's inputs;
 - "plan": the compiler's memory plan of the program's gradient (`jax.jit(jax.grad(...))`);
@@ -24,7 +25,7 @@ if __package__:  # imported as part of the grader (its tests); sent as text, the
     from autograder.sandboxed.confine import confine, reply, requests
     from autograder.sandboxed.wire import WireError, decode, encode, loads, shipped
 
-    from .program_data import program_from_data
+    from .program_data import program_from_data, wider_floats
 
 #: The most outputs, and bytes of output, one answer may give.
 MAX_OUTPUTS = 4096
@@ -47,6 +48,12 @@ def rebuilt(request):
     given = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in closed.jaxpr.invars]
     if given != wanted:
         raise WireError(f"the program takes {given}, not the inputs asked for ({wanted})")
+    wider = wider_floats(closed)
+    if wider:  # judged at its inputs' precision: a difference taken in float64 is not a float32 program's answer
+        raise WireError(
+            f"the program computes in {' and '.join(wider)}, wider than its inputs (jax.enable_x64 inside it?): "
+            "a program is judged at the precision of its inputs"
+        )
     run = jaxpr_core.jaxpr_as_fun(closed)
 
     def program(*inputs):

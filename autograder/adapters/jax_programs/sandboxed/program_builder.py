@@ -266,9 +266,11 @@ def _serve(config: dict) -> tuple:
             _as_a_kernel(config)
             reply(writer, nonce, {"fresh": True})
             continue
-        _import_ahead(request.get("prelude") or ())
         if _fork():
             _fork_state["line"] = (reader, writer)
+            # In the fork, never here: the prelude makes JAX arrays, and a fork of a process whose
+            # JAX backend is up cannot compile (an answer cell that computes would hang it).
+            _import_shipped(request.get("prelude") or (), config["assignment"])
             return request, builder.snapshot()
         reply(writer, nonce, _answer_of_the_fork())
     raise SystemExit(0)
@@ -306,18 +308,24 @@ def _as_a_kernel(config: dict) -> None:
     _KERNEL_ENV.update({**config["env"], **SHELL_ENV})
 
 
-def _import_ahead(modules) -> None:
-    """The prelude's modules (the shipped ones a notebook imports first), imported by the builder
-    from the shipped files before any fork could write over them: every fork finds them imported,
-    as the kernel has them by the time its answer cells run."""
+def _import_shipped(modules, shipped: str) -> None:
+    """The prelude's modules (the shipped ones a notebook imports first), imported by the fork before
+    any answer cell runs, from the shipped files themselves (read-only in the sandbox), not from the
+    working directory an earlier fork could write over: the fork finds them imported, as the kernel
+    has them by the time its answer cells run."""
     import importlib
+    import sys
 
-    for name in modules:
-        if isinstance(name, str) and name.isidentifier():
-            try:
-                importlib.import_module(name)
-            except Exception:  # not importable here: the prelude leaves it out, as before
-                pass
+    sys.path.insert(0, shipped)
+    try:
+        for name in modules:
+            if isinstance(name, str) and name.isidentifier():
+                try:
+                    importlib.import_module(name)
+                except Exception:  # not importable here: the prelude leaves it out, as before
+                    pass
+    finally:
+        sys.path.remove(shipped)
 
 
 #: The environment an answer cell finds (a kernel's), set in each fork (JAX's import adds to this

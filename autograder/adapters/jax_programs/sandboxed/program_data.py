@@ -172,7 +172,8 @@ def _jaxpr_as_data(jaxpr, written: _Written) -> dict:
 
 def _value(value, where: str, written: _Written):
     """A parameter's value as data: JSON itself, or {"$tuple"}, {"$dtype"}, {"$jaxpr"}, {"$closed"},
-    {"$enum"}, {"$named"} (a NamedTuple of lax's), {"$policy"}, {"$unspecified"}, {"$empty_mesh"};
+    {"$enum"}, {"$named"} (a NamedTuple of lax's), {"$policy"}, {"$unspecified"}, {"$empty_mesh"},
+    {"$unsharded"} (a NamedSharding that splits nothing);
     {"$closed": n} is the n-th closed program."""
     import enum
 
@@ -181,6 +182,8 @@ def _value(value, where: str, written: _Written):
 
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, (np.integer, np.floating, np.bool_)):  # a NumPy scalar (vmap's split sizes): its value
+        return value.item()
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         return {"$named": [type(value).__name__, [_value(v, where, written) for v in value]]}
     if isinstance(value, (tuple, list)):
@@ -198,9 +201,21 @@ def _value(value, where: str, written: _Written):
         return {"$unspecified": True}
     if kind in ("Mesh", "AbstractMesh") and tuple(getattr(value, "axis_names", ("?",))) == ():
         return {"$empty_mesh": kind}
+    if kind == "NamedSharding" and _unsharded(value):  # jax.hessian's basis, say: nothing is split
+        return {"$unsharded": len(value.spec)}
     if callable(value):
         return {"$policy": _policy_data(value, where)}
     raise WireError(f"{where} is a {kind}: the program cannot be judged")
+
+
+def _unsharded(sharding) -> bool:
+    """Whether a NamedSharding splits nothing: no mesh axis, every dimension unpartitioned."""
+    mesh = getattr(sharding, "mesh", None)
+    return (
+        type(mesh).__name__ == "AbstractMesh"
+        and tuple(getattr(mesh, "axis_names", ("?",))) == ()
+        and all(entry is None for entry in getattr(sharding, "spec", (0,)))
+    )
 
 
 def _policy_data(policy, where: str):
@@ -265,6 +280,36 @@ def program_from_data(data):
     """The ClosedJaxpr that `program_as_data` wrote, made from JAX's own objects only."""
     reading = _Reading(data)
     return reading.closed(data.get("program"), 0)
+
+
+def wider_floats(closed) -> list[str]:
+    """The floating dtypes a program computes in that are wider than its widest floating input
+    (float32 where it takes none), nested programs included: a program of float32 inputs that
+    turns on float64 inside (jax.enable_x64) computes what its inputs' precision cannot."""
+    import numpy as np
+    from jax._src import core
+
+    def floating(var) -> np.dtype | None:
+        dtype = getattr(getattr(var, "aval", None), "dtype", None)
+        return np.dtype(dtype) if dtype is not None and np.dtype(dtype).kind == "f" else None
+
+    widest = max((d.itemsize for d in map(floating, closed.jaxpr.invars) if d is not None), default=4)
+    wider: set[str] = set()
+    seen: set[int] = set()
+
+    def walk(jaxpr) -> None:
+        if id(jaxpr) in seen:
+            return
+        seen.add(id(jaxpr))
+        used = [*jaxpr.constvars, *jaxpr.invars, *jaxpr.outvars]
+        for eqn in jaxpr.eqns:
+            used += [*eqn.invars, *eqn.outvars]
+        wider.update(d.name for d in map(floating, used) if d is not None and d.itemsize > widest)
+        for inner in core.subjaxprs(jaxpr):
+            walk(inner)
+
+    walk(closed.jaxpr)
+    return sorted(wider)
 
 
 def _primitives() -> dict:
@@ -428,6 +473,10 @@ def _read_value(data, reading: _Reading, depth: int):
         return UNSPECIFIED
     if form == "$empty_mesh" and body in ("Mesh", "AbstractMesh"):
         return mesh_lib.empty_concrete_mesh if body == "Mesh" else mesh_lib.empty_abstract_mesh
+    if form == "$unsharded" and type(body) is int and 0 <= body <= 32:
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return NamedSharding(mesh_lib.empty_abstract_mesh, PartitionSpec(*[None] * body))
     raise WireError(f"a parameter of the form {str(form)[:40]!r} is not judged")
 
 
