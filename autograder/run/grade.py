@@ -72,6 +72,7 @@ from autograder.kernel.sandbox import (
 )
 from autograder.run.console import show_log
 from autograder.run.feedback import regenerate_feedback
+from autograder.run.locks import Taken, held
 from autograder.run.options import GradingOptions, help_all, overrides
 from autograder.run.progress import Progress, Summary
 from autograder.run.reference import (
@@ -197,7 +198,6 @@ def grade(
         options = options.replace(reference_cache=None)  # a scheduler's workers are other hosts: they run their own
     elif options.reference_cache is None:
         options = options.replace(reference_cache=out.parent / REFERENCE_CACHE)
-    made_here = not out.exists()
     # The folders this run may make besides OUT: the parents --out named that did not exist, the
     # reference cache and its own. A run that raises removes those it made that are empty (a
     # reference cache holds no lock once its run let go: claimed_reference), deepest first.
@@ -207,19 +207,66 @@ def grade(
         key=lambda folder: len(folder.parts),
         reverse=True,
     )
+    writing = contextlib.ExitStack()
     try:
-        return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
+        writing.enter_context(writing_out(out))  # before OUT is looked at: one run at a time writes it
+    except OutTaken:
+        raise  # what this run sees made is the other run's
+    except BaseException:
+        _remove_empty(made)
+        raise
+    made_here = not out.exists()
+    try:
+        with writing:
+            try:
+                return _grade(submissions, out, course, options, found, assignment, started, progress_stream)
+            except BaseException:
+                if made_here:  # a run that raises leaves no half-made class in a folder it made
+                    shutil.rmtree(out, ignore_errors=True)
+                raise
     except BaseException as error:
-        if made_here:  # a run that raises leaves no half-made class in a folder it made
-            shutil.rmtree(out, ignore_errors=True)
-        for folder in made:  # one that holds anything (a kept reference run) stays
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _remove_empty(made)  # once OUT's lock is gone too
         if stopped_by() is not None and not isinstance(error, KeyboardInterrupt):
             # A stop that code in its way took for a failure (nbgrader's log capture takes every
             # exception, KeyboardInterrupt included, and says its command failed): the stop's doing.
             raise KeyboardInterrupt from error
         raise
+
+
+#: The lock file beside OUT that the run writing OUT holds (locks.held: gone as the run ends).
+OUT_LOCK = ".{}.grading.lock"
+
+
+@contextlib.contextmanager
+def writing_out(out: Path):
+    """While held, no other grading run on this host writes OUT (its class gradebook; and a run that
+    fails removes an OUT it made); a second run is refused (OutTaken). The lock is beside OUT, in
+    OUT itself only where OUT's folder cannot be written."""
+    lock = contextlib.ExitStack()
+    try:
+        try:
+            lock.enter_context(held(out.parent / OUT_LOCK.format(out.name), wait=False))
+        except PermissionError:
+            if not out.is_dir():
+                raise
+            lock.enter_context(held(out / OUT_LOCK.format(""), wait=False))
+    except Taken:
+        raise OutTaken(
+            f"another grading run is writing {out}: wait until it ends, or grade into another --out"
+        ) from None
+    with lock:
+        yield
+
+
+class OutTaken(UsageError):
+    """Another grading run on this host is writing the same OUT."""
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove these folders where they are empty, in order (one that holds anything stays)."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _grade(submissions, out, course, options, found, assignment, started, progress_stream) -> GradingResult:

@@ -21,7 +21,6 @@ A run with a remote scheduler always runs its own (its workers are other hosts).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -43,6 +42,7 @@ from autograder.kernel.adapter import load_adapter
 from autograder.kernel.compile_cache import host_signature
 from autograder.kernel.kernels import GRADING_ENV, SandboxSession
 from autograder.kernel.sandbox import CACHE, sandbox_for_grading
+from autograder.run.locks import held
 from autograder.run.options import GradingOptions
 
 
@@ -254,64 +254,14 @@ def kept_for(folder: Path, source: CourseSource, options: GradingOptions) -> Kep
     return KeptReference(key, None, "")
 
 
-#: How often a run tries to claim a reference run's lock whose file or folder others remove meanwhile.
-CLAIM_TRIES = 100
-
-
 @contextlib.contextmanager
 def claimed_reference(folder: Path, key: str, waiting=None):
     """While held, no other grading run on this host makes the reference run of `key` in
     `folder`: a second run with the same key waits here (after calling `waiting()`), then finds
-    the first one's kept, or, where it was not clean, runs its own.
-
-    The lock file goes as its holder leaves (nothing of a run's stays in the cache but what it
-    kept), removed while still held: a run that was waiting on it then holds a file no longer
-    there, sees so, and takes the lock of the file now at that path instead."""
-    folder = Path(folder)
-    path = folder / f".{key}.lock"
-    told = False
-    for attempt in range(1, CLAIM_TRIES + 1):
-        try:
-            # Again on each try: a run that failed removes the folders it made, when empty, and
-            # Path.mkdir is not safe against that (FileExistsError as the folder goes meanwhile).
-            folder.mkdir(parents=True, exist_ok=True)
-            lock = open(path, "a")
-        except (FileExistsError, FileNotFoundError):
-            if attempt == CLAIM_TRIES:
-                raise
-            continue
-        try:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if waiting is not None and not told:
-                    waiting()
-                    told = True
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            if _is_the_file_at(lock, path):
-                break
-        except BaseException:
-            lock.close()
-            raise
-        lock.close()  # removed by the run that held it: lock the one now at the path
-    else:
-        raise OSError(f"{path}: removed under this run {CLAIM_TRIES} times in a row")
-    try:
+    the first one's kept, or, where it was not clean, runs its own. The lock file goes as its
+    holder leaves (locks.held): nothing of a run's stays in the cache but what it kept."""
+    with held(Path(folder) / f".{key}.lock", wait=True, waiting=waiting):
         yield
-    finally:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        lock.close()
-
-
-def _is_the_file_at(handle, path: Path) -> bool:
-    """Whether the open file `handle` is still the file at `path` (not removed, not replaced)."""
-    try:
-        there = os.stat(path)
-    except FileNotFoundError:
-        return False
-    here = os.fstat(handle.fileno())
-    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def keep_reference(folder: Path, key: str, runs: list[ReferenceRun]) -> None:

@@ -223,3 +223,46 @@ def test_a_stopped_run_removes_the_parents_and_reference_cache_it_made(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty-out", "kept", "submissions"]
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["notes.txt"]
     assert [p.name for p in (tmp_path / "empty-out").iterdir()] == ["out"]
+
+
+def test_a_second_run_into_the_same_out_is_refused_and_removes_nothing(tmp_path, monkeypatch):
+    """Two runs into one new --out: the one that failed removed the OUT it thought it had made,
+    the other's class with it. One run at a time writes an OUT now: the second is refused with a
+    message (exit 2), before it looks at OUT, and leaves the first's OUT and folders as they are."""
+    from autograder.run import grade as grading
+    from autograder.run.grade import OutTaken, writing_out
+    from tests.grading import options
+
+    submissions = tmp_path / "submissions"
+    shutil.copytree(AUTOGRADER / "samples" / "sample-partial", submissions / "ann")
+    out = tmp_path / "made" / "by" / "the-first" / "out"
+    with writing_out(out):  # the first run, which made OUT and writes its class there
+        out.mkdir()
+        (out / "course").mkdir()
+        with pytest.raises(OutTaken) as refused:
+            grading.grade(submissions, out, options(jobs=1, reference_cache=tmp_path / "made" / "cache"))
+        assert str(refused.value) == (
+            f"another grading run is writing {out}: wait until it ends, or grade into another --out"
+        )
+        assert refused.value.exit_code == 2
+        assert (out / "course").is_dir()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out"]  # the lock went with the first run
+    with writing_out(out):  # and the next run takes it
+        pass
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes a read-only folder: CI runs this as an ordinary user")
+def test_an_out_whose_folder_cannot_be_written_is_locked_inside(tmp_path):
+    from autograder.run.grade import OutTaken, writing_out
+
+    out = tmp_path / "read-only" / "out"
+    out.mkdir(parents=True)
+    out.parent.chmod(0o555)
+    try:
+        with writing_out(out):
+            assert [p.name for p in out.iterdir()] == [".grading.lock"]
+            with pytest.raises(OutTaken), writing_out(out):
+                pass
+        assert list(out.iterdir()) == []
+    finally:
+        out.parent.chmod(0o755)

@@ -231,7 +231,7 @@ def test_a_claim_outlasts_a_failed_run_removing_the_folder_as_it_is_made(tmp_pat
     file that can never be opened (a dangling link) ends in an error, not a loop."""
     from pathlib import Path
 
-    from autograder.run import reference
+    from autograder.run import locks, reference
 
     folder = tmp_path / "reference-cache"
     real_mkdir, raced = Path.mkdir, []
@@ -248,7 +248,7 @@ def test_a_claim_outlasts_a_failed_run_removing_the_folder_as_it_is_made(tmp_pat
     assert list(folder.iterdir()) == []
 
     (folder / ".k.lock").symlink_to(tmp_path / "gone" / "lock")
-    monkeypatch.setattr(reference, "CLAIM_TRIES", 3)
+    monkeypatch.setattr(locks, "TRIES", 3)
     with pytest.raises(FileNotFoundError), reference.claimed_reference(folder, "k"):
         pass
 
