@@ -270,7 +270,8 @@ def _serve(config: dict) -> tuple:
             _fork_state["line"] = (reader, writer)
             # In the fork, never here: the prelude makes JAX arrays, and a fork of a process whose
             # JAX backend is up cannot compile (an answer cell that computes would hang it).
-            _import_shipped(request.get("prelude") or (), config["assignment"])
+            _shipped_as_shipped(config)
+            _import_prelude(request.get("prelude") or ())
             return request, builder.snapshot()
         reply(writer, nonce, _answer_of_the_fork())
     raise SystemExit(0)
@@ -289,16 +290,14 @@ def _as_a_kernel(config: dict) -> None:
     import sys
 
     scratch = config["scratch"]
-    for name in ("submission", "home", "ipython", "matplotlib", "cache"):
+    for name in ("home", "ipython", "matplotlib", "cache"):
         shutil.rmtree(os.path.join(scratch, name), ignore_errors=True)
     for name in ("home", "ipython", "matplotlib", "cache"):
         os.makedirs(os.path.join(scratch, name))
     connection = os.path.join(scratch, ".kernel.json")
     with open(connection, "w") as handle:  # the shape of a kernel's, and nothing it could use
         json.dump({"transport": "ipc", "ip": "/run/kernel/kernel", "key": secrets.token_hex(16)}, handle)
-    workdir = os.path.join(scratch, "submission")
-    shutil.copytree(config["assignment"], workdir, symlinks=False)
-    os.chdir(workdir)
+    _shipped_as_shipped(config)
     sys.argv = ["ipykernel_launcher", "-f", connection, *config.get("kernel_args", [])]
     for name in KERNELS_STACK:
         try:
@@ -308,24 +307,30 @@ def _as_a_kernel(config: dict) -> None:
     _KERNEL_ENV.update({**config["env"], **SHELL_ENV})
 
 
-def _import_shipped(modules, shipped: str) -> None:
-    """The prelude's modules (the shipped ones a notebook imports first), imported by the fork before
-    any answer cell runs, from the shipped files themselves (read-only in the sandbox), not from the
-    working directory an earlier fork could write over: the fork finds them imported, as the kernel
-    has them by the time its answer cells run."""
-    import importlib
-    import sys
+def _shipped_as_shipped(config: dict) -> None:
+    """The fork's working directory holds the shipped files as shipped, and nothing else: whatever an
+    earlier fork's cells wrote there (over a shipped module, a package that shadows one) is gone
+    before this fork imports the prelude or runs a cell."""
+    import os
+    import shutil
 
-    sys.path.insert(0, shipped)
-    try:
-        for name in modules:
-            if isinstance(name, str) and name.isidentifier():
-                try:
-                    importlib.import_module(name)
-                except Exception:  # not importable here: the prelude leaves it out, as before
-                    pass
-    finally:
-        sys.path.remove(shipped)
+    workdir = os.path.join(config["scratch"], "submission")
+    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.copytree(config["assignment"], workdir, symlinks=False)
+    os.chdir(workdir)
+
+
+def _import_prelude(modules) -> None:
+    """The prelude's modules (the shipped ones a notebook imports first), imported by the fork from
+    its working directory before any answer cell runs, as the kernel has them by then."""
+    import importlib
+
+    for name in modules:
+        if isinstance(name, str) and name.isidentifier():
+            try:
+                importlib.import_module(name)
+            except Exception:  # not importable here: the prelude leaves it out, as before
+                pass
 
 
 #: The environment an answer cell finds (a kernel's), set in each fork (JAX's import adds to this
