@@ -163,6 +163,7 @@ from remat_lesson import (
     Checks,
     W,
     bind,
+    derivatives_along,
     float32_objective,
     fresh_network,
     make_objective,
@@ -197,6 +198,33 @@ def check_hvp(weights, point, direction, depth, reference, atol):
         )
 
 
+def check_linear(weights, point, direction, other, depth, atol):
+    """Both policies' hvp is linear in its direction, as an exact product is: along another direction
+    its second derivative is exactly zero and its first is its HVP of that direction (a difference of
+    gradients, however extrapolated, is neither)."""
+    for rematerialize in (False, True):
+        objective = float32_objective(jnp.asarray(weights, jnp.float32), depth, rematerialize)
+        program = bind(hvp, objective, ARG, ARG)
+        point32, other32 = jnp.asarray(point, jnp.float32), jnp.asarray(other, jnp.float32)
+        first, second = program_value(
+            program, point32, jnp.asarray(direction, jnp.float32), wrap=derivatives_along(other32)
+        )
+        policy = "remat" if rematerialize else "plain"
+        checks.equal(
+            float(np.abs(np.asarray(second)).max()),
+            0.0,
+            what=f"the largest entry of the {policy} HVP's second derivative along another direction",
+            hint="H(x) @ direction is linear in direction: an exact product (jax.jvp of jax.grad) of the direction as given",
+        )
+        checks.close(
+            first,
+            program_value(program, point32, other32),
+            rtol=0.0,
+            atol=atol,
+            what=f"the {policy} HVP's derivative along another direction, against its HVP of that direction",
+        )
+
+
 checks = Checks(3, where="'Your turn: Hessian-vector products of both policies': hvp and HVP_DIRECTION")
 with checks.item(
     1, "the lesson network along linspace(-1, 1, 16): both policies' HVPs agree with plain's whole Hessian"
@@ -206,7 +234,9 @@ with checks.item(
     along = np.linspace(-1.0, 1.0, 16)
     # 2e-6 of the largest entry: between how close an exact float32 product and the best central
     # difference of float32 gradients come here (this stage's Going deeper notebook measures both).
-    check_hvp(W, x, along, DEPTH, jax_hessian_hvp, 2e-6 * float(np.abs(jax_hessian_hvp(W, x, along, DEPTH)).max()))
+    bound = 2e-6 * float(np.abs(jax_hessian_hvp(W, x, along, DEPTH)).max())
+    check_hvp(W, x, along, DEPTH, jax_hessian_hvp, bound)
+    check_linear(W, x, along, np.cos(np.arange(16.0)), DEPTH, bound)
 with checks.item(1, "HVP_DIRECTION: nonuniform, the input's length; along it the two policies' HVPs agree"):
     d = np.asarray(HVP_DIRECTION, np.float64)
     checks.equal(list(d.shape), [16], what="HVP_DIRECTION's shape")
@@ -279,6 +309,7 @@ with checks.item(1, "a fresh network along random directions: both policies agre
     # error grows 512 times: a step whose error lands within the bound along d by luck fails there.
     for along in (d_fresh, np.float32(8.0) * d_fresh, d_other):
         check_hvp(w_fresh, x_fresh, along, depth, reference_hvp, rounding_bound(hessian, along))
+    check_linear(w_fresh, x_fresh, d_fresh, d_other, depth, rounding_bound(hessian, d_other))
 ### END HIDDEN TESTS
 checks.score()
 

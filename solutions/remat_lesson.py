@@ -272,12 +272,38 @@ def differentiated(transform, fn, argnums=0):
         return transform(fn, argnums=argnums)
 
 
-def program_value(fn, *args):
-    """fn(*args), compiled: fn must be a JAX program (traceable, no NumPy conversion inside).
-    While graded, the grader computes it from the program it rebuilds from the answer cells, at
-    the precision of its inputs (a float32 program that turns on float64 inside is refused)."""
-    found = _judged(fn, "value", args)
-    return found if found is not NotImplemented else jax.jit(fn)(*args)
+def program_value(fn, *args, wrap=None):
+    """fn(*args), compiled (wrap(fn)(*args) with a wrap): fn must be a JAX program (traceable, no
+    NumPy conversion inside). While graded, the grader computes it from the program it rebuilds
+    from the answer cells, at the precision of its inputs (a float32 program that turns on
+    float64 inside is refused)."""
+    found = _judged(fn, "value", args) if wrap is None else _judged(fn, "value", args, wrap=wrap)
+    if found is not NotImplemented:
+        return found
+    return jax.jit(fn if wrap is None else wrap(fn))(*args)
+
+
+def derivatives_along(tangent):
+    """A wrap: a program of (point, direction) turned into its first and second derivatives along
+    `tangent`, added to the direction: d/dt and d2/dt2 of fn(point, direction + t * tangent) at 0.
+    A program linear in its direction (an exact Hessian-vector product) has fn(point, tangent)
+    as the first and exactly zero as the second: JAX differentiates what it computes."""
+
+    def wrap(fn):
+        def derivatives(point, direction):
+            def along(t):
+                return fn(point, direction + t * jnp.asarray(tangent, direction.dtype))
+
+            one, zero = jnp.ones((), direction.dtype), jnp.zeros((), direction.dtype)
+
+            def first(t):
+                return jax.jvp(along, (t,), (one,))[1]
+
+            return first(zero), jax.jvp(first, (zero,), (one,))[1]
+
+        return derivatives
+
+    return _recipe(wrap, "derivatives_along", tangent)
 
 
 def gradient(fn, *args, argnums=0):

@@ -13,13 +13,17 @@ import fcntl
 import os
 from pathlib import Path
 
+from autograder.course.errors import ExitCode, GraderError
+
 #: Tries at taking a lock file that other runs keep removing (or whose folder a failed run
 #: removes) before giving up, instead of looping.
 TRIES = 100
 
 
-class Taken(RuntimeError):
-    """The lock is held by another run (`held(..., wait=False)`)."""
+class Taken(GraderError, RuntimeError):
+    """The lock is held by another run (`held(..., wait=False)`): this run is not to go on."""
+
+    exit_code = ExitCode.USAGE
 
     def __init__(self, path: Path):
         super().__init__(f"{path} is held by another run")
