@@ -738,6 +738,18 @@ def test_an_extrapolated_difference_of_gradients_fails_both_hvp_items(result, se
     assert report.count(said) >= 2, report
 
 
+def test_an_hvp_that_converts_to_numpy_is_told_to_stay_jax_code(monkeypatch, trusted):
+    """np.asarray of the product at the end: exact, but not a JAX program, so the grader cannot
+    trace it. The report says what to change, not JAX's message (which names the grader's files)."""
+    judge, kernel = _judge("04-exercise.ipynb", monkeypatch, trusted)
+    body = "    _, tangent = jax.jvp(jax.grad(fn), (x,), (direction,))\n    return np.asarray(tangent)\n"
+    _with_answer(judge, kernel, "hvp", "import numpy as np\n" + _hvp_answer(body))
+    earned, report = judge.run_cell(_source("04-exercise.ipynb", "test-hvp"), 3)
+    assert earned == 1, report
+    assert report.count("your hvp cannot be traced as a JAX program") == 2, report
+    assert "program_builder" not in report and "no NumPy conversion (np.asarray)" in report, report
+
+
 #: A difference of gradients taken in float64 (jax.enable_x64 inside hvp), of the function it is
 #: given, or of the float32 objective's own inside where it finds one (its closure, its recipe,
 #: its jaxpr: each is the objective computed in float64).

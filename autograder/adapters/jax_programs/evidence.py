@@ -22,6 +22,14 @@ from autograder.sandboxed.wire import WireError, decode, dumps, encode
 
 #: The most program text one notebook's judge keeps (its programs, as the builder wrote them).
 MAX_PROGRAMS = 64 << 20
+#: What JAX raises where a function needs its values while it is traced (np.asarray of a traced
+#: array, float(), a Python `if` on one): the builder traces every function it is asked for.
+NOT_TRACEABLE = (
+    "TracerArrayConversionError",
+    "ConcretizationTypeError",
+    "TracerBoolConversionError",
+    "TracerIntegerConversionError",
+)
 
 
 def _leaves(value) -> list:
@@ -81,7 +89,7 @@ class ProgramEvidence:
             "avals": avals,
             "prelude": answer_prelude(judge.modules.checks),
         }
-        program = self._program(message)
+        program = self._program(message, function)
         with_respect_to = list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)]
         request = {
             "op": operation,
@@ -111,7 +119,7 @@ class ProgramEvidence:
             self.judge.note_unrequested(error, "artifact runner")
             raise LearnerRaised(["RuntimeError"], error, "your program could not be run by the grader: ") from None
 
-    def _program(self, message: dict) -> str:
+    def _program(self, message: dict, function: LearnerFunction) -> str:
         """The builder's program for message (one request per target, binding and shapes, kept
         for the notebook): every piece of evidence about it is judged on that one program, so a
         process that answers as it likes cannot give one program for the gradient and another
@@ -125,6 +133,16 @@ class ProgramEvidence:
                 raise LearnerRaised(
                     ["RuntimeError"], error, "your program could not be rebuilt by the grader: "
                 ) from None
+            raised = response.get("raised")
+            if isinstance(raised, dict) and isinstance(raised.get("mro"), list):
+                untraceable = [name for name in raised["mro"] if name in NOT_TRACEABLE]
+                if untraceable:  # JAX's own message names the grader's files: what to change instead
+                    raise LearnerRaised(
+                        untraceable[:1],
+                        about=f"your {named(function)} cannot be traced as a JAX program, as the grader traces it "
+                        "(jax.make_jaxpr): keep it JAX code, with no NumPy conversion (np.asarray), float() "
+                        "or Python if on the values it computes",
+                    )
             if "raised" in response or "refused" in response:
                 self.judge.result(response, decode)  # raises what the answer cell raised, or why it was refused
             if not isinstance(response.get("program"), str):
