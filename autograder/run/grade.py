@@ -72,7 +72,7 @@ from autograder.kernel.sandbox import (
 )
 from autograder.run.console import show_log
 from autograder.run.feedback import regenerate_feedback
-from autograder.run.locks import Taken, held
+from autograder.run.locks import Taken, held, held_by_another
 from autograder.run.options import GradingOptions, help_all, overrides
 from autograder.run.progress import Progress, Summary
 from autograder.run.reference import (
@@ -242,6 +242,12 @@ def writing_out(out: Path):
     """While held, no other grading run on this host writes OUT (its class gradebook; and a run that
     fails removes an OUT it made); a second run is refused (OutTaken). The lock is beside OUT, in
     OUT itself only where OUT's folder cannot be written."""
+    for folder in out.parents:  # a run that fails removes the OUT it made, another OUT inside it too
+        if held_by_another(folder.parent / OUT_LOCK.format(folder.name)):
+            raise OutTaken(
+                f"another grading run is writing {folder}, which holds {out}: wait until it ends, or grade "
+                "into another --out"
+            )
     lock = contextlib.ExitStack()
     try:
         try:

@@ -41,7 +41,7 @@ def held(path: Path, *, wait: bool, waiting=None):
             # Again on each try: a run that failed removes the folders it made, when empty, and
             # Path.mkdir is not safe against that (FileExistsError as the folder goes meanwhile).
             path.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(path, "a")
+            lock = _opened(path)
         except (FileExistsError, FileNotFoundError):
             if attempt == TRIES:
                 raise
@@ -70,6 +70,33 @@ def held(path: Path, *, wait: bool, waiting=None):
         with contextlib.suppress(OSError):
             path.unlink()
         lock.close()
+
+
+def _opened(path: Path):
+    """The lock file, made where missing; opened for reading where another user made it (a lock
+    needs no write access, and two users of one folder must take the same file)."""
+    try:
+        return open(path, "a")
+    except PermissionError:
+        if not path.is_file():
+            raise
+        return open(path)
+
+
+def held_by_another(path: Path) -> bool:
+    """Whether another process holds the lock file `path` now (a missing file is held by nobody).
+    Tested by taking it shared for a moment: a run taking it at that very moment is refused."""
+    try:
+        handle = open(path)
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
 
 
 def _is_the_file_at(handle, path: Path) -> bool:

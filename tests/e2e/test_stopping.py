@@ -266,3 +266,19 @@ def test_an_out_whose_folder_cannot_be_written_is_locked_inside(tmp_path):
         assert list(out.iterdir()) == []
     finally:
         out.parent.chmod(0o755)
+
+
+def test_a_run_into_an_out_inside_another_runs_out_is_refused(tmp_path):
+    """A run whose OUT lies inside the OUT another run is writing: the other one, failing, removed
+    its whole OUT, this one's files and lock with it, and a third run then wrote the same OUT."""
+    from autograder.run.grade import OutTaken, writing_out
+
+    outer = tmp_path / "out"
+    with writing_out(outer):
+        outer.mkdir()
+        with pytest.raises(OutTaken) as refused, writing_out(outer / "class" / "nested"):
+            pass
+        assert str(refused.value).startswith(f"another grading run is writing {outer}, which holds")
+        assert [p.name for p in outer.iterdir()] == []
+    with writing_out(outer / "class" / "nested"):  # once it ends, the nested one may run
+        pass
