@@ -233,8 +233,10 @@ def grade(
         raise
 
 
-#: The lock file beside OUT that the run writing OUT holds (locks.held: gone as the run ends).
+#: The lock file beside OUT that the run writing OUT holds (locks.held: gone as the run ends), and
+#: its name inside OUT where OUT's folder cannot be written.
 OUT_LOCK = ".{}.grading.lock"
+OUT_LOCK_INSIDE = ".grading.lock"
 
 
 @contextlib.contextmanager
@@ -255,7 +257,7 @@ def writing_out(out: Path):
         except PermissionError:
             if not out.is_dir():
                 raise
-            lock.enter_context(held(out / OUT_LOCK.format(""), wait=False))
+            lock.enter_context(held(out / OUT_LOCK_INSIDE, wait=False))
     except Taken:
         raise OutTaken(
             f"another grading run is writing {out}: wait until it ends, or grade into another --out"
