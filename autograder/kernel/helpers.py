@@ -431,8 +431,14 @@ class JudgeHelpers:
             helper.fresh()
 
     def used(self) -> list[str]:
-        """The helpers that got a request."""
+        """The helpers that got a request (since `forget_asked`)."""
         return [name for name, helper in self.by_name().items() if helper.asked]
+
+    def forget_asked(self) -> None:
+        """Count requests anew: the reference run keeps one session's helpers for several
+        notebooks, and notes which ones each notebook asks."""
+        for helper in self.by_name().values():
+            helper.asked = False
 
     def end(self, why: str) -> None:
         """End every helper now, from any thread (a request in progress fails, saying why)."""

@@ -2,7 +2,9 @@
 
 Each source notebook (solutions and hidden tests) runs in the same sandbox and mode as a
 learner's (`NBGRADER_EXECUTION=autograde`), each test cell checked by the judge exactly as a
-learner's is (autograder/judge/core.py), in parallel on the workers. It gives the grader two things:
+learner's is (autograder/judge/core.py), in parallel on the workers. As a learner's notebooks share
+their session, the notebooks one worker runs share one (`keep_for`): the judge's helpers one
+notebook started serve the next, instead of starting again for each. It gives the grader two things:
 
 - a self-test: every test cell must earn all its points on the instructor's solutions, and no
   cell may raise or warn; otherwise nobody is graded (CannotGradeSafely, exit 3);
@@ -97,19 +99,49 @@ def solution_shortfalls(notebook) -> list[str]:
     return found
 
 
-def run_reference(notebook: str, source: CourseSource, options: GradingOptions) -> ReferenceRun:
-    """Run one source notebook of the course in a sandboxed kernel, each test cell judged, with
-    the reference run's cell timeout, every program it compiles kept for the compile cache (the
-    learners' kernels get it unless options.compile_cache is off: `into_template`)."""
-    from autograder.notebook.execute import NotebookContext, SandboxedExecute
+@dataclass
+class _ReferenceSession:
+    """One worker's sandbox session for the reference run: its scratch folder (the source, the
+    shipped files, the compile cache being filled) and its judge's helpers, kept from one of the
+    run's notebooks to the next on the same worker, as a student's are from one notebook to the
+    next (each notebook's kernel is a fresh sandbox; the helpers are made fresh per notebook)."""
 
-    started = time.perf_counter()
+    keep_for: str | None  # the run it may be kept for (None: this notebook's alone)
+    scratch: Path
+    session: SandboxSession
+    cache: Path | None
+
+    def remove(self) -> None:
+        try:
+            self.session.remove()
+        finally:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+#: The session the last reference notebook on this worker left for the next one of its run.
+_KEPT: _ReferenceSession | None = None
+
+
+def release_reference_session() -> None:
+    """End the kept reference session of this process, if any: the reference run is over."""
+    global _KEPT
+    kept, _KEPT = _KEPT, None
+    if kept is not None:
+        kept.remove()
+
+
+def _reference_session(source: CourseSource, options: GradingOptions, adapter, keep_for: str | None):
+    """The session kept for this run by this worker's last reference notebook, or a new one."""
+    global _KEPT
+    kept, _KEPT = _KEPT, None
+    if kept is not None and keep_for is not None and kept.keep_for == keep_for:
+        return kept
+    if kept is not None:  # another run's: never shared
+        kept.remove()
     sandbox = sandbox_for_grading(options.limits, options.unsafe)
-    adapter = load_adapter(source.adapter)
     scratch = Path(tempfile.mkdtemp(prefix="autograder-reference-"))
     try:
-        folder = scratch / "source"
-        source.write_assignment(folder)
+        source.write_assignment(scratch / "source")
         env = dict(GRADING_ENV)
         cache = None
         if adapter.compiler_cache is not None:
@@ -126,6 +158,35 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
             env=env,
             adapter=adapter,
         )
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return _ReferenceSession(keep_for, scratch, session, cache)
+
+
+def _cache_files(cache: Path | None) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()} if cache else {}
+
+
+def run_reference(
+    notebook: str, source: CourseSource, options: GradingOptions, keep_for: str | None = None
+) -> ReferenceRun:
+    """Run one source notebook of the course in a sandboxed kernel, each test cell judged, with
+    the reference run's cell timeout, every program it compiles kept for the compile cache (the
+    learners' kernels get it unless options.compile_cache is off: `into_template`).
+
+    keep_for: the run's id, where the same worker may run another of its notebooks next: a clean
+    notebook then leaves its session (the judge's helpers started) for that one
+    (`release_reference_session` ends it)."""
+    global _KEPT
+    from autograder.notebook.execute import NotebookContext, SandboxedExecute
+
+    started = time.perf_counter()
+    adapter = load_adapter(source.adapter)
+    kept = _reference_session(source, options, adapter, keep_for)
+    session, folder, keep = kept.session, kept.scratch / "source", False
+    try:
+        before = set(_cache_files(kept.cache))
         executed = nbformat.read(folder / notebook, as_version=4)
         executor = SandboxedExecute(
             context=NotebookContext(session),
@@ -138,22 +199,27 @@ def run_reference(notebook: str, source: CourseSource, options: GradingOptions) 
         )
         run = ReferenceRun(notebook, host_signature(adapter.compiler_distributions))
         if executor.judge_source:
-            session.judge_helpers().launch()  # they start while the kernel does
+            session.judge_helpers().forget_asked()  # which helpers *this* notebook asks
+            session.judge_helpers().launch()  # they start while the kernel does (those not running yet)
         try:
             executor.preprocess(executed, {})
         except Exception as error:  # no kernel, say: reported, and grading stops on it
             run.problems.append(f"the notebook could not run: {type(error).__name__}: {error}")
         finally:
             run.helpers = session.judge_helpers().used() if executor.judge_source else []
-            session.remove()
+            session.close()  # its kernel (the helpers stay with the session)
         run.problems += (
             problems_of(executed) + solution_shortfalls(executed) + [t.line() for t in executor.record.troubles]
         )
-        run.entries = {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()} if cache else {}
+        run.entries = {name: data for name, data in _cache_files(kept.cache).items() if name not in before}
         run.seconds = time.perf_counter() - started
+        keep = keep_for is not None and not run.problems
         return run
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if keep:
+            _KEPT = kept
+        else:
+            kept.remove()
 
 
 def into_template(

@@ -27,7 +27,7 @@ from autograder.course.task_template import CourseSource, TaskTemplate
 from autograder.kernel.compile_cache import unseal
 from autograder.kernel.kernels import SOCKETS_TAG_VARIABLE, socket_folders_prefix
 from autograder.run.options import GradingOptions
-from autograder.run.reference import ReferenceRun, run_reference
+from autograder.run.reference import ReferenceRun, release_reference_session, run_reference
 from autograder.run.stopping import raise_if_stopped, stopped_by, stops_held
 from autograder.run.tls import LOCAL_WORKER_KEY, PRELOAD, RARE_HOUSEKEEPING_MS
 from autograder.run.worker import (
@@ -83,7 +83,14 @@ class HereRunner:
         self._source = source
 
     def reference_runs(self) -> list[ReferenceRun]:
-        return [run_reference(name, self._source, self.options) for name in self._source.assignment.notebooks]
+        keep_for = uuid.uuid4().hex[:12]  # one session for all the notebooks, as a student's
+        try:
+            return [
+                run_reference(name, self._source, self.options, keep_for=keep_for)
+                for name in self._source.assignment.notebooks
+            ]
+        finally:
+            release_reference_session()
 
     def run(self, tasks: list[StudentTask], template: TaskTemplate, progress) -> list[StudentResult]:
         results = []
@@ -284,6 +291,7 @@ class DaskRunner:
                 name,
                 source,
                 self.options,
+                keep_for=self.run_id,  # a worker's next notebook of this run takes its session
                 key=self._key("reference", name),
                 pure=False,
             )

@@ -47,6 +47,7 @@ from autograder.notebook.execute import (
 )
 from autograder.notebook.plugin import configure
 from autograder.run.options import GradingOptions
+from autograder.run.reference import release_reference_session
 from autograder.upstream.nbgrader import shared_gradebook_engines
 
 log = logging.getLogger(__name__)
@@ -246,8 +247,10 @@ def _scratch() -> Path:
 
 
 def release_sandboxes() -> None:
-    """Remove the sandbox made ahead (if any) and this process's sandbox folder: the run is over."""
+    """Remove the sandbox made ahead (if any), the reference run's kept session and this process's
+    sandbox folder: the run is over."""
     global _AHEAD, _FOLDER
+    release_reference_session()
     ahead, _AHEAD = _AHEAD, None
     if ahead is not None:
         ahead[1].remove()
@@ -499,7 +502,9 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
 
 
 def warm_up() -> str:
-    """Import what grading needs, once per worker process, before the first task arrives."""
+    """Import what grading needs, once per worker process, before the first task arrives; end the
+    session the reference run kept here (its notebooks are all run)."""
+    release_reference_session()
     import nbconvert.exporters  # noqa: F401
     import nbgrader.apps  # noqa: F401
     import nbgrader.converters  # noqa: F401

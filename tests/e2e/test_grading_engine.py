@@ -235,6 +235,35 @@ def test_reference_messages_hold_no_hidden_test(tmp_path):
     assert sorted(run.helpers) == ["artifacts", "builder", "numpy_only"]
 
 
+def test_reference_notebooks_of_a_run_share_a_kept_session(tmp_path):
+    """A worker's reference notebooks of one run share one session, as a student's notebooks do:
+    the helpers one notebook started serve the next (each notebook noting only those it asked);
+    a notebook of another run never takes it; releasing it ends it and removes its folder."""
+    from autograder.course.task_template import CourseSource
+    from autograder.gradebook.class_course import update_class_course
+    from autograder.run import reference
+
+    source = CourseSource.read(update_class_course(tmp_path / "course", fresh=True))
+    try:
+        first = reference.run_reference("01-understand.ipynb", source, options(), keep_for="run-a")
+        kept = reference._KEPT
+        assert first.problems == [] and first.helpers == ["numpy_only"] and kept is not None
+        numpy_only = kept.session.judge_helpers()["numpy_only"].process
+        second = reference.run_reference("05-evidence.ipynb", source, options(), keep_for="run-a")
+        assert second.problems == [] and second.helpers == [] and reference._KEPT is kept
+        assert kept.session.judge_helpers()["numpy_only"].process is numpy_only and numpy_only.poll() is None
+        other = reference.run_reference("05-evidence.ipynb", source, options(), keep_for="run-b")
+        assert other.problems == [] and reference._KEPT is not kept
+        assert not kept.scratch.exists() and numpy_only.poll() is not None  # ended with its session
+        last = reference._KEPT
+    finally:
+        reference.release_reference_session()
+    assert reference._KEPT is None and not last.scratch.exists()
+    # Without keep_for, nothing is kept.
+    alone = reference.run_reference("05-evidence.ipynb", source, options())
+    assert alone.problems == [] and reference._KEPT is None
+
+
 def _normalised(out: Path) -> dict[str, str]:
     """Files that must match between runs, minus what legitimately varies (times, timestamps)."""
     files = {"cells.csv": (out / "cells.csv").read_text()}

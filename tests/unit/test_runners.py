@@ -47,13 +47,13 @@ class Progress:
 class Future:
     """A Dask future whose task runs when its result is first asked (once: its outcome is kept)."""
 
-    def __init__(self, key: str, fn, args):
-        self.key, self._fn, self._args, self._outcome = key, fn, args, None
+    def __init__(self, key: str, fn, args, kwargs=None):
+        self.key, self._fn, self._args, self._kwargs, self._outcome = key, fn, args, kwargs or {}, None
 
     def result(self):
         if self._outcome is None:
             try:
-                self._outcome = (True, self._fn(*self._args))
+                self._outcome = (True, self._fn(*self._args, **self._kwargs))
             except Exception as error:
                 self._outcome = (False, error)
         ok, value = self._outcome
@@ -90,10 +90,10 @@ class Client:
         self.closed = False
         self.fail_run = False
 
-    def submit(self, fn, *args, key: str, pure: bool = True) -> Future:
+    def submit(self, fn, *args, key: str, pure: bool = True, **kwargs) -> Future:
         assert pure is False  # every grading task is run, never taken from another's result
         self.keys.append(key)
-        return self.futures.setdefault(key, Future(key, fn, args))
+        return self.futures.setdefault(key, Future(key, fn, args, kwargs))
 
     def gather(self, futures):
         return [future.result() for future in futures]
@@ -184,15 +184,21 @@ def test_here_runner_failed_twice_is_broken(monkeypatch):
 
 
 def test_here_runner_reference_per_notebook(monkeypatch):
-    """HereRunner's reference run is one run per notebook of the source, and leaving it releases the sandboxes."""
-    released = []
-    monkeypatch.setattr(runners, "run_reference", lambda name, source, options: (name, len(source.files)))
+    """HereRunner's reference run is one run per notebook of the source, all in one kept session
+    (ended once they are run), and leaving it releases the sandboxes."""
+    released, kept = [], []
+    monkeypatch.setattr(
+        runners, "run_reference", lambda name, source, options, keep_for: (name, len(source.files), keep_for)
+    )
+    monkeypatch.setattr(runners, "release_reference_session", lambda: kept.append("ended"))
     monkeypatch.setattr(runners, "release_sandboxes", lambda: released.append(True))
     source = CourseSource(b"", {"source/ps1/02.ipynb": b"{}", "source/ps1/01.ipynb": b"{}"})
     with HereRunner(GradingOptions()) as runner:
         runner.start_reference(source)
-        assert runner.reference_runs() == [("01.ipynb", 2), ("02.ipynb", 2)]
-        assert released == []
+        runs = runner.reference_runs()
+        assert [run[:2] for run in runs] == [("01.ipynb", 2), ("02.ipynb", 2)]
+        assert runs[0][2] == runs[1][2] and runs[0][2]  # one session, kept for this run's notebooks
+        assert kept == ["ended"] and released == []
     assert released == [True]
 
 
@@ -282,7 +288,7 @@ def test_dask_runner_no_workers_uses_jobs(dask, monkeypatch):
 
 def test_dask_runner_reference_largest_first(dask, monkeypatch):
     """The reference run sends the largest notebook first, under this run's keys, and gathers every run."""
-    monkeypatch.setattr(runners, "run_reference", lambda name, source, options: f"ran {name}")
+    monkeypatch.setattr(runners, "run_reference", lambda name, source, options, keep_for: f"ran {name} for {keep_for}")
     source = CourseSource(
         b"",
         {
@@ -293,7 +299,8 @@ def test_dask_runner_reference_largest_first(dask, monkeypatch):
     )
     dask.start_reference(source)
     assert dask.client.keys == [f"autograder-{dask.run_id}-reference-{n}.ipynb" for n in ("02", "03", "01")]
-    assert dask.reference_runs() == ["ran 02.ipynb", "ran 03.ipynb", "ran 01.ipynb"]
+    # A worker's next notebook of this run may take the session its last one kept (run_reference).
+    assert dask.reference_runs() == [f"ran {n}.ipynb for {dask.run_id}" for n in ("02", "03", "01")]
 
 
 @pytest.mark.parametrize(
