@@ -104,7 +104,7 @@ class _ReferenceSession:
     """One worker's sandbox session for the reference run: its scratch folder (the source, the
     shipped files, the compile cache being filled) and its judge's helpers, kept from one of the
     run's notebooks to the next on the same worker, as a student's are from one notebook to the
-    next (each notebook's kernel is a fresh sandbox; the helpers are made fresh per notebook)."""
+    next (each notebook's kernel forked from one warm host; the helpers made fresh per notebook)."""
 
     keep_for: str | None  # the run it may be kept for (None: this notebook's alone)
     scratch: Path
@@ -154,7 +154,7 @@ def _reference_session(source: CourseSource, options: GradingOptions, adapter, k
             source.shipped_files(scratch / "assignment"),
             cache=cache,
             cache_writable=True,
-            fork=False,
+            fork=True,  # one warm kernel host, a kernel forked from it per notebook, as a student's
             env=env,
             adapter=adapter,
         )
@@ -207,7 +207,6 @@ def run_reference(
             run.problems.append(f"the notebook could not run: {type(error).__name__}: {error}")
         finally:
             run.helpers = session.judge_helpers().used() if executor.judge_source else []
-            session.close()  # its kernel (the helpers stay with the session)
         run.problems += (
             problems_of(executed) + solution_shortfalls(executed) + [t.line() for t in executor.record.troubles]
         )
