@@ -60,6 +60,8 @@ class ReferenceRun:
 
     notebook: str
     host: str
+    #: the compile cache's files this notebook added (one worker's notebooks share a cache: a program
+    #: an earlier one compiled is that one's); only the merge of every run's is the cache
     entries: dict[str, bytes] = field(default_factory=dict)
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)  # errors and warnings, each with its cell
@@ -104,12 +106,16 @@ class _ReferenceSession:
     """One worker's sandbox session for the reference run: its scratch folder (the source, the
     shipped files, the compile cache being filled) and its judge's helpers, kept from one of the
     run's notebooks to the next on the same worker, as a student's are from one notebook to the
-    next (each notebook's kernel forked from one warm host; the helpers made fresh per notebook)."""
+    next (each notebook's kernel forked from one warm host, unless options.fork_kernels is off; the
+    helpers made fresh per notebook)."""
 
     keep_for: str | None  # the run it may be kept for (None: this notebook's alone)
     scratch: Path
     session: SandboxSession
     cache: Path | None
+    #: seconds its first notebook's kernel took to start (the warm host's imports): added to each
+    #: later notebook's seconds, so that every notebook's time budget allows for a cold start
+    start_seconds: float | None = None
 
     def remove(self) -> None:
         try:
@@ -154,7 +160,7 @@ def _reference_session(source: CourseSource, options: GradingOptions, adapter, k
             source.shipped_files(scratch / "assignment"),
             cache=cache,
             cache_writable=True,
-            fork=True,  # one warm kernel host, a kernel forked from it per notebook, as a student's
+            fork=options.fork_kernels,  # one warm kernel host, a kernel forked per notebook, as a student's
             env=env,
             adapter=adapter,
         )
@@ -212,6 +218,11 @@ def run_reference(
         )
         run.entries = {name: data for name, data in _cache_files(kept.cache).items() if name not in before}
         run.seconds = time.perf_counter() - started
+        if session.fork:  # a kernel forked from a host already warm: budgeted as if it started cold
+            if kept.start_seconds is None:
+                kept.start_seconds = executor.record.kernel_start
+            else:
+                run.seconds += kept.start_seconds
         keep = keep_for is not None and not run.problems
         return run
     finally:

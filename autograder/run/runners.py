@@ -291,7 +291,10 @@ class DaskRunner:
                 name,
                 source,
                 self.options,
-                keep_for=self.run_id,  # a worker's next notebook of this run takes its session
+                # A local worker's next notebook of this run takes its session. A remote worker's
+                # never does: the run may stop while it is busy, and nothing would end the session
+                # it then kept (a local worker ends with its run).
+                keep_for=self.run_id if self.scheduler is None else None,
                 key=self._key("reference", name),
                 pure=False,
             )

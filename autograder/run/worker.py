@@ -250,14 +250,16 @@ def release_sandboxes() -> None:
     """Remove the sandbox made ahead (if any), the reference run's kept session and this process's
     sandbox folder: the run is over."""
     global _AHEAD, _FOLDER
-    release_reference_session()
-    ahead, _AHEAD = _AHEAD, None
-    if ahead is not None:
-        ahead[1].remove()
-    if _FOLDER is not None:
-        unseal(_FOLDER)  # a sealed cache folder cannot be listed, so not removed, until unsealed
-        shutil.rmtree(_FOLDER, ignore_errors=True)
-        _FOLDER = None
+    try:
+        release_reference_session()
+    finally:
+        ahead, _AHEAD = _AHEAD, None
+        if ahead is not None:
+            ahead[1].remove()
+        if _FOLDER is not None:
+            unseal(_FOLDER)  # a sealed cache folder cannot be listed, so not removed, until unsealed
+            shutil.rmtree(_FOLDER, ignore_errors=True)
+            _FOLDER = None
 
 
 def _recording(converter, context: NotebookContext | None = None):

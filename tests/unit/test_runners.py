@@ -303,6 +303,15 @@ def test_dask_runner_reference_largest_first(dask, monkeypatch):
     assert dask.reference_runs() == [f"ran {n}.ipynb for {dask.run_id}" for n in ("02", "03", "01")]
 
 
+def test_dask_runner_keeps_no_reference_session_on_a_remote_scheduler(dask, monkeypatch):
+    """A remote worker's reference notebook keeps no session for the next: a run stopped while the
+    worker is busy could not end what it kept (a local worker ends with its run)."""
+    monkeypatch.setattr(runners, "run_reference", lambda name, source, options, keep_for: keep_for)
+    dask.scheduler = "tls://127.0.0.1:8786"
+    dask.start_reference(CourseSource(b"", {"source/ps1/01.ipynb": b"{}", "source/ps1/02.ipynb": b"{}"}))
+    assert dask.reference_runs() == [None, None]
+
+
 @pytest.mark.parametrize(
     "workers, named",
     [({}, "has no workers"), ({"tls://a": {"nthreads": 1}, "tls://b": {"nthreads": 4}}, "tls://b")],
