@@ -106,16 +106,12 @@ class _ReferenceSession:
     """One worker's sandbox session for the reference run: its scratch folder (the source, the
     shipped files, the compile cache being filled) and its judge's helpers, kept from one of the
     run's notebooks to the next on the same worker, as a student's are from one notebook to the
-    next (each notebook's kernel forked from one warm host, unless options.fork_kernels is off; the
-    helpers made fresh per notebook)."""
+    next (each notebook's kernel is a fresh sandbox; the helpers are made fresh per notebook)."""
 
     keep_for: str | None  # the run it may be kept for (None: this notebook's alone)
     scratch: Path
     session: SandboxSession
     cache: Path | None
-    #: seconds its first notebook's kernel took to start (the warm host's imports): added to each
-    #: later notebook's seconds, so that every notebook's time budget allows for a cold start
-    start_seconds: float | None = None
 
     def remove(self) -> None:
         try:
@@ -160,7 +156,7 @@ def _reference_session(source: CourseSource, options: GradingOptions, adapter, k
             source.shipped_files(scratch / "assignment"),
             cache=cache,
             cache_writable=True,
-            fork=options.fork_kernels,  # one warm kernel host, a kernel forked per notebook, as a student's
+            fork=False,  # each notebook's kernel a fresh sandbox, started cold: its seconds set its budget
             env=env,
             adapter=adapter,
         )
@@ -213,16 +209,12 @@ def run_reference(
             run.problems.append(f"the notebook could not run: {type(error).__name__}: {error}")
         finally:
             run.helpers = session.judge_helpers().used() if executor.judge_source else []
+            session.close()  # its kernel's sandbox (the helpers stay with the session)
         run.problems += (
             problems_of(executed) + solution_shortfalls(executed) + [t.line() for t in executor.record.troubles]
         )
         run.entries = {name: data for name, data in _cache_files(kept.cache).items() if name not in before}
         run.seconds = time.perf_counter() - started
-        if session.fork:  # a kernel forked from a host already warm: budgeted as if it started cold
-            if kept.start_seconds is None:
-                kept.start_seconds = executor.record.kernel_start
-            else:
-                run.seconds += kept.start_seconds
         keep = keep_for is not None and not run.problems
         return run
     finally:
