@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     if written is None:
         print(
             f"{lms_file(course)} not written: {len(export.pending)} student(s) have cells awaiting manual grading. "
-            f"Grade them in formgrader (`jupyter lab` in {course}), then run this again; or pass --allow-pending "
+            f"Grade them in formgrader (`jupyter lab --no-browser --LabApp.default_url=/formgrader` in {course}), then run this again; or pass --allow-pending "
             f"to leave those students out.",
             file=sys.stderr,
         )
