@@ -166,8 +166,11 @@ def _reference_session(source: CourseSource, options: GradingOptions, adapter, k
     return _ReferenceSession(keep_for, scratch, session, cache)
 
 
-def _cache_files(cache: Path | None) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file()} if cache else {}
+def _cache_files(cache: Path | None, leaving_out=frozenset()) -> dict[str, bytes]:
+    """The compile cache's files by name (those named in leaving_out not read)."""
+    if cache is None:
+        return {}
+    return {p.name: p.read_bytes() for p in sorted(cache.iterdir()) if p.is_file() and p.name not in leaving_out}
 
 
 def run_reference(
@@ -188,7 +191,7 @@ def run_reference(
     kept = _reference_session(source, options, adapter, keep_for)
     session, folder, keep = kept.session, kept.scratch / "source", False
     try:
-        before = set(_cache_files(kept.cache))
+        before = frozenset(p.name for p in kept.cache.iterdir()) if kept.cache else frozenset()
         executed = nbformat.read(folder / notebook, as_version=4)
         executor = SandboxedExecute(
             context=NotebookContext(session),
@@ -213,7 +216,7 @@ def run_reference(
         run.problems += (
             problems_of(executed) + solution_shortfalls(executed) + [t.line() for t in executor.record.troubles]
         )
-        run.entries = {name: data for name, data in _cache_files(kept.cache).items() if name not in before}
+        run.entries = _cache_files(kept.cache, leaving_out=before)
         run.seconds = time.perf_counter() - started
         keep = keep_for is not None and not run.problems
         return run
