@@ -313,12 +313,18 @@ class HelperProcess:
 
 def _kill_all(pid: int) -> None:
     """SIGKILL to a helper's process, its group and everything below it (a child that left the group
-    too); in a sandbox, its PID namespace goes with its first process."""
+    too); in a sandbox, its PID namespace goes with its first process.
+
+    What is below is listed before anything is killed: bubblewrap's `--new-session` puts the
+    sandbox's first process in a group of its own, and once bubblewrap is gone that process is no
+    longer below it; nor does `--die-with-parent` end it where the grader is root (that process
+    changed its uid, and bubblewrap may not signal another uid)."""
+    below_pid = descendants(pid)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for below in descendants(pid):
+    for below in below_pid:
         try:
             os.kill(below, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

@@ -665,6 +665,33 @@ def test_no_process_of_the_grader_reached(graded):
         assert [text for text in texts if host_path in text] == [], host_path
 
 
+def _orphaned_sandboxes() -> list[int]:
+    """The first process of every sandbox whose bubblewrap is gone: a sandbox's first process (1 in
+    its own PID namespace) whose parent is not bubblewrap has outlived whatever started it."""
+    from autograder.kernel.kernel_host import namespace_pids
+
+    orphans = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or namespace_pids(int(entry.name))[1:] != [1]:
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            parent_name = Path(f"/proc/{parent}/comm").read_text().strip()
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        if parent_name != "bwrap":
+            orphans.append(int(entry.name))
+    return orphans
+
+
+def test_no_sandbox_outlives_its_grading(graded):
+    """hostile-numpy-helper-memory and hostile-numpy-helper-forks leave processes of their own in
+    the judge's NumPy-only sandbox, which is ended at a limit or a deadline: once the class is
+    graded, no sandbox's first process runs without its bubblewrap (where the grader is root, the
+    kernel does not end it with bubblewrap; the grader must)."""
+    assert _orphaned_sandboxes() == []
+
+
 def test_unasked_line_breaks_its_notebook_only(graded):
     """The NumPy-only worker's answer ahead, a line nobody asked for: its notebook is broken, named,
     with the reason; the student's other notebooks are graded as usual (their scores: the table)."""

@@ -10,6 +10,10 @@ halt can end is given a deadline far longer than the wait.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -392,3 +396,69 @@ def test_builder_builds_from_a_cell_that_computes_as_it_runs(tmp_path):
             assert "program" in helper.request(request, 60)
     finally:
         helper.stop()
+
+
+@pytest.mark.parametrize("how", ["stopped", "killed"])
+def test_nothing_of_a_helpers_sandbox_outlives_it(tmp_path, how):
+    """A cell that left a process of its own session: once the helper is stopped (the judge's
+    deadline) or killed (the watcher, at a limit), neither the sandbox's first process nor what
+    the cell left is running. The first process is in a session of its own (`--new-session`) and,
+    where the grader is root, has a uid of its own that bubblewrap's `--die-with-parent` cannot
+    signal: it has to be found before bubblewrap is gone."""
+    from autograder.kernel.sandbox import find_sandbox
+
+    helper = NumpyOnlyRunner(find_sandbox(), tmp_path / "numpy_only")
+    try:
+        assert helper.request({"op": "load", "cell": 1, "source": LEAVES_A_PROCESS}, 60) == {"loaded": True}
+        inside = helper.processes()
+        assert len(inside) >= 2  # its first process, and what the cell left
+        if how == "stopped":
+            helper.stop()
+        else:
+            helper.kill("it passed the memory limit")
+        deadline = time.monotonic() + 30
+        while not all(gone(pid) for pid in inside) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in inside if not gone(pid)] == []
+    finally:
+        helper.stop()
+
+
+def test_a_helper_is_ended_with_what_left_its_group_even_once_it_is_gone(tmp_path, monkeypatch):
+    """Ending a helper finds every process below it before any is killed: a process that left the
+    helper's group is still ended when the helper itself is gone (reaped) by the time anyone
+    looks below it, as bubblewrap may be by then."""
+    from autograder.kernel import helpers
+
+    started = tmp_path / "left"
+    leaves = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    open({str(started)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(3600)\n"
+        "    os._exit(0)\n"
+        "time.sleep(3600)\n"
+    )
+    helper = subprocess.Popen([sys.executable, "-c", leaves], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (started.is_file() and started.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = int(started.read_text())
+    killpg = helpers.os.killpg
+
+    def killpg_then_reap(group, signum):  # the helper's own process ends at once, as bubblewrap's may
+        killpg(group, signum)
+        helper.wait(timeout=30)
+
+    monkeypatch.setattr(helpers.os, "killpg", killpg_then_reap)
+    try:
+        helpers._kill_all(helper.pid)
+        deadline = time.monotonic() + 30
+        while not gone(left) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gone(left), "the process that left the helper's group outlived it"
+    finally:
+        monkeypatch.undo()
+        if not gone(left):
+            os.kill(left, signal.SIGKILL)
