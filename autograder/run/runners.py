@@ -232,7 +232,7 @@ class DaskRunner:
                 return False
             try:
                 self._client().run(release_sandboxes)  # the sandbox each worker made for a next student
-            except Exception:  # a worker that is gone took its sandboxes with it (--die-with-parent)
+            except Exception:  # a worker that is gone: its sandboxes end as their lines close (confine.grader_gone)
                 pass
             self._client().close()
             if self.cluster is not None:
@@ -257,7 +257,7 @@ class DaskRunner:
     def _end_workers_now(self) -> None:
         """A stopped run (Ctrl-C, SIGTERM) ends its local workers before anything of the run is
         removed: a worker still grading would write into a removed --out or sandbox. Each is asked
-        to close and killed STOP_GRACE_S later, mid-task or not (its sandboxes die with it), its
+        to close and killed STOP_GRACE_S later, mid-task or not (its sandboxes end as their lines close), its
         nanny closing too, so that none is started again. What Dask says of students its workers
         left unfinished is the stop's doing; the run says it stopped."""
         import asyncio

@@ -35,11 +35,30 @@ def private_line(config: dict):
     requests, answers = config["line"]
     for fd in (requests, answers):
         os.set_inheritable(fd, False)
+    _GRADER_LINE[:] = [requests]
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
     return os.fdopen(requests, "r"), os.fdopen(answers, "w")
+
+
+#: The descriptor the grader's requests come on, once private_line has taken it.
+_GRADER_LINE: list[int] = []
+
+
+def grader_gone() -> bool:
+    """Whether the grader's end of the private line is closed: the grader ended, or was stopped or
+    killed. A process that waits for learner code (a cell's worker, a fork) asks this as it waits,
+    and ends when it is so: where the grader is root, nothing else ends the sandbox (its first
+    process has a uid of its own, which bubblewrap's --die-with-parent may not signal)."""
+    import select
+
+    if not _GRADER_LINE:
+        return False
+    poller = select.poll()
+    poller.register(_GRADER_LINE[0], 0)  # hang-up and errors are reported whatever is asked for
+    return any(events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, events in poller.poll(0))
 
 
 def hide_command_line() -> None:

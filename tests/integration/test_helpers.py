@@ -10,6 +10,7 @@ halt can end is given a deadline far longer than the wait.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -462,3 +463,85 @@ def test_a_helper_is_ended_with_what_left_its_group_even_once_it_is_gone(tmp_pat
         monkeypatch.undo()
         if not gone(left):
             os.kill(left, signal.SIGKILL)
+
+
+BLOCKS_WITH_A_PROCESS = (
+    LEAVES_A_PROCESS
+    + """
+
+def blocks(x):
+    if _os.fork() == 0:  # one more process, of its own session: the call has begun
+        _os.setsid()
+        _time.sleep(3600)
+        _os._exit(0)
+    _time.sleep(3600)
+"""
+)
+
+
+#: A grader in a process of its own: a helper (NumPy-only runner or program builder) asked for
+#: something that never returns, the helper's processes printed, then the grader waits to be killed.
+GRADER_THAT_DIES = """
+import json, sys, threading, time
+from pathlib import Path
+from autograder.adapters.jax_programs.helpers import ProgramBuilder
+from autograder.kernel.helpers import NumpyOnlyRunner
+from autograder.kernel.sandbox import find_sandbox
+
+which, folder, assignment, source = sys.argv[1:]
+if which == "numpy_only":
+    helper = NumpyOnlyRunner(find_sandbox(), Path(folder))
+    assert helper.request({"op": "load", "cell": 1, "source": source}, 60) == {"loaded": True}
+    request = {"op": "call", "cell": 1, "name": "blocks", "args": [1.0]}
+else:
+    helper = ProgramBuilder(find_sandbox(), Path(folder), assignment=Path(assignment))
+    request = json.loads(source)
+threading.Thread(target=helper.request, args=(request, 3600), daemon=True).start()
+deadline = time.monotonic() + 120
+need = 4 if which == "numpy_only" else 3  # first, the worker (and what its load left) or the fork, what it left
+while len(helper.processes()) < need and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(" ".join(map(str, helper.processes())), flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("which", ["numpy_only", "builder"])
+def test_a_helper_waiting_on_learner_code_ends_when_the_grader_goes(tmp_path, which):
+    """The grader is killed while a helper waits for learner code that never returns (a NumPy-only
+    cell's function, a cell the builder's fork runs) and that left a process outside its group:
+    the helper sees its line close and ends, and its sandbox with it. (Where the grader is root,
+    nothing else ends it: its first process has a uid of its own, which bubblewrap's
+    --die-with-parent may not signal.)"""
+    from autograder.adapters.lesson import SHIPPED_MODULES
+    from autograder.course.paths import RELEASE, ROOT
+
+    assignment = tmp_path / "assignment"
+    assignment.mkdir()
+    for name in SHIPPED_MODULES:
+        (assignment / name).write_bytes((RELEASE / name).read_bytes())
+    if which == "numpy_only":
+        source = BLOCKS_WITH_A_PROCESS
+    else:
+        source = json.dumps(_builder_request("left", LEAVES_A_PROCESS + "\n_time.sleep(3600)\n"))
+    grader = subprocess.Popen(
+        [sys.executable, "-c", GRADER_THAT_DIES, which, str(tmp_path / which), str(assignment), source],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    inside = []
+    try:
+        inside = [int(pid) for pid in grader.stdout.readline().split()]
+        assert len(inside) >= 3, inside
+        os.kill(grader.pid, signal.SIGKILL)  # no stop, no close: the grader is gone
+        grader.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while not all(gone(pid) for pid in inside) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in inside if not gone(pid)] == []
+    finally:
+        for pid in [grader.pid, *inside]:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -40,7 +40,7 @@ confine.py's and program_data.py's; `main()` answers one request per line, each 
 from __future__ import annotations
 
 if __package__:  # imported as part of the grader (its tests); sent as text, the three files come first
-    from autograder.sandboxed.confine import child_ended, confine, end_the_others, reply, requests
+    from autograder.sandboxed.confine import child_ended, confine, end_the_others, grader_gone, reply, requests
     from autograder.sandboxed.wire import WireError, decode, dumps, loads, shipped
 
     from .program_data import program_as_data
@@ -386,6 +386,9 @@ def _answer_of_the_fork() -> dict:
         while size <= MAX_ANSWER:
             if not ended and not select.select([inward], [], [], 0.05)[0]:
                 ended = child_ended(pid)
+                if not ended and grader_gone():  # nobody will take the answer: the fork, then this process, end
+                    os.killpg(pid, signal.SIGKILL)
+                    os._exit(0)
                 continue
             try:
                 chunk = os.read(inward, 1 << 20)
