@@ -58,7 +58,11 @@ def find_submissions(folder: Path, assignment: Assignment) -> Submissions:
     """The students to grade, the folders rejected and why; UsageError when the layout is wrong."""
     folder = Path(folder)
     if not folder.exists():
-        raise UsageError(f"the submissions folder {folder} does not exist")
+        raise UsageError(
+            f"the submissions folder {folder} does not exist: put each learner's notebooks in "
+            f"{folder}/<student_id>/[{assignment.id}/]<notebook>.ipynb first (`nbgrader collect` does, in a course "
+            "with nbgrader's exchange)"
+        )
     if not folder.is_dir():
         raise UsageError(f"{folder} is a file: give the folder that holds <student_id>/<notebook>.ipynb")
     layout = f"expected {folder}/<student_id>/[{assignment.id}/]<notebook>.ipynb, notebooks among: {', '.join(assignment.notebooks)}"

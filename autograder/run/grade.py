@@ -153,6 +153,7 @@ class GradingResult:
     #: each student's notebooks not graded (UNREADABLE, MISSING, RENAMED), in the assignment's order
     not_graded: dict[str, list[Trouble]] = field(default_factory=dict)
     judge_seed: int | None = None  # the seed of the judge's inputs this run: --judge-seed repeats them
+    in_class: list[str] = field(default_factory=list)  # every student the class gradebook holds after the run
 
 
 # ----------------------------------------------------------------------------------------
@@ -340,7 +341,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
             else:  # kept_for: a run without the sandbox may take a sandboxed run's
                 progress.note(f"reference run: kept from an earlier sandboxed run (its key {kept_key[:12]})")
         try:
-            template = into_template(template, runs, options, progress.note)
+            template = into_template(template, runs, options, progress.note, kept=kept is not None)
         except ReferenceProblem as error:
             raise CannotGradeSafely(str(error)) from None
         if key and kept is None:
@@ -390,7 +391,8 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
     students = sorted(found.students)
     stored = sorted(result.student_id for result in graded_now)
     cells = read_cells(course, stored)
-    if class_students(course):  # the class files hold what the gradebook holds: nothing before anyone is graded
+    in_class = class_students(course)
+    if in_class:  # the class files hold what the gradebook holds: nothing before anyone is graded
         write_class_files(out, course, {k: v for k, v in flagged.items() if k in stored}, stored)
         write_run_report(out, course)
     by_hand = graded_by_hand(course, stored)
@@ -417,6 +419,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         assignment=assignment,
         not_graded={k: v for k, v in sorted(missed.items()) if v},
         judge_seed=options.judge_seed,
+        in_class=in_class,
     )
     progress.finish(seconds, summary_of(outcome))
     raise_if_stopped()  # a stop Python dropped while the run wrote its files
@@ -443,6 +446,19 @@ def summary_of(result: GradingResult) -> Summary:
         rechecks=len(result.rechecks),
         failed=len(result.failed),
         rejected=len(result.rejected),
+    )
+
+
+def class_line(result: GradingResult) -> str | None:
+    """What the class gradebook holds beyond this run's students (a regrade of a few, a late
+    student): None when it holds only them."""
+    stored = {row["student_id"] for row in result.cells}
+    earlier = [student for student in result.in_class if student not in stored]
+    if not earlier:
+        return None
+    return (
+        f"the class gradebook holds {len(result.in_class)} student(s): {len(stored)} graded in this run, "
+        f"{len(earlier)} kept as earlier runs stored them ({', '.join(earlier[:5])}{', ...' if len(earlier) > 5 else ''})"
     )
 
 
@@ -650,6 +666,9 @@ def _graded(args, rest) -> int:
         print(
             f"wrote {where}/grades.csv, cells.csv, flags.csv, feedback/ and the gradebook {where}/course/gradebook.db"
         )
+        kept = class_line(result)
+        if kept:
+            print(console_line(kept, 1000))
         if (result.out / "report.html").exists():
             print(f"the class at a glance: {where}/report.html (its tables as CSV in {where}/report/)")
     else:

@@ -228,10 +228,15 @@ def run_reference(
 
 
 def into_template(
-    template: TaskTemplate, runs: list[ReferenceRun], options: GradingOptions, say=lambda line: None
+    template: TaskTemplate,
+    runs: list[ReferenceRun],
+    options: GradingOptions,
+    say=lambda line: None,
+    kept: bool = False,
 ) -> TaskTemplate:
     """The template with the time budgets (the options' time policy) and, unless the options'
-    compile_cache is off, the compile cache; ReferenceProblem when a run was not clean."""
+    compile_cache is off, the compile cache; ReferenceProblem when a run was not clean. `kept`:
+    the runs are an earlier run's (what is said of their seconds is then in the past)."""
     failed = [f"{run.notebook}: {problem}" for run in runs for problem in run.problems]
     if failed:
         raise ReferenceProblem(
@@ -251,9 +256,10 @@ def into_template(
     )
     count, size = (len(cache.entries), cache.size) if cache is not None else (0, 0)
     cache_said = f"{count} executables ({size / 1e6:.1f} MB)" if compile_cache else "off"
+    work = f"{sum(r.seconds for r in runs):.1f} s of work"
+    said = f"earned every point in the kept run ({work} then)" if kept else f"earn every point, {work}"
     say(
-        f"reference run: the instructor's notebooks earn every point, {sum(r.seconds for r in runs):.1f} s of "
-        f"work; compile cache: {cache_said}; time budgets "
+        f"reference run: the instructor's notebooks {said}; compile cache: {cache_said}; time budgets "
         + ", ".join(f"{Path(name).stem[:2]} {seconds:.0f} s" for name, seconds in sorted(budgets.items()))
     )
     return merged

@@ -28,7 +28,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from autograder.adapters.lesson import ASSIGNMENT, NOTEBOOKS
 from autograder.course.paths import AUTOGRADER, RELEASE, ROOT, SOLUTIONS
 from autograder.gradebook.class_gradebook import GradebookError
-from autograder.run.grade import grade
+from autograder.run.grade import class_line, grade
 from tests.grading import graded_samples, options
 
 SAMPLES = AUTOGRADER / "samples"
@@ -207,6 +207,10 @@ def regraded(graded, tmp_path_factory):
 def test_regrade_keeps_manual_grades_and_comments(regraded):
     out, result, printed, before, pages_before = regraded
     assert result.students == ["sample-complete", "sample-two-mistakes"]
+    assert result.in_class == ["sample-complete", "sample-partial", "sample-two-mistakes"]
+    assert class_line(result) is not None and class_line(result).endswith(
+        "3 student(s): 2 graded in this run, 1 kept as earlier runs stored them (sample-partial)"
+    )
     assert _stored(out, "sample-complete", "04-exercise", "answer-why-hvp") == (1.5, None, False, COMPLETE_COMMENT)
     assert _stored(out, "sample-complete", "05-evidence", "explanation") == (2.0, 0.5, False, None)
     assert _stored(out, "sample-two-mistakes", "01-understand", "test-layer-backward")[:3] == (1.0, None, False)

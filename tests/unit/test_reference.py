@@ -103,6 +103,14 @@ def test_template_without_compile_cache():
     assert cached.cache.entries == {"jit_f-abc": b"an executable"} and cached.cache.size == 13
     assert plain.cache is None and plain.budgets == cached.budgets
     assert "compile cache: 1 executables (0.0 MB)" in said[0] and "compile cache: off" in said[1]
+    assert "notebooks earn every point," in said[0]
+
+
+def test_a_kept_reference_run_is_told_as_past():
+    """Grading on a kept reference run says its seconds were that run's, not this one's."""
+    said = []
+    into_template(TEMPLATE, _runs(), GradingOptions(), said.append, kept=True)
+    assert "earned every point in the kept run (" in said[0] and " s of work then)" in said[0], said
 
 
 def test_cell_solutions_do_not_pass_is_named():

@@ -13,7 +13,7 @@ from autograder.course.hidden_tests import PLACEHOLDER, strip_hidden_tests, stri
 from autograder.course.paths import SOLUTIONS
 from autograder.gradebook.reports import CELL_COLUMNS, FLAG_COLUMNS, flag_findings, read_flags
 from autograder.gradebook.student_files import flag_note
-from autograder.run.grade import GradingResult, score_table
+from autograder.run.grade import GradingResult, class_line, score_table
 
 BLOCK = "### BEGIN HIDDEN TESTS\nassert secret == 42\n### END HIDDEN TESTS\n"
 
@@ -96,6 +96,17 @@ def test_score_table_marks_broken_flagged():
     lines = score_table(_result(broken={"ann": ["01-understand"]}, flagged={"bob": ["x"]})).splitlines()
     assert next(line for line in lines if line.startswith("ann")).endswith(" !")
     assert next(line for line in lines if line.startswith("bob")).endswith(" ?")
+
+
+def test_a_regrade_of_a_few_names_the_students_kept():
+    """A run that graded some of the class says how many the class gradebook holds, and which it
+    kept as earlier runs stored them; a run that graded everyone in it says nothing more."""
+    assert class_line(_result(in_class=["ann", "bob"])) is None
+    assert class_line(_result(in_class=["ann", "bob", "carol", "dan"])) == (
+        "the class gradebook holds 4 student(s): 2 graded in this run, 2 kept as earlier runs stored them (carol, dan)"
+    )
+    many = class_line(_result(in_class=["ann", "bob", *(f"s{i}" for i in range(7))]))
+    assert many is not None and many.endswith("(s0, s1, s2, s3, s4, ...)")
 
 
 def test_flags_read_back_as_written(tmp_path):

@@ -57,7 +57,7 @@ def test_each_student_is_graded_or_rejected_alone(tmp_path):
 @pytest.mark.parametrize(
     "layout, message",
     [
-        ("missing", "does not exist"),
+        ("missing", "does not exist: put each learner's notebooks in"),
         ("file", "is a file"),
         ("flat", "sits at the top"),
         ("nobody", "no student folder that can be graded"),
