@@ -38,6 +38,7 @@ from pathlib import Path
 
 import nbformat
 from nbconvert.exporters import NotebookExporter
+from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Dict, List
 
@@ -233,6 +234,45 @@ def as_saved(data: bytes) -> nbformat.NotebookNode | None:
     return notebook
 
 
+def awaiting_a_person(gradebook, assignments=(), students=()) -> dict[tuple[str, str], list[str]]:
+    """{(student, assignment): ["notebook/grade_id", ...]}: the cells of a submission that await a
+    person (a written answer, a test cell to check again), of these assignments and students (all
+    where none are named), from nbgrader's gradebook."""
+    waiting: dict[tuple[str, str], list[str]] = {}
+    for assignment in gradebook.assignments:
+        if assignments and assignment.name not in assignments:
+            continue
+        for submission in assignment.submissions:
+            if students and submission.student.id not in students:
+                continue
+            cells = [
+                f"{notebook.name}/{grade.name}"
+                for notebook in submission.notebooks
+                for grade in notebook.grades
+                if grade.needs_manual_grade
+            ]
+            if cells:
+                waiting[(submission.student.id, assignment.name)] = sorted(cells)
+    return waiting
+
+
+class PendingNamingExport(CsvExportPlugin):
+    """nbgrader's CSV export (grades.csv, unchanged), then a PENDING line for each submission whose
+    total still counts a cell that awaits a person: nbgrader's own export says nothing of them."""
+
+    def export(self, gradebook) -> None:
+        super().export(gradebook)
+        waiting = awaiting_a_person(gradebook, self.assignment, self.student)
+        if waiting:
+            self.log.warning(
+                "%d submission(s) have cells awaiting a person: grades.csv counts each at its automatic "
+                "score (0 for a written answer) until it is graded in formgrader; export again then",
+                len(waiting),
+            )
+        for (student, assignment), cells in sorted(waiting.items()):
+            self.log.warning("%s", console_line(f"PENDING {student}: {assignment}: {', '.join(cells)}", 1000))
+
+
 class TakenInExporter(NotebookExporter):
     """nbgrader's exporter for `nbgrader autograde`, taking each submitted file in as `autograder
     grade` does (autograder/course/intake.py), so that one broken notebook costs only itself.
@@ -420,6 +460,10 @@ def configure(
     # replaces read-only files itself, and courses that instructors share need the group's bits.
     # The same feedback pages as nbgrader's HTMLExporter writes, in about half the time (pages.py).
     c.GenerateFeedback.exporter_class = "autograder.notebook.pages.PageExporter"
+    # nbgrader export's grades.csv as nbgrader writes it, and the cells still awaiting a person
+    # named (a course that chose its own exporter keeps it).
+    if "plugin_class" not in c.ExportApp:
+        c.ExportApp.plugin_class = PendingNamingExport
     if checks_module and assignment:
         c.Assignments.settings = {**c.Assignments.get("settings", {}), assignment: {"checks_module": checks_module}}
     elif checks_module:

@@ -213,6 +213,9 @@ def test_readme_instructor_quick_start(tmp_path_factory):
     carol = (course / "feedback" / "carol" / ASSIGNMENT / "02-build.html").read_text()
     assert "The grader could not read this notebook" in carol and "Not graded in this assignment" in carol
     assert _exported(course / "grades.csv") == pytest.approx(_totals(route_a))
+    # ... and names what its totals count before a person graded it: ann's written answer.
+    waiting = [line for line in log.splitlines() if f"PENDING ann: {ASSIGNMENT}: " in line]
+    assert len(waiting) == 1 and f"{WRITTEN[0]}/{WRITTEN[1]}" in waiting[0], log[-3000:]
     # The reference run is kept beside route B's out, for the next run.
     assert (course / "autograder" / "reference-cache").is_dir()
 

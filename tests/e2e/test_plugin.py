@@ -492,7 +492,15 @@ def test_both_routes_agree_on_a_class_with_problems(tmp_path, instructor_home):
     assert table == from_cells == grades == formgrader == nbgrader_own == report == truth
     assert lms == {s: v for s, v in truth.items() if s not in {p[0] for p in pending}}
     assert report_pending == pending
-    # And on route A: the report and nbgrader's export count what its gradebook counts.
-    assert _nbgrader(course, "export", env=env).returncode == 0
+    # And on route A: the report and nbgrader's export count what its gradebook counts, and the
+    # export names what awaits a person.
+    course_said = _nbgrader(course, "export", env=env)
+    assert course_said.returncode == 0, course_said.stderr
+    waiting: dict[str, list[str]] = {}
+    for student, notebook, cell in pending:
+        waiting.setdefault(student, []).append(f"{notebook}/{cell}")
+    for student, cells in waiting.items():
+        assert f"PENDING {student}: {assignment}: {', '.join(sorted(cells))}" in course_said.stderr, course_said.stderr
+    assert f"{len(waiting)} submission(s) have cells awaiting a person" in course_said.stderr
     course_export = {row["student_id"]: float(row["raw_score"]) for row in _rows(course / "grades.csv")}
     assert _report_totals(report_a) == course_export == _totals(route_a)

@@ -205,3 +205,37 @@ def test_new_gradebook_stamped_with_revision(tmp_path, monkeypatch):
         pass
     with sqlite3.connect(tmp_path / "gradebook.db") as db:
         assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(by_command,)]
+
+
+@pytest.mark.filterwarnings("ignore:Object of type")  # nbgrader's own add_submission, as it is
+def test_nbgrader_export_names_what_awaits_a_person(tmp_path, monkeypatch):
+    """`nbgrader export` through the plugin: what each submission still awaits from a person, per
+    assignment and student, as the export's --assignment and --student narrow it."""
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+
+    from autograder.notebook.plugin import awaiting_a_person
+    from autograder.upstream.nbgrader import schema_head
+
+    monkeypatch.setattr(nbgrader.api, "get_alembic_version", schema_head)  # read here, not by running `alembic`
+
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        for assignment in ("ps1", "ps2"):
+            gb.update_or_create_assignment(assignment)
+            gb.add_notebook("nb", assignment)
+            gb.add_grade_cell("written", "nb", assignment, max_score=2, cell_type="markdown")
+            gb.add_grade_cell("test", "nb", assignment, max_score=1, cell_type="code")
+        for student in ("ann", "bob"):
+            gb.add_student(student)
+            for assignment in ("ps1", "ps2"):
+                gb.add_submission(assignment, student)
+        waiting = {("ann", "ps1", "written"), ("ann", "ps1", "test"), ("bob", "ps2", "written")}  # test: a re-check
+        for student in ("ann", "bob"):
+            for assignment in ("ps1", "ps2"):
+                for cell in ("written", "test"):
+                    grade = gb.find_grade(cell, "nb", assignment, student)
+                    grade.needs_manual_grade = (student, assignment, cell) in waiting
+        gb.db.commit()
+        assert awaiting_a_person(gb) == {("ann", "ps1"): ["nb/test", "nb/written"], ("bob", "ps2"): ["nb/written"]}
+        assert awaiting_a_person(gb, assignments=["ps2"]) == {("bob", "ps2"): ["nb/written"]}
+        assert awaiting_a_person(gb, students=["ann"]) == {("ann", "ps1"): ["nb/test", "nb/written"]}
