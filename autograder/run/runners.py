@@ -100,6 +100,7 @@ class HereRunner:
                     result = grade_student(task, template)
                     break
                 except Exception as error:  # the machinery failed on this submission: retry once
+                    raise_if_stopped()  # ... unless a stop made it fail: no student is graded again after one
                     if attempt == 2:
                         result = broken_result(
                             task.student_id, f"grading failed twice ({type(error).__name__}: {error})"
@@ -323,6 +324,7 @@ class DaskRunner:
             try:
                 result = future.result()
             except Exception as error:
+                raise_if_stopped()  # a task failed by the stop is not submitted again
                 if attempts[task.student_id] < 2:
                     attempts[task.student_id] += 1
                     key = self._key("grade", task.student_id, attempts[task.student_id])

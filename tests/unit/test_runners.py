@@ -3,6 +3,7 @@ replaced by a script and Dask by a fake client that runs each task when its resu
 
 from __future__ import annotations
 
+import signal
 import sys
 import types
 
@@ -168,6 +169,30 @@ def test_here_runner_retries_failed_student_once(monkeypatch):
     assert [call[0] for call in grading.calls] == ["a", "a", "b"]
 
 
+class StoppedMidGrading(Grading):
+    """grade_student, scripted, with the run stopped (its Ctrl-C heard) as the first call begins."""
+
+    def __init__(self, monkeypatch, **failures):
+        super().__init__(**failures)
+        self.monkeypatch = monkeypatch
+
+    def __call__(self, task, template):
+        from autograder.run import stopping
+
+        self.monkeypatch.setattr(stopping, "_STOPPED_BY", [signal.SIGINT])
+        return super().__call__(task, template)
+
+
+def test_here_runner_grades_no_one_again_after_a_stop(monkeypatch):
+    """A student's grading that fails because the run was stopped (Ctrl-C taken by a library,
+    which then fails on) is not tried again: the stop goes on, and no later student starts."""
+    grading = StoppedMidGrading(monkeypatch, a=[RuntimeError("the kernel was interrupted")])
+    monkeypatch.setattr(runners, "grade_student", grading)
+    with pytest.raises(KeyboardInterrupt):
+        HereRunner(GradingOptions()).run([_task("a"), _task("b")], {}, Progress())
+    assert [call[0] for call in grading.calls] == ["a"]
+
+
 def test_here_runner_failed_twice_is_broken(monkeypatch):
     """A student whose grading fails twice gets a broken result naming the error, and the next student is graded."""
     grading = Grading(a=[RuntimeError("one"), ValueError("two"), RuntimeError("never tried")])
@@ -241,6 +266,16 @@ def test_dask_runner_retries_under_new_key(dask, monkeypatch):
     assert len(dask.client.keys) == len(set(dask.client.keys)) == 3
     assert f"autograder-{dask.run_id}-grade-ada-2" in dask.client.keys
     assert [call[0] for call in grading.calls].count("ada") == 2
+
+
+def test_dask_runner_submits_no_task_again_after_a_stop(dask, monkeypatch):
+    """A task failed by the run's stop is not submitted again under a new key: the stop goes on."""
+    grading = StoppedMidGrading(monkeypatch, a=[RuntimeError("the kernel was interrupted")])
+    monkeypatch.setattr(runners, "grade_student", grading)
+    with pytest.raises(KeyboardInterrupt):
+        dask.run([_task("a")], {}, Progress())
+    assert [call[0] for call in grading.calls] == ["a"]
+    assert dask.client.keys == [f"autograder-{dask.run_id}-grade-a-1"]
 
 
 def test_dask_runner_failed_twice_is_broken(dask, monkeypatch):
