@@ -15,7 +15,7 @@ import nbformat
 from autograder.course.assignment import assignment_of
 from autograder.course.outcomes import Trouble
 from autograder.gradebook.class_gradebook import db_url, require_gradebook
-from autograder.gradebook.totals import ClassTotals, class_totals
+from autograder.gradebook.totals import ClassTotals, class_totals, totals_in
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +127,22 @@ def lms_export(course: Path, total_only: bool = False) -> LmsExport:
     return LmsExport(header, points, rows, pending)
 
 
-def pending_lines(pending: dict[str, list[str]]) -> list[str]:
-    return [f"PENDING {student}: {', '.join(cells)}" for student, cells in sorted(pending.items())]
+def pending_lines(pending: dict[str, list[str]], assignment: str | None = None) -> list[str]:
+    """One PENDING line per student: the cells (notebook/grade_id) that await a person, after the
+    assignment's name where a course has more than the one."""
+    where = f"{assignment}: " if assignment is not None else ""
+    return [f"PENDING {student}: {where}{', '.join(cells)}" for student, cells in sorted(pending.items())]
+
+
+def awaiting_a_person(gb, assignments: list[str], students=()) -> dict[str, dict[str, list[str]]]:
+    """{assignment: {student: ["notebook/grade_id", ...]}}: the pending cells (gradebook/totals.py)
+    of each of these assignments' submissions, of these students (all where none are named), in
+    the open gradebook gb."""
+    waiting: dict[str, dict[str, list[str]]] = {}
+    for assignment in assignments:
+        for cell in totals_in(gb, assignment, students or None).pending():
+            waiting.setdefault(assignment, {}).setdefault(cell.student, []).append(f"{cell.notebook}/{cell.grade_id}")
+    return waiting
 
 
 def write_lms_file(

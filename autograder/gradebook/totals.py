@@ -84,33 +84,45 @@ def class_totals(
     given), from the gradebook at db_url; each notebook's cells in `cell_order` ({notebook:
     [grade_id, ...]}, the source's order), else by name. An assignment the gradebook does not
     have: no cell."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        return totals_in(gb, assignment, students, cell_order)
+
+
+def totals_in(
+    gb,
+    assignment: str,
+    students: Iterable[str] | None = None,
+    cell_order: dict[str, list[str]] | None = None,
+) -> ClassTotals:
+    """class_totals, read from a gradebook already open (nbgrader's `Gradebook`: an export plugin's)."""
+    from nbgrader.api import MissingEntry
 
     wanted = None if students is None else set(students)
-    with Gradebook(db_url) as gb:
-        try:
-            stored = gb.find_assignment(assignment)
-        except MissingEntry:
-            return ClassTotals(assignment, [])
-        notebooks = [nb.name for nb in sorted(stored.notebooks, key=lambda nb: nb.name)]
-        order = {nb: {grade_id: index for index, grade_id in enumerate(ids)} for nb, ids in (cell_order or {}).items()}
-        totals = ClassTotals(assignment, notebooks, {nb.name: float(nb.max_score) for nb in stored.notebooks})
-        for submission in sorted(stored.submissions, key=lambda s: s.student.id):
-            student = submission.student.id
-            if wanted is not None and student not in wanted:
-                continue
-            for notebook in sorted(submission.notebooks, key=lambda n: n.name):
-                places = order.get(notebook.name, {})
-                for grade in sorted(notebook.grades, key=lambda g: (places.get(g.name, len(places)), g.name)):
-                    totals.cells.append(
-                        CellScore(
-                            student,
-                            notebook.name,
-                            grade.name,
-                            float(grade.score),
-                            float(grade.max_score),
-                            bool(grade.needs_manual_grade),
-                        )
+    try:
+        stored = gb.find_assignment(assignment)
+    except MissingEntry:
+        return ClassTotals(assignment, [])
+    notebooks = [nb.name for nb in sorted(stored.notebooks, key=lambda nb: nb.name)]
+    order = {nb: {grade_id: index for index, grade_id in enumerate(ids)} for nb, ids in (cell_order or {}).items()}
+    totals = ClassTotals(assignment, notebooks, {nb.name: float(nb.max_score) for nb in stored.notebooks})
+    for submission in sorted(stored.submissions, key=lambda s: s.student.id):
+        student = submission.student.id
+        if wanted is not None and student not in wanted:
+            continue
+        for notebook in sorted(submission.notebooks, key=lambda n: n.name):
+            places = order.get(notebook.name, {})
+            for grade in sorted(notebook.grades, key=lambda g: (places.get(g.name, len(places)), g.name)):
+                totals.cells.append(
+                    CellScore(
+                        student,
+                        notebook.name,
+                        grade.name,
+                        float(grade.score),
+                        float(grade.max_score),
+                        bool(grade.needs_manual_grade),
                     )
-                totals.penalties[(student, notebook.name)] = float(notebook.late_submission_penalty or 0.0)
+                )
+            totals.penalties[(student, notebook.name)] = float(notebook.late_submission_penalty or 0.0)
     return totals

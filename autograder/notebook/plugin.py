@@ -47,6 +47,7 @@ from autograder.course.intake import NotANotebook, not_graded, not_graded_lines,
 from autograder.course.outcomes import Trouble, TroubleKind
 from autograder.course.text_safety import console_line
 from autograder.gradebook.merge import answer_for, answers_of, recheck_line
+from autograder.gradebook.reports import awaiting_a_person, pending_lines
 from autograder.upstream.nbconvert import exporter_resources
 from autograder.upstream.nbgrader import sanitizing
 
@@ -234,43 +235,25 @@ def as_saved(data: bytes) -> nbformat.NotebookNode | None:
     return notebook
 
 
-def awaiting_a_person(gradebook, assignments=(), students=()) -> dict[tuple[str, str], list[str]]:
-    """{(student, assignment): ["notebook/grade_id", ...]}: the cells of a submission that await a
-    person (a written answer, a test cell to check again), of these assignments and students (all
-    where none are named), from nbgrader's gradebook."""
-    waiting: dict[tuple[str, str], list[str]] = {}
-    for assignment in gradebook.assignments:
-        if assignments and assignment.name not in assignments:
-            continue
-        for submission in assignment.submissions:
-            if students and submission.student.id not in students:
-                continue
-            cells = [
-                f"{notebook.name}/{grade.name}"
-                for notebook in submission.notebooks
-                for grade in notebook.grades
-                if grade.needs_manual_grade
-            ]
-            if cells:
-                waiting[(submission.student.id, assignment.name)] = sorted(cells)
-    return waiting
-
-
 class PendingNamingExport(CsvExportPlugin):
     """nbgrader's CSV export (grades.csv, unchanged), then a PENDING line for each submission whose
     total still counts a cell that awaits a person: nbgrader's own export says nothing of them."""
 
     def export(self, gradebook) -> None:
         super().export(gradebook)
-        waiting = awaiting_a_person(gradebook, self.assignment, self.student)
-        if waiting:
+        names = [a.name for a in gradebook.assignments if not self.assignment or a.name in self.assignment]
+        waiting = awaiting_a_person(gradebook, names, self.student)
+        count = sum(len(students) for students in waiting.values())
+        if count:
             self.log.warning(
-                "%d submission(s) have cells awaiting a person: grades.csv counts each at its automatic "
-                "score (0 for a written answer) until it is graded in formgrader; export again then",
-                len(waiting),
+                "%d submission(s) have cells awaiting a person: grades.csv counts each at the score the gradebook "
+                "holds for it (0 for a written answer nobody graded yet) until it is graded in formgrader; "
+                "export again then",
+                count,
             )
-        for (student, assignment), cells in sorted(waiting.items()):
-            self.log.warning("%s", console_line(f"PENDING {student}: {assignment}: {', '.join(cells)}", 1000))
+        for assignment, students in sorted(waiting.items()):
+            for line in pending_lines(students, assignment):
+                self.log.warning("%s", console_line(line, 1000))
 
 
 class TakenInExporter(NotebookExporter):

@@ -214,7 +214,7 @@ def test_nbgrader_export_names_what_awaits_a_person(tmp_path, monkeypatch):
     import nbgrader.api
     from nbgrader.api import Gradebook
 
-    from autograder.notebook.plugin import awaiting_a_person
+    from autograder.gradebook.reports import awaiting_a_person, pending_lines
     from autograder.upstream.nbgrader import schema_head
 
     monkeypatch.setattr(nbgrader.api, "get_alembic_version", schema_head)  # read here, not by running `alembic`
@@ -236,6 +236,12 @@ def test_nbgrader_export_names_what_awaits_a_person(tmp_path, monkeypatch):
                     grade = gb.find_grade(cell, "nb", assignment, student)
                     grade.needs_manual_grade = (student, assignment, cell) in waiting
         gb.db.commit()
-        assert awaiting_a_person(gb) == {("ann", "ps1"): ["nb/test", "nb/written"], ("bob", "ps2"): ["nb/written"]}
-        assert awaiting_a_person(gb, assignments=["ps2"]) == {("bob", "ps2"): ["nb/written"]}
-        assert awaiting_a_person(gb, students=["ann"]) == {("ann", "ps1"): ["nb/test", "nb/written"]}
+        both = ["ps1", "ps2"]
+        assert awaiting_a_person(gb, both) == {
+            "ps1": {"ann": ["nb/test", "nb/written"]},
+            "ps2": {"bob": ["nb/written"]},
+        }
+        assert awaiting_a_person(gb, ["ps2"]) == {"ps2": {"bob": ["nb/written"]}}
+        assert awaiting_a_person(gb, both, students=["ann"]) == {"ps1": {"ann": ["nb/test", "nb/written"]}}
+    assert pending_lines({"ann": ["nb/test", "nb/written"]}, "ps1") == ["PENDING ann: ps1: nb/test, nb/written"]
+    assert pending_lines({"ann": ["nb/test"]}) == ["PENDING ann: nb/test"]  # route B's: one assignment
