@@ -1151,3 +1151,40 @@ def test_helper_below_the_test_cell_is_not_the_kernels(monkeypatch, trusted):
     judge.above = above
     earned, report = judge.run_cell(_source("02-build.ipynb", grade_id), 3)
     assert earned < 3 and "one_objective" in report, report
+
+
+def test_the_artifact_runner_makes_a_program_once_per_notebook(monkeypatch):
+    """A check asks for one program and transform again at other inputs (the kernel's point, then
+    its own): the executable is made once, each answer is still of its own inputs, a different
+    transform, shapes or wrap is made anew, a refusal is never kept as an answer, and a new
+    notebook keeps nothing of an earlier one's."""
+    import jax
+
+    def square_sum(v):
+        return (v * v).sum()
+
+    def program(shape):
+        avals = [[list(shape), "float32"]]
+        text = dumps(program_as_data(jax.make_jaxpr(square_sum)(jax.ShapeDtypeStruct(shape, np.float32))))
+        return {"program": text, "avals": avals, "argnums": [0]}
+
+    def ask(op, x, **extra):
+        request = {**program(x.shape), "op": op, "inputs": [encode(x)], **extra}
+        return decode(artifact_runner.answer(request)["result"])
+
+    made = artifact_runner._MADE
+    artifact_runner.fresh()
+    x, y = np.arange(3, dtype=np.float32), np.ones(3, np.float32)
+    assert ask("value", x) == 5.0 and ask("value", y) == 3.0  # one executable, each answer its own
+    assert len(made) == 1
+    assert np.allclose(ask("grad", x), 2 * x) and len(made) == 2
+    assert ask("value", np.ones(4, np.float32)) == 4.0 and len(made) == 3
+    renamed = {"$shipped": ["remat_lesson", "renaming"], "args": ["a", "b"], "kwargs": []}
+    monkeypatch.syspath_prepend(str(SOLUTIONS))
+    assert ask("value", x, wrap=renamed) == 5.0 and len(made) == 4
+    monkeypatch.setattr(artifact_runner, "MAX_OUTPUT_BYTES", 2)
+    for _ in range(2):
+        with pytest.raises(WireError, match="more than the judge takes"):
+            ask("grad", np.ones(5, np.float32))
+    assert len(made) == 4
+    assert artifact_runner.fresh() == {"fresh": True} and made == {}

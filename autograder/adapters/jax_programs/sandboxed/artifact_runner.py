@@ -23,7 +23,7 @@ from __future__ import annotations
 
 if __package__:  # imported as part of the grader (its tests); sent as text, the three files come first
     from autograder.sandboxed.confine import confine, reply, requests
-    from autograder.sandboxed.wire import WireError, decode, encode, loads, shipped
+    from autograder.sandboxed.wire import WireError, decode, dumps, encode, loads, shipped
 
     from .program_data import program_from_data, wider_floats
 
@@ -107,30 +107,64 @@ def transformed(program, operation: str, argnums: list):
     return EVIDENCE[operation](program, which)
 
 
-def answer(request) -> dict:
+#: The executables made this notebook, by what made them (the request but its inputs): a check
+#: asks for the same program and transform again (its value at a point of the kernel's, then at
+#: its own inputs), and it is traced and compiled once. Emptied at each notebook ("fresh").
+_MADE: dict = {}
+#: The most executables kept for one notebook (each a small compiled program; a notebook asks for dozens).
+MAX_MADE = 256
+
+
+def _made(request, operation: str, argnums: list):
+    """(the compiled executable, its memory plan or None) for request, made once per notebook.
+    WireError for a program whose outputs are larger than the judge takes."""
+    import hashlib
     import math
 
     import jax
     import numpy as np
 
+    key = hashlib.sha256(
+        dumps([request["program"], request.get("wrap"), operation, argnums, request["avals"]]).encode()
+    ).hexdigest()
+    if key in _MADE:
+        return _MADE[key]
+    avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in request["avals"]]
+    traced = jax.jit(transformed(rebuilt(request), operation, argnums)).trace(*avals)
+    if operation != "plan":
+        outputs = jax.tree_util.tree_leaves(traced.out_info)
+        size = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in outputs)
+        if len(outputs) > MAX_OUTPUTS or size > MAX_OUTPUT_BYTES:
+            raise WireError(f"the program gives {len(outputs)} outputs of {size} bytes: more than the judge takes")
+    compiled = traced.lower().compile()
+    plan = None
+    if operation == "plan":
+        analysis = compiled.memory_analysis()
+        plan = None if analysis is None else {name: int(getattr(analysis, name)) for name in MEMORY_FIELDS}
+    if len(_MADE) >= MAX_MADE:
+        _MADE.clear()
+    _MADE[key] = compiled, plan
+    return compiled, plan
+
+
+def fresh() -> dict:
+    """A new notebook: nothing of an earlier one's is kept here."""
+    _MADE.clear()
+    return {"fresh": True}
+
+
+def answer(request) -> dict:
     operation = request.get("op")
     if operation not in EVIDENCE:
         raise WireError(f"no operation {operation!r}")
     argnums = request.get("argnums", [0])
     if not (isinstance(argnums, list) and argnums and all(type(a) is int and a >= 0 for a in argnums)):
         raise WireError("argnums that are not a list of input positions")
-    function = jax.jit(transformed(rebuilt(request), operation, argnums))
-    avals = [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in request["avals"]]
+    compiled, plan = _made(request, operation, argnums)
     if operation == "plan":
-        analysis = function.lower(*avals).compile().memory_analysis()
-        plan = None if analysis is None else {name: int(getattr(analysis, name)) for name in MEMORY_FIELDS}
         return {"result": encode(plan)}
-    outputs = jax.tree_util.tree_leaves(jax.eval_shape(function, *avals))
-    size = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in outputs)
-    if len(outputs) > MAX_OUTPUTS or size > MAX_OUTPUT_BYTES:
-        raise WireError(f"the program gives {len(outputs)} outputs of {size} bytes: more than the judge takes")
     inputs = [decode(item) for item in request["inputs"]]
-    return {"result": encode(function(*inputs))}
+    return {"result": encode(compiled(*inputs))}
 
 
 def main(config: dict) -> None:
@@ -143,8 +177,8 @@ def main(config: dict) -> None:
 
     reply(writer, config["start"], {"ready": True})
     for nonce, request in requests(reader):
-        if request.get("op") == "fresh":  # a new notebook: nothing of an earlier one is kept here
-            reply(writer, nonce, {"fresh": True})
+        if request.get("op") == "fresh":
+            reply(writer, nonce, fresh())
             continue
         try:
             response = answer(request)
