@@ -127,11 +127,28 @@ def lms_export(course: Path, total_only: bool = False) -> LmsExport:
     return LmsExport(header, points, rows, pending)
 
 
+#: The most characters of cell names one PENDING line lists: the rest are counted, never cut
+#: mid-name (a console line is cut at 1,000 characters).
+PENDING_NAMES_WIDTH = 800
+
+
 def pending_lines(pending: dict[str, list[str]], assignment: str | None = None) -> list[str]:
     """One PENDING line per student: the cells (notebook/grade_id) that await a person, after the
-    assignment's name where a course has more than the one."""
+    assignment's name where a course has more than the one; past PENDING_NAMES_WIDTH characters,
+    how many more."""
     where = f"{assignment}: " if assignment is not None else ""
-    return [f"PENDING {student}: {where}{', '.join(cells)}" for student, cells in sorted(pending.items())]
+    lines = []
+    for student, cells in sorted(pending.items()):
+        shown: list[str] = []
+        width = 0
+        for cell in cells:
+            if shown and width + len(cell) > PENDING_NAMES_WIDTH:
+                break
+            shown.append(cell)
+            width += len(cell) + 2
+        more = f" and {len(cells) - len(shown)} more" if len(shown) < len(cells) else ""
+        lines.append(f"PENDING {student}: {where}{', '.join(shown)}{more}")
+    return lines
 
 
 def awaiting_a_person(gb, assignments: list[str], students=()) -> dict[str, dict[str, list[str]]]:

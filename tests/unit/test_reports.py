@@ -245,3 +245,9 @@ def test_nbgrader_export_names_what_awaits_a_person(tmp_path, monkeypatch):
         assert awaiting_a_person(gb, both, students=["ann"]) == {"ps1": {"ann": ["nb/test", "nb/written"]}}
     assert pending_lines({"ann": ["nb/test", "nb/written"]}, "ps1") == ["PENDING ann: ps1: nb/test, nb/written"]
     assert pending_lines({"ann": ["nb/test"]}) == ["PENDING ann: nb/test"]  # route B's: one assignment
+    # Many cells: as many names as fit, then how many more (never a name cut at the console's limit).
+    many = [f"02-build/written-answer-{i:03d}" for i in range(60)]
+    (line,) = pending_lines({"ann": many}, "ps1")
+    listed, more = line.removeprefix("PENDING ann: ps1: ").rsplit(" and ", 1)
+    assert len(line) < 1000 and more == f"{60 - len(listed.split(', '))} more"
+    assert listed.split(", ") == many[: len(listed.split(", "))] and len(listed.split(", ")) > 10
