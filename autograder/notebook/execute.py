@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import re
 import secrets
+import shlex
 import shutil
 import sys
 import tempfile
@@ -243,13 +244,7 @@ class SandboxedExecute(DisplayUpdateSteps, Execute):
         assignment = where.get("assignment", "")
         checks = self.judge_checks_module or (checks_module_for(self.config, assignment) if assignment else "")
         if self.judge_source and not self.judge_seed:
-            self.log.info(
-                "judge seed %d for %s's %s (c.SandboxedExecute.judge_seed = %d grades it again with the same inputs)",
-                seed,
-                where.get("student", "?"),
-                where.get("notebook", "?"),
-                seed,
-            )
+            self.log.info("%s", seed_line(seed, assignment, where.get("student", "?"), where.get("notebook", "?")))
         settings = JudgeSettings(self.judge_source, checks, seed)
         # What the notebook's cells need at the budget's pace (the budget but its floor): no single
         # request of the judge's may take it (judge.Judge._deadline).
@@ -461,6 +456,20 @@ class SandboxedExecute(DisplayUpdateSteps, Execute):
     start_new_kernel = run_sync(async_start_new_kernel)
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
     execute_cell = run_sync(async_execute_cell)
+
+
+def seed_line(seed: int, assignment: str, student: str, notebook: str) -> str:
+    """Route A's line for a notebook's judge seed: the command that grades that notebook alone
+    again with the same inputs (nbgrader's --student and --notebook, as NAME=VALUE so that an id
+    starting with a dash stays a value; --force regrades it)."""
+    again = " ".join(
+        shlex.quote(part)
+        for part in ("nbgrader", "autograde", assignment, f"--student={student}", f"--notebook={notebook}", "--force")
+    )
+    return (
+        f"judge seed {seed} for {student}'s {notebook} (this notebook alone again, with the same inputs: "
+        f"{again} --SandboxedExecute.judge_seed={seed})"
+    )
 
 
 def _note_limits(cell) -> None:

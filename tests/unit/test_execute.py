@@ -383,3 +383,20 @@ def test_a_refused_run_of_some_notebooks_removes_a_folder_that_holds_none(tmp_pa
     exporter = Configurable(parent=_Converter(tmp_path, "nb2"))
     RequireSandbox(parent=exporter)._forget_this_student({"nbgrader": {"student": "bob", "assignment": "ps1"}})
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("student", ["ann", "o'brien two", "-x"])
+def test_route_as_seed_line_names_the_command_that_grades_that_notebook_again(student):
+    """Route A logs each notebook's judge seed with the command that grades that notebook alone
+    again with the same inputs: nbgrader's own, its words quoted for the shell."""
+    import shlex
+
+    from autograder.notebook.execute import seed_line
+
+    line = seed_line(123, "performance-05", student, "02-build")
+    assert line.startswith(f"judge seed 123 for {student}'s 02-build (")
+    command = shlex.split(line.split("with the same inputs: ", 1)[1].removesuffix(")"))
+    assert command == [
+        "nbgrader", "autograde", "performance-05", f"--student={student}", "--notebook=02-build", "--force",
+        "--SandboxedExecute.judge_seed=123",
+    ]  # fmt: skip
