@@ -25,6 +25,7 @@ from pathlib import Path
 
 from autograder.course.errors import ExitCode, GraderError
 from autograder.course.paths import ROOT
+from autograder.course.text_safety import console_line
 from autograder.gradebook.class_gradebook import require_gradebook
 from autograder.gradebook.class_report import write_run_report
 from autograder.gradebook.reports import (
@@ -67,7 +68,7 @@ def main(argv=None) -> int:
     students = len({row["student_id"] for row in cells})
     print(f"wrote {where}/cells.csv ({len(cells)} cells of {students} students) and {where}/grades.csv")
     for line in pending_lines(export.pending):
-        print(line)
+        print(console_line(line, 1000))
     if written is None:
         print(
             f"{lms_file(course)} not written: {len(export.pending)} student(s) have cells awaiting manual grading. "

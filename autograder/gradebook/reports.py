@@ -127,27 +127,30 @@ def lms_export(course: Path, total_only: bool = False) -> LmsExport:
     return LmsExport(header, points, rows, pending)
 
 
-#: The most characters of cell names one PENDING line lists: the rest are counted, never cut
-#: mid-name (a console line is cut at 1,000 characters).
-PENDING_NAMES_WIDTH = 800
+#: The longest PENDING line: under the console's cut (1,000 characters), so that a line never
+#: loses its count or half a name to it.
+PENDING_LINE_WIDTH = 960
 
 
 def pending_lines(pending: dict[str, list[str]], assignment: str | None = None) -> list[str]:
     """One PENDING line per student: the cells (notebook/grade_id) that await a person, after the
-    assignment's name where a course has more than the one; past PENDING_NAMES_WIDTH characters,
-    how many more."""
+    assignment's name where a course has more than the one; as many names as fit in
+    PENDING_LINE_WIDTH characters, then how many more (a name is shown whole or not at all)."""
     where = f"{assignment}: " if assignment is not None else ""
     lines = []
     for student, cells in sorted(pending.items()):
+        start = f"PENDING {student}: {where}"
+        room = PENDING_LINE_WIDTH - len(start) - len(f" and {len(cells)} more")
         shown: list[str] = []
-        width = 0
         for cell in cells:
-            if shown and width + len(cell) > PENDING_NAMES_WIDTH:
+            if len(", ".join([*shown, cell])) > room:
                 break
             shown.append(cell)
-            width += len(cell) + 2
-        more = f" and {len(cells) - len(shown)} more" if len(shown) < len(cells) else ""
-        lines.append(f"PENDING {student}: {where}{', '.join(shown)}{more}")
+        left = len(cells) - len(shown)
+        if not shown:
+            lines.append(f"{start}{left} cell(s), their names too long for this line")
+        else:
+            lines.append(start + ", ".join(shown) + (f" and {left} more" if left else ""))
     return lines
 
 

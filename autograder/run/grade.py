@@ -349,6 +349,7 @@ def _grade(submissions, out, course, options, found, assignment, started, progre
         claim.close()  # the next run with this key finds it kept
         phases["reference"] = time.perf_counter() - mark  # beyond what the setup hid
         mark = time.perf_counter()
+        progress.begin()
         results = runner.run(tasks, template, progress)
         raise_if_stopped()
         phases["students"] = time.perf_counter() - mark
@@ -610,7 +611,7 @@ def main(argv=None) -> int:
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
         return ExitCode.USAGE
     show_log()
-    with listening_for_stops():  # SIGTERM cleans up as Ctrl-C does
+    with listening_for_stops(until_exit_once_stopped=True):  # SIGTERM cleans up as Ctrl-C does
         return _graded(args, rest)
 
 

@@ -51,7 +51,7 @@ class Progress:
     `problems`: what the grader already knows is wrong with a student's files before grading
     them ({student: [a Trouble of intake.not_graded, ...]}): a student with a notebook it could not read is
     shown as broken from the start. The ETA assumes the students left take as long, on average,
-    as those graded so far.
+    as those graded so far, since the students' grading began (`begin`).
     """
 
     def __init__(self, total: int, stream=None, clock=time.perf_counter, problems: dict | None = None):
@@ -91,6 +91,11 @@ class Progress:
                 f"{f' on {result.worker}' if result.worker else ''}; ETA {eta:.0f} s\n"
             )
         self.stream.flush()
+
+    def begin(self) -> None:
+        """The students' grading starts now: the ETA's rate counts from here, not from before the
+        reference run (which every run pays once, whatever the class)."""
+        self.started = self.clock()
 
     def note(self, line: str) -> None:
         """A line of its own (before the first student, so the bar is not cut)."""

@@ -76,10 +76,12 @@ def _handlers() -> list[logging.Handler]:
 
 
 @contextlib.contextmanager
-def listening_for_stops():
+def listening_for_stops(until_exit_once_stopped: bool = False):
     """Stop this process's run on SIGTERM, and on Ctrl-C unless it is ignored here (a run started
     with `nohup`, or in the background of a shell without job control, keeps ignoring it); as it
-    was again after the block."""
+    was again after the block. until_exit_once_stopped (a command about to exit): after a stop,
+    a later one is only recorded until the process ends, so that it cannot turn the exit status
+    the run chose (130, 143) into a kill by the signal as Python exits."""
     saved = {signum: signal.getsignal(signum) for signum in STOPS}
     hook, left_out = sys.unraisablehook, LoggedStopLeftOut()
     _STOPPED_BY.clear()
@@ -94,8 +96,12 @@ def listening_for_stops():
     try:
         yield
     finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
+        keep = until_exit_once_stopped and bool(_STOPPED_BY)
+        for signum, before in saved.items():
+            if not (keep and signal.getsignal(signum) is _stop):
+                signal.signal(signum, before)
+        if keep:
+            _State.finished = True
         sys.unraisablehook = hook
         for handler in handlers:
             handler.removeFilter(left_out)

@@ -1188,3 +1188,5 @@ def test_the_artifact_runner_makes_a_program_once_per_notebook(monkeypatch):
             ask("grad", np.ones(5, np.float32))
     assert len(made) == 4
     assert artifact_runner.fresh() == {"fresh": True} and made == {}
+    with pytest.raises(WireError, match="no program was sent"):
+        artifact_runner.answer({"op": "value", "avals": [], "inputs": []})

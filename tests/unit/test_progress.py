@@ -42,6 +42,18 @@ def test_plain_lines_name_student_and_eta():
     ]
 
 
+def test_the_eta_counts_from_the_students_grading_not_the_reference_run():
+    """The reference run before the first student is paid once: the rate, and so the ETA, counts
+    from when the students' grading began."""
+    clock, stream = Clock(), io.StringIO()
+    progress = Progress(3, stream, clock=clock)
+    clock.now += 60  # the reference run
+    progress.begin()
+    clock.now += 10
+    progress.update(_result("ada", 9.5))
+    assert stream.getvalue().splitlines() == ["graded ada (1/3) in 9.5 s on host:1; ETA 20 s"]
+
+
 def test_grader_failure_counted_as_broken():
     """A student the grader failed is named failed and counted with the broken."""
     clock, stream = Clock(), io.StringIO()

@@ -245,9 +245,15 @@ def test_nbgrader_export_names_what_awaits_a_person(tmp_path, monkeypatch):
         assert awaiting_a_person(gb, both, students=["ann"]) == {"ps1": {"ann": ["nb/test", "nb/written"]}}
     assert pending_lines({"ann": ["nb/test", "nb/written"]}, "ps1") == ["PENDING ann: ps1: nb/test, nb/written"]
     assert pending_lines({"ann": ["nb/test"]}) == ["PENDING ann: nb/test"]  # route B's: one assignment
-    # Many cells: as many names as fit, then how many more (never a name cut at the console's limit).
+    # Many cells: as many names as fit, then how many more; never longer than the console's cut
+    # (1,000 characters), whatever the student's and assignment's names; a name whole or not at all.
     many = [f"02-build/written-answer-{i:03d}" for i in range(60)]
-    (line,) = pending_lines({"ann": many}, "ps1")
-    listed, more = line.removeprefix("PENDING ann: ps1: ").rsplit(" and ", 1)
-    assert len(line) < 1000 and more == f"{60 - len(listed.split(', '))} more"
-    assert listed.split(", ") == many[: len(listed.split(", "))] and len(listed.split(", ")) > 10
+    for student, assignment in (("ann", "ps1"), ("s" * 200, "a" * 120)):
+        (line,) = pending_lines({student: many}, assignment)
+        listed, more = line.removeprefix(f"PENDING {student}: {assignment}: ").rsplit(" and ", 1)
+        names = listed.split(", ")
+        assert len(line) <= 960 and more == f"{60 - len(names)} more", line
+        assert names == many[: len(names)] and len(names) > 10
+    (line,) = pending_lines({"ann": ["x" * 2000, "nb/test"]}, "ps1")
+    assert line == "PENDING ann: ps1: 2 cell(s), their names too long for this line"
+    assert pending_lines({"ann": ["nb/a", "nb/b"]}) == ["PENDING ann: nb/a, nb/b"]  # all fit: no count
