@@ -112,12 +112,10 @@ def lms_export(course: Path, total_only: bool = False) -> LmsExport:
     header = [*LMS_ID_COLUMNS, name] + ([] if total_only else [f"{name} {s}" for s in stems])
     points = [LMS_POINTS_ROW, "", "", "", "", _number(totals.maximum())]
     points += [] if total_only else [_number(totals.maximum(s)) for s in stems]
-    rows, pending = [], {}
+    rows, pending = [], totals.pending_by_student()
     with Gradebook(db_url(course)) as gb:
         for student in sorted(gb.students, key=lambda s: s.id):
-            waiting = totals.pending(student.id)
-            if waiting:
-                pending[student.id] = [f"{cell.notebook}/{cell.grade_id}" for cell in waiting]
+            if student.id in pending:
                 continue
             shown = (
                 f"{student.last_name}, {student.first_name}" if student.last_name and student.first_name else student.id
@@ -142,8 +140,10 @@ def pending_lines(pending: dict[str, list[str]], assignment: str | None = None) 
         start = f"PENDING {student}: {where}"
         room = PENDING_LINE_WIDTH - len(start) - len(f" and {len(cells)} more")
         shown: list[str] = []
+        width = 0  # of ", ".join(shown)
         for cell in cells:
-            if len(", ".join([*shown, cell])) > room:
+            width += len(cell) + (2 if shown else 0)
+            if width > room:
                 break
             shown.append(cell)
         left = len(cells) - len(shown)
@@ -158,11 +158,10 @@ def awaiting_a_person(gb, assignments: list[str], students=()) -> dict[str, dict
     """{assignment: {student: ["notebook/grade_id", ...]}}: the pending cells (gradebook/totals.py)
     of each of these assignments' submissions, of these students (all where none are named), in
     the open gradebook gb."""
-    waiting: dict[str, dict[str, list[str]]] = {}
-    for assignment in assignments:
-        for cell in totals_in(gb, assignment, students or None).pending():
-            waiting.setdefault(assignment, {}).setdefault(cell.student, []).append(f"{cell.notebook}/{cell.grade_id}")
-    return waiting
+    waiting = {
+        assignment: totals_in(gb, assignment, students or None).pending_by_student() for assignment in assignments
+    }
+    return {assignment: named for assignment, named in waiting.items() if named}
 
 
 def write_lms_file(

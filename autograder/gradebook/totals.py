@@ -69,6 +69,14 @@ class ClassTotals:
     def pending(self, student: str | None = None) -> list[CellScore]:
         return [c for c in self.cells if c.pending and (student is None or c.student == student)]
 
+    def pending_by_student(self) -> dict[str, list[str]]:
+        """{student: ["notebook/grade_id", ...]}: the cells awaiting a person, as PENDING lines and
+        the LMS export name them."""
+        named: dict[str, list[str]] = {}
+        for cell in self.pending():
+            named.setdefault(cell.student, []).append(f"{cell.notebook}/{cell.grade_id}")
+        return named
+
     def pending_points(self, student: str) -> float:
         """The most points still waiting for a person's grade."""
         return sum(cell.max_score for cell in self.pending(student))

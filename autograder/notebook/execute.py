@@ -41,6 +41,7 @@ from traitlets import Bool, Float, Integer, Unicode
 from autograder.course.errors import ExitCode, GraderError
 from autograder.course.outcomes import NotebookOutcome, Trouble, TroubleKind
 from autograder.course.settings import checks_module_for, declared_adapter, judge_source, setting
+from autograder.course.text_safety import console_line
 from autograder.judge.core import answer_cell_positions, answer_cells
 from autograder.judge.judged_cells import LEDGER, JudgedCells, JudgeSettings, Ledger
 from autograder.kernel.adapter import load_adapter
@@ -244,7 +245,8 @@ class SandboxedExecute(DisplayUpdateSteps, Execute):
         assignment = where.get("assignment", "")
         checks = self.judge_checks_module or (checks_module_for(self.config, assignment) if assignment else "")
         if self.judge_source and not self.judge_seed:
-            self.log.info("%s", seed_line(seed, assignment, where.get("student", "?"), where.get("notebook", "?")))
+            line = seed_line(seed, assignment, where.get("student", "?"), where.get("notebook", "?"))
+            self.log.info("%s", console_line(line, 1000))
         settings = JudgeSettings(self.judge_source, checks, seed)
         # What the notebook's cells need at the budget's pace (the budget but its floor): no single
         # request of the judge's may take it (judge.Judge._deadline).
