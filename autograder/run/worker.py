@@ -409,7 +409,7 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
     result = StudentResult(task.student_id, worker=f"{socket.gethostname()}:{os.getpid()}")
     put_venv_on_path()
     quiet_gradebook_warnings()
-    shared_gradebook_engines()
+    shared_gradebook_engines(scratch=_folder())
     scratch = _scratch()
     session = None
     try:

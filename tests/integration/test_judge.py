@@ -1190,3 +1190,8 @@ def test_the_artifact_runner_makes_a_program_once_per_notebook(monkeypatch):
     assert artifact_runner.fresh() == {"fresh": True} and made == {}
     with pytest.raises(WireError, match="no program was sent"):
         artifact_runner.answer({"op": "value", "avals": [], "inputs": []})
+    # An input named twice, or no position, is refused before anything is made.
+    for argnums, why in (([0, 0], "an input twice"), ([], "not a list of input positions")):
+        with pytest.raises(WireError, match=why):
+            ask("grad", x, argnums=argnums)
+    assert made == {}

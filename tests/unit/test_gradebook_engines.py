@@ -1,7 +1,8 @@
 """One database engine per gradebook for the process (autograder/upstream/nbgrader.py's
 shared_gradebook_engines): nbgrader's Gradebook opened again compiles no statement again, a
 closed gradebook keeps no connection open, and a grading worker gives each of its students the
-same folder's name, so their gradebooks share that engine (worker._scratch)."""
+same folder's name, so their gradebooks share that engine (worker._scratch); a worker's copies,
+and only they, are written without waiting for the disk."""
 
 from __future__ import annotations
 
@@ -72,7 +73,40 @@ def test_every_student_graded_shares_the_engines():
     import inspect
 
     source = inspect.getsource(worker.grade_student)
-    assert source.index("shared_gradebook_engines()") < source.index("autograde_api(")
+    assert source.index("shared_gradebook_engines(scratch=_folder())") < source.index("autograde_api(")
+
+
+def _journal(gradebook) -> tuple[int, str]:
+    """(PRAGMA synchronous, PRAGMA journal_mode) of a connection of the gradebook's engine."""
+    from sqlalchemy import text
+
+    return (
+        gradebook.db.execute(text("PRAGMA synchronous")).scalar(),
+        gradebook.db.execute(text("PRAGMA journal_mode")).scalar(),
+    )
+
+
+def test_only_a_workers_copies_skip_waiting_for_the_disk(monkeypatch, tmp_path):
+    monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)
+    monkeypatch.setattr(nbgrader.api, "get_alembic_version", schema_head)
+    monkeypatch.setattr(upstream, "_ENGINES", type(upstream._ENGINES)())
+    work, course = tmp_path / "work", tmp_path / "course"
+    (work / "student").mkdir(parents=True)
+    course.mkdir()
+    (work / "link").symlink_to(course, target_is_directory=True)
+    shared_gradebook_engines(scratch=work)
+    with Gradebook(f"sqlite:///{work / 'student' / 'gradebook.db'}") as copy:
+        copy.add_student("ann")
+        assert _journal(copy) == (0, "memory")  # synchronous=OFF, the journal in memory
+    # SQLite's defaults (synchronous=FULL, a journal file) for every other path, whatever its spelling.
+    for url in (course / "gradebook.db", work / ".." / "course" / "other.db", work / "link" / "linked.db"):
+        with Gradebook(f"sqlite:///{url}") as kept:
+            kept.add_student("bob")
+            assert _journal(kept) == (2, "delete"), url
+    # The same process later grading without a worker folder: no engine is made fast.
+    shared_gradebook_engines()
+    with Gradebook(f"sqlite:///{work / 'student' / 'gradebook.db'}") as copy:
+        assert _journal(copy) == (2, "delete")
 
 
 def test_each_student_of_a_worker_has_the_same_folder_name(monkeypatch, tmp_path):

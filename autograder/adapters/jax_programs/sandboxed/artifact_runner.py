@@ -160,6 +160,8 @@ def answer(request) -> dict:
     argnums = request.get("argnums", [0])
     if not (isinstance(argnums, list) and argnums and all(type(a) is int and a >= 0 for a in argnums)):
         raise WireError("argnums that are not a list of input positions")
+    if len(set(argnums)) != len(argnums):  # JAX's own answer would be a bare StopIteration
+        raise WireError("argnums that name an input twice")
     if not isinstance(request.get("program"), str):
         raise WireError("no program was sent")
     compiled, plan = _made(request, operation, argnums)
