@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import functools
 import logging
 import os
@@ -611,8 +612,24 @@ def main(argv=None) -> int:
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
         return ExitCode.USAGE
     show_log()
-    with listening_for_stops(until_exit_once_stopped=True):  # SIGTERM cleans up as Ctrl-C does
-        return _graded(args, rest)
+    with listening_for_stops(until_exit_once_stopped=True), threads_shown_on_request():
+        return _graded(args, rest)  # SIGTERM cleans up as Ctrl-C does
+
+
+@contextlib.contextmanager
+def threads_shown_on_request():
+    """`kill -USR1 PID` on a run that seems stuck prints where each of its threads is (Python's
+    faulthandler, to stderr), and the run goes on. None where stderr has no file descriptor."""
+    try:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        registered = True
+    except (AttributeError, ValueError, OSError):  # a stderr that is no file (a test's capture)
+        registered = False
+    try:
+        yield
+    finally:
+        if registered:
+            faulthandler.unregister(signal.SIGUSR1)
 
 
 def _graded(args, rest) -> int:

@@ -48,6 +48,7 @@ from autograder.notebook.execute import (
 from autograder.notebook.plugin import configure
 from autograder.run.options import GradingOptions
 from autograder.run.reference import release_reference_session
+from autograder.run.stopping import raise_if_stopped
 from autograder.upstream.nbgrader import shared_gradebook_engines
 
 log = logging.getLogger(__name__)
@@ -438,6 +439,9 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         own = {name: template.budgets.get(name, task.options.budget_without_reference) for name in submitted_notebooks}
         student_deadline = time.monotonic() + sum(own.values())
         for position, name in enumerate(submitted_notebooks):
+            # A stop Python dropped, or a library took, inside the last notebook: the run stops
+            # here, not a whole student later (grading here; a worker of a cluster hears none).
+            raise_if_stopped()
             budget = notebook_budget(own[name], student_deadline, time.monotonic())
             if budget is None:  # the student's time is spent: graded with what finished, the class goes on
                 spent = Trouble(
@@ -484,6 +488,7 @@ def grade_student(task: StudentTask, template: TaskTemplate) -> StudentResult:
         for path in sorted(autograded.glob("*.ipynb")) if autograded.exists() else []:
             result.autograded[path.name] = path.read_text()
 
+        raise_if_stopped()
         t0 = time.perf_counter()
         if result.autograded:
             failure = _convert(api, GenerateFeedback, task.student_id)

@@ -81,7 +81,35 @@ class _Run:
             # line (a kernel host's start, 120 s) held the exit for two minutes.
             self.process.wait(timeout=STOPS_WITHIN_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the run had not ended {STOPS_WITHIN_S} s after it was stopped")
+            pytest.fail(f"the run had not ended {STOPS_WITHIN_S} s after it was stopped\n{self.where()}")
+
+    def show_threads(self) -> str:
+        """What the run prints of its threads on SIGUSR1 (grade.threads_shown_on_request)."""
+        before = len(self.said.read_text())
+        os.kill(self.process.pid, signal.SIGUSR1)
+        _wait_for(lambda: "most recent call first" in self.said.read_text()[before:], 10, "its threads' dump")
+        return self.said.read_text()[before:]
+
+    def where(self) -> str:
+        """Where a run that did not end is: its threads, its processes, the end of what it said."""
+        try:
+            threads = self.show_threads()
+        except AssertionError as error:
+            threads = str(error)
+        lines = []
+        try:
+            tree = [psutil.Process(self.process.pid), *psutil.Process(self.process.pid).children(recursive=True)]
+        except psutil.Error as error:
+            tree, lines = [], [repr(error)]
+        for process in tree:
+            try:
+                lines.append(f"{process.pid} {process.status()} {' '.join(process.cmdline())[:160]}")
+            except psutil.Error as error:  # a sandbox's process, out of reach
+                lines.append(f"{process.pid} {error!r}")
+        processes = "\n".join(lines)
+        return (
+            f"its threads:\n{threads[-8000:]}\nits processes:\n{processes}\nit said:\n{self.said.read_text()[-3000:]}"
+        )
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -156,6 +184,9 @@ def test_a_run_stopped_while_a_student_is_graded_stops(tmp_path, signum, jobs):
             900,
             "a student's kernel host",
         )
+        if signum == signal.SIGTERM:
+            # Asked where it is, a run says it and goes on: the stop below ends it as cleanly.
+            assert "File " in run.show_threads() and run.process.poll() is None
         run.stop(signum)
     finally:
         run.kill()
@@ -188,6 +219,38 @@ def test_a_stop_taken_for_a_failure_is_still_a_stop(tmp_path, monkeypatch, jobs)
     finally:
         stopping._STOPPED_BY.clear()
     assert called, "the run never got to its gradebook"
+    assert not out.exists(), "a half-made --out was left"
+
+
+def test_a_stop_dropped_in_a_notebook_ends_the_student_before_the_next(tmp_path, monkeypatch):
+    """A stop that Python dropped, or a library took, while a notebook was graded (here: recorded as
+    the handler records it, then taken) ends the run before the student's next notebook, not a
+    whole student later."""
+    from autograder.run import grade as grading
+    from autograder.run import stopping, worker
+    from tests.grading import options
+
+    converted = []
+    convert = worker._convert
+
+    def stop_taken_in_the_first_notebook(api, converter, student_id, notebook="*", context=None):
+        converted.append(notebook)
+        failure = convert(api, converter, student_id, notebook, context)
+        if len(converted) == 1:
+            stopping._STOPPED_BY.append(signal.SIGINT)  # what the handler records as it raises
+            stopping._State.dropped = True
+        return failure
+
+    monkeypatch.setattr(worker, "_convert", stop_taken_in_the_first_notebook)
+    submissions, out = tmp_path / "submissions", tmp_path / "out"
+    shutil.copytree(AUTOGRADER / "samples" / "sample-complete", submissions / "ann")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            grading.grade(submissions, out, options(jobs=1))
+    finally:
+        stopping._STOPPED_BY.clear()
+        stopping._State.dropped = False
+    assert converted == ["01-understand"], converted
     assert not out.exists(), "a half-made --out was left"
 
 
