@@ -75,7 +75,7 @@ def shared_gradebook_engines(scratch: Path | None = None) -> None:
 
     def create_engine(url, **options):
         options = {"poolclass": NullPool, **options}
-        fast = scratch is not None and _sqlite_file_under(str(url), scratch)
+        fast = scratch is not None and _sqlite_file_under(url, scratch)
         key = (str(url), fast, tuple(sorted((name, repr(value)) for name, value in options.items())))
         with _ENGINES_LOCK:
             engine = _ENGINES.pop(key, None)
@@ -91,13 +91,15 @@ def shared_gradebook_engines(scratch: Path | None = None) -> None:
     nbgrader.api.create_engine = create_engine
 
 
-def _sqlite_file_under(url: str, folder: Path) -> bool:
-    """Whether `url` names an SQLite database file inside `folder`."""
-    prefix = "sqlite:///"
-    if not url.startswith(prefix):
+def _sqlite_file_under(url, folder: Path) -> bool:
+    """Whether `url` names an SQLite database file inside `folder`, read as SQLAlchemy reads it (the
+    file's name percent-decoded; a URL with a query, which can change what is opened, never is)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.query or parsed.database in (None, "", ":memory:"):
         return False
-    path = Path(url[len(prefix) :]).resolve()
-    return path.is_relative_to(Path(folder).resolve())
+    return Path(parsed.database).resolve().is_relative_to(Path(folder).resolve())
 
 
 def fast_writes(connection, _record) -> None:

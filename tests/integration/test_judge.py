@@ -1188,8 +1188,9 @@ def test_the_artifact_runner_makes_a_program_once_per_notebook(monkeypatch):
             ask("grad", np.ones(5, np.float32))
     assert len(made) == 4
     assert artifact_runner.fresh() == {"fresh": True} and made == {}
-    with pytest.raises(WireError, match="no program was sent"):
-        artifact_runner.answer({"op": "value", "avals": [], "inputs": []})
+    for request in ({"op": "value", "avals": [], "inputs": []}, {"op": "nothing", "argnums": [0, 0]}):
+        with pytest.raises(WireError, match="no program was sent"):  # before anything else is read
+            artifact_runner.answer(request)
     # An input named twice, or no position, is refused before anything is made.
     for argnums, why in (([0, 0], "an input twice"), ([], "not a list of input positions")):
         with pytest.raises(WireError, match=why):

@@ -86,6 +86,7 @@ def _journal(gradebook) -> tuple[int, str]:
     )
 
 
+@pytest.mark.filterwarnings("ignore:Query string argument")  # the pysqlite driver ignores the query
 def test_only_a_workers_copies_skip_waiting_for_the_disk(monkeypatch, tmp_path):
     monkeypatch.setattr(nbgrader.api, "create_engine", nbgrader.api.create_engine)
     monkeypatch.setattr(nbgrader.api, "get_alembic_version", schema_head)
@@ -99,10 +100,19 @@ def test_only_a_workers_copies_skip_waiting_for_the_disk(monkeypatch, tmp_path):
         copy.add_student("ann")
         assert _journal(copy) == (0, "memory")  # synchronous=OFF, the journal in memory
     # SQLite's defaults (synchronous=FULL, a journal file) for every other path, whatever its spelling.
-    for url in (course / "gradebook.db", work / ".." / "course" / "other.db", work / "link" / "linked.db"):
-        with Gradebook(f"sqlite:///{url}") as kept:
+    outside = (
+        f"sqlite:///{course / 'gradebook.db'}",
+        f"sqlite:///{work / '..' / 'course' / 'other.db'}",
+        f"sqlite:///{work / 'link' / 'linked.db'}",
+        f"sqlite:///{work / '%2e%2e' / 'course' / 'decoded.db'}",  # SQLAlchemy decodes the name
+        f"sqlite:///{course / 'query.db'}?x=/../../{work.name}/student/y",  # the query is no part of it
+    )
+    for url in outside:
+        with Gradebook(url) as kept:
             kept.add_student("bob")
             assert _journal(kept) == (2, "delete"), url
+    opened = ["decoded.db", "gradebook.db", "linked.db", "other.db", "query.db"]
+    assert sorted(p.name for p in course.iterdir()) == opened
     # The same process later grading without a worker folder: no engine is made fast.
     shared_gradebook_engines()
     with Gradebook(f"sqlite:///{work / 'student' / 'gradebook.db'}") as copy:

@@ -154,6 +154,8 @@ def fresh() -> dict:
 
 
 def answer(request) -> dict:
+    if not isinstance(request.get("program"), str):
+        raise WireError("no program was sent")
     operation = request.get("op")
     if operation not in EVIDENCE:
         raise WireError(f"no operation {operation!r}")
@@ -162,8 +164,6 @@ def answer(request) -> dict:
         raise WireError("argnums that are not a list of input positions")
     if len(set(argnums)) != len(argnums):  # JAX's own answer would be a bare StopIteration
         raise WireError("argnums that name an input twice")
-    if not isinstance(request.get("program"), str):
-        raise WireError("no program was sent")
     compiled, plan = _made(request, operation, argnums)
     if operation == "plan":
         return {"result": encode(plan)}
