@@ -80,8 +80,10 @@ def listening_for_stops(until_exit_once_stopped: bool = False):
     """Stop this process's run on SIGTERM, and on Ctrl-C unless it is ignored here (a run started
     with `nohup`, or in the background of a shell without job control, keeps ignoring it); as it
     was again after the block. until_exit_once_stopped (a command about to exit): after a stop,
-    a later one is only recorded until the process ends, so that it cannot turn the exit status
-    the run chose (130, 143) into a kill by the signal as Python exits."""
+    a later one is ignored until the process ends, so that it cannot turn the exit status the run
+    chose (130, 143) into a kill by the signal as Python exits. Ignored, not handled: Python's
+    finalization puts a signal handled by a Python function back to its default, and a Ctrl-C
+    then killed the process (exit -2, seen in CI); an ignored one stays ignored."""
     saved = {signum: signal.getsignal(signum) for signum in STOPS}
     hook, left_out = sys.unraisablehook, LoggedStopLeftOut()
     _STOPPED_BY.clear()
@@ -98,8 +100,7 @@ def listening_for_stops(until_exit_once_stopped: bool = False):
     finally:
         keep = until_exit_once_stopped and bool(_STOPPED_BY)
         for signum, before in saved.items():
-            if not (keep and signal.getsignal(signum) is _stop):
-                signal.signal(signum, before)
+            signal.signal(signum, signal.SIG_IGN if keep and signal.getsignal(signum) is _stop else before)
         if keep:
             _State.finished = True
         sys.unraisablehook = hook

@@ -242,6 +242,11 @@ def test_a_stop_dropped_in_a_notebook_ends_the_student_before_the_next(tmp_path,
         return failure
 
     monkeypatch.setattr(worker, "_convert", stop_taken_in_the_first_notebook)
+    # A run's state as a run starts (a command run earlier in this process may have left a stop
+    # recorded and the run finished).
+    monkeypatch.setattr(stopping, "_STOPPED_BY", [])
+    for name in ("dropped", "finished", "holding", "held"):
+        monkeypatch.setattr(stopping._State, name, False)
     submissions, out = tmp_path / "submissions", tmp_path / "out"
     shutil.copytree(AUTOGRADER / "samples" / "sample-complete", submissions / "ann")
     try:

@@ -126,10 +126,11 @@ def test_after_the_run_the_process_is_as_it_was():
     assert sys.unraisablehook is hook and [list(h.filters) for h in stopping._handlers()] == filters
 
 
-def test_a_command_that_was_stopped_only_records_a_later_stop_until_it_exits():
+def test_a_command_that_was_stopped_ignores_a_later_stop_until_it_exits():
     """After a stop, a command's exit status is the run's (130): a later Ctrl-C, once the block has
-    ended and before the process exits, is recorded and not raised (it would make Python exit by
-    the signal). A run that was not stopped leaves the handlers as they were."""
+    ended and before the process exits, is ignored (raised, it would make Python exit by the
+    signal; handled by a Python function, Python's finalization would put it back to its default
+    first). A run that was not stopped leaves the handlers as they were."""
     saved, saved_term = signal.signal(signal.SIGINT, signal.default_int_handler), signal.getsignal(signal.SIGTERM)
     try:
         with stopping.listening_for_stops(until_exit_once_stopped=True):
@@ -137,8 +138,9 @@ def test_a_command_that_was_stopped_only_records_a_later_stop_until_it_exits():
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         with pytest.raises(KeyboardInterrupt), stopping.listening_for_stops(until_exit_once_stopped=True):
             signal.raise_signal(signal.SIGINT)
-        assert signal.getsignal(signal.SIGINT) is stopping._stop
-        signal.raise_signal(signal.SIGINT)  # as the process exits: recorded only
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)  # as the process exits: nothing happens
         assert stopping.stopped_by() is signal.SIGINT
     finally:
         signal.signal(signal.SIGINT, saved)
