@@ -194,15 +194,27 @@ def test_a_run_stopped_while_a_student_is_graded_stops(tmp_path, signum, jobs):
     assert "Canceled" not in run.printed.read_text() + run.said.read_text()
 
 
+@pytest.fixture
+def stop_state_of_a_new_run(monkeypatch):
+    """The stopping module as a run starts, whatever a command run earlier in this test process
+    left (a stop recorded, the run finished), and as it was after the test."""
+    from autograder.run import stopping
+
+    monkeypatch.setattr(stopping, "_STOPPED_BY", [])
+    for name in ("dropped", "finished", "holding", "held"):
+        monkeypatch.setattr(stopping._State, name, False)
+    return stopping
+
+
 @JOBS
-def test_a_stop_taken_for_a_failure_is_still_a_stop(tmp_path, monkeypatch, jobs):
+def test_a_stop_taken_for_a_failure_is_still_a_stop(tmp_path, monkeypatch, jobs, stop_state_of_a_new_run):
     """nbgrader's log capture takes every exception, a stop's KeyboardInterrupt included, and says
     its command failed: a run stopped while it builds its gradebook with nbgrader's API (the
     workers already at the reference run, with --jobs 2) stops, and removes the --out it made."""
     from autograder.run import grade as grading
-    from autograder.run import stopping
     from tests.grading import options
 
+    stopping = stop_state_of_a_new_run
     called = []
 
     def ctrl_c_taken_by_nbgrader(*args, **kwargs):
@@ -213,23 +225,21 @@ def test_a_stop_taken_for_a_failure_is_still_a_stop(tmp_path, monkeypatch, jobs)
     monkeypatch.setattr(grading, "prepare_class_course", ctrl_c_taken_by_nbgrader)
     submissions, out = tmp_path / "submissions", tmp_path / "out"
     shutil.copytree(AUTOGRADER / "samples" / "sample-partial", submissions / "ann")
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            grading.grade(submissions, out, options(jobs=int(jobs), reference_cache=None))
-    finally:
-        stopping._STOPPED_BY.clear()
+    with pytest.raises(KeyboardInterrupt):
+        grading.grade(submissions, out, options(jobs=int(jobs), reference_cache=None))
     assert called, "the run never got to its gradebook"
     assert not out.exists(), "a half-made --out was left"
 
 
-def test_a_stop_dropped_in_a_notebook_ends_the_student_before_the_next(tmp_path, monkeypatch):
+def test_a_stop_dropped_in_a_notebook_ends_the_student_before_the_next(tmp_path, monkeypatch, stop_state_of_a_new_run):
     """A stop that Python dropped, or a library took, while a notebook was graded (here: recorded as
     the handler records it, then taken) ends the run before the student's next notebook, not a
     whole student later."""
     from autograder.run import grade as grading
-    from autograder.run import stopping, worker
+    from autograder.run import worker
     from tests.grading import options
 
+    stopping = stop_state_of_a_new_run
     converted = []
     convert = worker._convert
 
@@ -242,19 +252,10 @@ def test_a_stop_dropped_in_a_notebook_ends_the_student_before_the_next(tmp_path,
         return failure
 
     monkeypatch.setattr(worker, "_convert", stop_taken_in_the_first_notebook)
-    # A run's state as a run starts (a command run earlier in this process may have left a stop
-    # recorded and the run finished).
-    monkeypatch.setattr(stopping, "_STOPPED_BY", [])
-    for name in ("dropped", "finished", "holding", "held"):
-        monkeypatch.setattr(stopping._State, name, False)
     submissions, out = tmp_path / "submissions", tmp_path / "out"
     shutil.copytree(AUTOGRADER / "samples" / "sample-complete", submissions / "ann")
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            grading.grade(submissions, out, options(jobs=1))
-    finally:
-        stopping._STOPPED_BY.clear()
-        stopping._State.dropped = False
+    with pytest.raises(KeyboardInterrupt):
+        grading.grade(submissions, out, options(jobs=1))
     assert converted == ["01-understand"], converted
     assert not out.exists(), "a half-made --out was left"
 
