@@ -28,7 +28,16 @@ COMMANDS = {
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The command named in argv (None: this process's command line, whose exit after a stop
+    is bounded: stopping.exit_bounded_once_stopped)."""
+    if argv is None:
+        from autograder.run.stopping import exit_bounded_once_stopped
+
+        return exit_bounded_once_stopped(_command(sys.argv[1:]))
+    return _command(list(argv))
+
+
+def _command(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return ExitCode.DONE if argv else ExitCode.USAGE

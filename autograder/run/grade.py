@@ -85,7 +85,13 @@ from autograder.run.reference import (
     kept_for,
 )
 from autograder.run.runners import DaskRunner, HereRunner
-from autograder.run.stopping import finished, listening_for_stops, raise_if_stopped, stopped_by
+from autograder.run.stopping import (
+    exit_bounded_once_stopped,
+    finished,
+    listening_for_stops,
+    raise_if_stopped,
+    stopped_by,
+)
 from autograder.run.tls import SchedulerSecurity
 from autograder.run.worker import StudentTask
 
@@ -619,7 +625,9 @@ def main(argv=None) -> int:
 @contextlib.contextmanager
 def threads_shown_on_request():
     """`kill -USR1 PID` on a run that seems stuck prints where each of its threads is (Python's
-    faulthandler, to stderr), and the run goes on. None where stderr has no file descriptor."""
+    faulthandler, to stderr), and the run goes on. None where stderr has no file descriptor.
+    A stopped run keeps it until it exits: what it then waits for (a thread a library left
+    running) is where it would look stuck."""
     try:
         faulthandler.register(signal.SIGUSR1, all_threads=True)
         registered = True
@@ -628,7 +636,7 @@ def threads_shown_on_request():
     try:
         yield
     finally:
-        if registered:
+        if registered and stopped_by() is None:
             faulthandler.unregister(signal.SIGUSR1)
 
 
@@ -702,4 +710,4 @@ def _graded(args, rest) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_bounded_once_stopped(main()))

@@ -14,20 +14,29 @@ that then says it stopped, is left out.
 
 Only the first stop is raised: a second Ctrl-C while the run cleans up (a second or two) would
 cut its cleanup short. A stop Python dropped does not count: the next one is raised again.
+
+A stopped command's process exits within EXIT_WITHIN_S of its return (`exit_bounded_once_stopped`):
+Python's exit waits for every thread that is no daemon, and a thread a library left running when
+the stop came (an event loop's executor still starting a kernel, waiting on its line up to a
+deadline of minutes) held the exit long after the run had cleaned up and said it stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 
 #: The signals that stopped this run, in the order they came (empty: not stopped).
 _STOPPED_BY: list[signal.Signals] = []
 #: The signals a stop comes by.
 STOPS = (signal.SIGINT, signal.SIGTERM)
+#: Seconds a stopped command's exit waits for threads left running before it ends without them.
+EXIT_WITHIN_S = 10.0
 
 
 class _State:
@@ -146,3 +155,43 @@ def stops_held():
     if _State.held:
         _State.held = False
         raise KeyboardInterrupt
+
+
+def exit_bounded_once_stopped(code: int) -> int:
+    """For a process's own command, as it returns `code` to exit with: when its run was stopped,
+    the exit waits at most EXIT_WITHIN_S for threads that are no daemon (Python joins them as it
+    exits), then says which it left and ends the process with `code`. Returns `code`.
+    Not for a command run inside another program (a test's process): that one's exit is its own."""
+    if stopped_by() is None:
+        return code
+    threading.Thread(target=_end_a_held_exit, args=(code,), name="bounded exit", daemon=True).start()
+    return code
+
+
+def _end_a_held_exit(code: int) -> None:
+    main = threading.main_thread()
+    while main.is_alive():  # Python marks it ended as its exit begins, before it joins the threads
+        time.sleep(0.1)
+    time.sleep(EXIT_WITHIN_S)
+    held = [t for t in threading.enumerate() if not t.daemon and t is not main]
+    frames = sys._current_frames()
+    where = ", ".join(f"{t.name}{_where(frames.get(t.ident or -1))}" for t in held) or "no thread of Python's"
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(OSError):
+        os.write(
+            2, f"the exit waited {EXIT_WITHIN_S:.0f} s for a thread left running ({where}): ended without it\n".encode()
+        )
+    os._exit(code)
+
+
+def _where(frame) -> str:
+    """at FILE:LINE of the grader's own innermost frame in a thread's stack ("" where none is)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(package + os.sep):
+            name = os.path.relpath(frame.f_code.co_filename, os.path.dirname(package))
+            return f" at {name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""

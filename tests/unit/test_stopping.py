@@ -164,3 +164,59 @@ def test_a_stop_held_back_comes_after_the_block(listening):
         reached.append("the block ran to its end")
     assert reached and stopping.stopped_by() is signal.SIGINT
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+#: A command's process: stopped by SIGTERM (or not), a thread that is no daemon left sleeping,
+#: and the exit code returned through exit_bounded_once_stopped, as grade's __main__ does.
+HELD_EXIT = """
+import signal, sys, threading, time
+from autograder.run import stopping
+stopping.EXIT_WITHIN_S = 1.0
+with stopping.listening_for_stops(until_exit_once_stopped=True):
+    if sys.argv[1] == "stopped":
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except KeyboardInterrupt:
+            pass
+threading.Thread(target=time.sleep, args=(float(sys.argv[2]),), name="left-running").start()
+sys.exit(stopping.exit_bounded_once_stopped(143 if sys.argv[1] == "stopped" else 0))
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "sleeps", "code", "ends_within"),
+    [("stopped", 120, 143, 30), ("finished", 2, 0, 30)],
+    ids=["stopped", "not-stopped"],
+)
+def test_a_stopped_commands_exit_waits_for_no_thread_left_running(how, sleeps, code, ends_within):
+    """Python's exit joins every thread that is no daemon: after a stop, one a library left
+    running (up to its deadline of minutes) no longer holds the exit past EXIT_WITHIN_S; the
+    process ends with the command's code and says what it left. Not stopped, the exit is Python's own."""
+    import subprocess
+    import time
+
+    from autograder.course.paths import ROOT
+
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", HELD_EXIT, how, str(sleeps)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=ends_within,
+    )
+    took = time.monotonic() - began
+    assert done.returncode == code, done.stderr
+    if how == "stopped":
+        assert "the exit waited 1 s for a thread left running (left-running): ended without it" in done.stderr
+        assert took < sleeps
+    else:
+        assert done.stderr == "" and took >= sleeps  # the thread was joined, as Python does
+
+
+def test_the_instructors_guide_states_the_exit_bound():
+    from autograder.course.paths import ROOT
+
+    guide = " ".join((ROOT / "docs" / "instructors.md").read_text().split())
+    assert f'"the exit waited {stopping.EXIT_WITHIN_S:.0f} s for a thread left running (...)"' in guide
+    assert f"ends within about {stopping.EXIT_WITHIN_S:.0f} s" in guide
