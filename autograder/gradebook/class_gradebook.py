@@ -22,7 +22,11 @@ class GradebookError(GraderError, ValueError):
 
 
 def db_url(course: Path) -> str:
-    return f"sqlite:///{course / 'gradebook.db'}"
+    """The SQLAlchemy URL of the gradebook in `course`, its path escaped as a URL: SQLAlchemy
+    decodes %XX and ends the file's name at a ?, so a folder named with them would open another file."""
+    from sqlalchemy.engine import URL
+
+    return URL.create("sqlite", database=str(course / "gradebook.db")).render_as_string(hide_password=False)
 
 
 def quiet_gradebook_warnings() -> None:

@@ -10,6 +10,7 @@ import nbgrader.api
 import pytest
 from nbgrader.api import Gradebook
 
+from autograder.gradebook.class_gradebook import db_url
 from autograder.run import worker
 from autograder.upstream import nbgrader as upstream
 from autograder.upstream.nbgrader import schema_head, shared_gradebook_engines
@@ -117,6 +118,19 @@ def test_only_a_workers_copies_skip_waiting_for_the_disk(monkeypatch, tmp_path):
     shared_gradebook_engines()
     with Gradebook(f"sqlite:///{work / 'student' / 'gradebook.db'}") as copy:
         assert _journal(copy) == (2, "delete")
+
+
+@pytest.mark.parametrize("name", ["grades 100%41", "a?x=1", "b#c", "d@e:f"])
+def test_a_folder_named_with_url_characters_opens_its_own_gradebook(engines, tmp_path, name):
+    """db_url escapes the path: SQLAlchemy decodes %XX and ends a file's name at a ?, so the
+    name as written would open another file (tmp/grades 100A/..., or tmp/a)."""
+    work = tmp_path / name
+    (work / "course").mkdir(parents=True)
+    shared_gradebook_engines(scratch=work)
+    with Gradebook(db_url(work / "course")) as gradebook:
+        gradebook.add_student("ann")
+        assert _journal(gradebook) == (0, "memory")  # classified as inside the worker's folder
+    assert [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()] == [f"{name}/course/gradebook.db"]
 
 
 def test_each_student_of_a_worker_has_the_same_folder_name(monkeypatch, tmp_path):
