@@ -1166,7 +1166,7 @@ def test_the_artifact_runner_makes_a_program_once_per_notebook(monkeypatch):
     def program(shape):
         avals = [[list(shape), "float32"]]
         text = dumps(program_as_data(jax.make_jaxpr(square_sum)(jax.ShapeDtypeStruct(shape, np.float32))))
-        return {"program": text, "avals": avals, "argnums": [0]}
+        return {"program": text, "avals": avals, "argnums": 0}
 
     def ask(op, x, **extra):
         request = {**program(x.shape), "op": op, "inputs": [encode(x)], **extra}
@@ -1178,21 +1178,25 @@ def test_the_artifact_runner_makes_a_program_once_per_notebook(monkeypatch):
     assert ask("value", x) == 5.0 and ask("value", y) == 3.0  # one executable, each answer its own
     assert len(made) == 1
     assert np.allclose(ask("grad", x), 2 * x) and len(made) == 2
-    assert ask("value", np.ones(4, np.float32)) == 4.0 and len(made) == 3
+    # argnums as JAX reads it: a list is a tuple of inputs, answered with a tuple even of one.
+    (alone,) = ask("grad", x, argnums=[0])
+    assert np.allclose(alone, 2 * x) and len(made) == 3
+    assert ask("value", np.ones(4, np.float32)) == 4.0 and len(made) == 4
     renamed = {"$shipped": ["remat_lesson", "renaming"], "args": ["a", "b"], "kwargs": []}
     monkeypatch.syspath_prepend(str(SOLUTIONS))
-    assert ask("value", x, wrap=renamed) == 5.0 and len(made) == 4
+    assert ask("value", x, wrap=renamed) == 5.0 and len(made) == 5
     monkeypatch.setattr(artifact_runner, "MAX_OUTPUT_BYTES", 2)
     for _ in range(2):
         with pytest.raises(WireError, match="more than the judge takes"):
             ask("grad", np.ones(5, np.float32))
-    assert len(made) == 4
+    assert len(made) == 5
     assert artifact_runner.fresh() == {"fresh": True} and made == {}
     for request in ({"op": "value", "avals": [], "inputs": []}, {"op": "nothing", "argnums": [0, 0]}):
         with pytest.raises(WireError, match="no program was sent"):  # before anything else is read
             artifact_runner.answer(request)
     # An input named twice, or no position, is refused before anything is made.
-    for argnums, why in (([0, 0], "an input twice"), ([], "not a list of input positions")):
+    refused = (([0, 0], "an input twice"), ([], "not an input position"), (-1, "not an input position"))
+    for argnums, why in (*refused, (True, "not an input position"), ([0, "1"], "not an input position")):
         with pytest.raises(WireError, match=why):
             ask("grad", x, argnums=argnums)
     assert made == {}

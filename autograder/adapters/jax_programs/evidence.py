@@ -90,7 +90,9 @@ class ProgramEvidence:
             "prelude": answer_prelude(judge.modules.checks),
         }
         program = self._program(message, function)
-        with_respect_to = list(argnums) if isinstance(argnums, (tuple, list)) else [int(argnums)]
+        # As the check wrote it: an int stays an int, a tuple (even of one) is sent as a list and
+        # answered as JAX answers a tuple, with a tuple of gradients.
+        with_respect_to = list(argnums) if isinstance(argnums, (tuple, list)) else int(argnums)
         request = {
             "op": operation,
             "program": program,
@@ -170,7 +172,7 @@ class ProgramEvidence:
     def _agree_on_values(self, function: LearnerFunction, bind, program: str, fresh: FreshPoint, avals) -> None:
         """The kernel's own function computes, at the fresh point, what the program rebuilt from the
         answer cells computes there; ProgramDisagrees where it does not."""
-        request = {"op": "value", "program": program, "avals": avals, "wrap": None, "argnums": [0]}
+        request = {"op": "value", "program": program, "avals": avals, "wrap": None, "argnums": 0}
         built = self.judge.result(self._artifact_request({**request, "inputs": fresh.encoded()}), decode)
         kept = self._from_the_kernel(function, bind, fresh, "call", "computes nothing there")
         found, expected = _leaves(kept), _leaves(built)
@@ -197,7 +199,7 @@ class ProgramEvidence:
                 f"from your answer cells {count}"
             )
 
-    def _agree_on_plan(self, function, bind, fresh: FreshPoint, plan: dict, argnums: list) -> None:
+    def _agree_on_plan(self, function, bind, fresh: FreshPoint, plan: dict, argnums: int | list) -> None:
         """The compiler plans the gradient of the kernel's own function as it plans the program's
         (a plan is the program's shape's, not its inputs'); ProgramDisagrees where it does not.
         Nothing to compare where the kernel's backend has no memory analysis."""
@@ -229,7 +231,7 @@ class ProgramEvidence:
         else:  # with respect to the program's inputs only, as the artifact runner takes it
             message["inputs"] = [at for at, item in enumerate(template) if item is self.judge.modules.checks.ARG]
             message["wrap"] = None if wrap is None else self.judge.outbound(wrap)
-            message["argnums"] = list(argnums or [0])
+            message["argnums"] = 0 if argnums is None else argnums
         try:
             return self.judge.result(self.judge.kernel_request(message), decode)
         except LearnerRaised as raised:

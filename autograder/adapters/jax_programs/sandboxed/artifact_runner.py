@@ -102,9 +102,10 @@ EVIDENCE = {
 }
 
 
-def transformed(program, operation: str, argnums: list):
-    which = argnums[0] if len(argnums) == 1 else tuple(argnums)
-    return EVIDENCE[operation](program, which)
+def transformed(program, operation: str, argnums: int | list):
+    """argnums as JAX takes it: an int is one input (its gradient alone), a list is a tuple of
+    inputs (a tuple of gradients, even of one)."""
+    return EVIDENCE[operation](program, argnums if isinstance(argnums, int) else tuple(argnums))
 
 
 #: The executables made this notebook, by what made them (the request but its inputs): a check
@@ -115,7 +116,7 @@ _MADE: dict = {}
 MAX_MADE = 256
 
 
-def _made(request, operation: str, argnums: list):
+def _made(request, operation: str, argnums: int | list):
     """(the compiled executable, its memory plan or None) for request, made once per notebook.
     WireError for a program whose outputs are larger than the judge takes."""
     import hashlib
@@ -159,10 +160,11 @@ def answer(request) -> dict:
     operation = request.get("op")
     if operation not in EVIDENCE:
         raise WireError(f"no operation {operation!r}")
-    argnums = request.get("argnums", [0])
-    if not (isinstance(argnums, list) and argnums and all(type(a) is int and a >= 0 for a in argnums)):
-        raise WireError("argnums that are not a list of input positions")
-    if len(set(argnums)) != len(argnums):  # JAX's own answer would be a bare StopIteration
+    argnums = request.get("argnums", 0)
+    positions = [argnums] if type(argnums) is int else argnums
+    if not (isinstance(positions, list) and positions and all(type(a) is int and a >= 0 for a in positions)):
+        raise WireError("argnums that are not an input position or a list of them")
+    if len(set(positions)) != len(positions):  # JAX's own answer would be a bare StopIteration
         raise WireError("argnums that name an input twice")
     compiled, plan = _made(request, operation, argnums)
     if operation == "plan":

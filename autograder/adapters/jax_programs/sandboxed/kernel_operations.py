@@ -60,8 +60,8 @@ def _memory_plan(request) -> dict:
     import jax
 
     traced, values = _traced(request)
-    argnums = [int(at) for at in request.get("argnums", [0])]
-    which = argnums[0] if len(argnums) == 1 else tuple(argnums)
+    argnums = request.get("argnums", 0)  # as the artifact runner reads it: an int, or a list for a tuple
+    which = int(argnums) if isinstance(argnums, int) else tuple(int(at) for at in argnums)
     analysis = jax.jit(jax.grad(traced, argnums=which)).lower(*values).compile().memory_analysis()
     plan = None if analysis is None else {name: int(getattr(analysis, name)) for name in PLAN_FIELDS}
     return {"result": encode(plan)}
