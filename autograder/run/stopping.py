@@ -158,9 +158,10 @@ def stops_held():
 
 
 def exit_bounded_once_stopped(code: int) -> int:
-    """For a process's own command, as it returns `code` to exit with: when its run was stopped,
-    the exit waits at most EXIT_WITHIN_S for threads that are no daemon (Python joins them as it
-    exits), then says which it left and ends the process with `code`. Returns `code`.
+    """For a process's own command, as it returns `code` to exit with (its cleanup done): when
+    its run was stopped, the process ends within EXIT_WITHIN_S from now even where Python's exit
+    waits for threads that are no daemon (it joins an executor's threads first, then the rest);
+    it then says which it left and ends with `code`. Returns `code`.
     Not for a command run inside another program (a test's process): that one's exit is its own."""
     if stopped_by() is None:
         return code
@@ -169,10 +170,8 @@ def exit_bounded_once_stopped(code: int) -> int:
 
 
 def _end_a_held_exit(code: int) -> None:
+    time.sleep(EXIT_WITHIN_S)  # a process that exits meanwhile ends this thread with it
     main = threading.main_thread()
-    while main.is_alive():  # Python marks it ended as its exit begins, before it joins the threads
-        time.sleep(0.1)
-    time.sleep(EXIT_WITHIN_S)
     held = [t for t in threading.enumerate() if not t.daemon and t is not main]
     frames = sys._current_frames()
     where = ", ".join(f"{t.name}{_where(frames.get(t.ident or -1))}" for t in held) or "no thread of Python's"
