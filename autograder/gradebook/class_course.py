@@ -69,13 +69,27 @@ def update_class_course(course: Path, fresh: bool = False, origin=None) -> Path:
         if saved is not None:
             log.info("the previous class gradebook is kept as %s", saved)
     if fresh or not (course / "gradebook.db").exists():
-        return new_course(course, origin)
+        return _gradebook_url_pinned(new_course(course, origin))
     staged = new_course(previous / "next", origin)
     for name in ("source", "nbgrader_config.py"):
         if (course / name).exists():
             shutil.move(str(course / name), str(previous / name))
         shutil.move(str(staged / name), str(course / name))
     shutil.rmtree(staged)
+    return _gradebook_url_pinned(course)
+
+
+def _gradebook_url_pinned(course: Path) -> Path:
+    """nbgrader (formgrader, `nbgrader db`, route A) builds the gradebook's URL from the course
+    folder's path unescaped: where that would open another file (a `%XX` or `?` in the path), the
+    course's config names the escaped URL, so they open this gradebook. Any other course's config
+    is left as copied (it names no path, and the folder can be moved). Returns `course`."""
+    from sqlalchemy.engine import make_url
+
+    gradebook = course.resolve() / "gradebook.db"
+    if make_url(f"sqlite:///{gradebook}").database != str(gradebook):
+        with open(course / "nbgrader_config.py", "a") as config:
+            config.write(f"c.CourseDirectory.db_url = {db_url(course.resolve())!r}  # the path, escaped as a URL\n")
     return course
 
 

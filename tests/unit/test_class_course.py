@@ -148,3 +148,23 @@ def test_clear_outputs_only_without_gradebook(tmp_path):
     assert (out / "grades.csv").exists() and (out / "feedback" / "ada").exists()
     class_course.clear_outputs(out, fresh=True)
     assert sorted(p.name for p in out.iterdir()) == ["course", "notes.txt"]
+
+
+@pytest.mark.parametrize("name", ["plain", "grades 100%41", "a?x=1"])
+def test_nbgraders_own_tools_open_the_class_gradebook(tmp_path, monkeypatch, name):
+    """formgrader and `nbgrader db` in OUT/course build the gradebook's URL from the folder's path
+    unescaped: where that opens another file, the course's config names the escaped URL; any
+    other course's config is the checkout's own (it names no path)."""
+    from nbgrader.coursedir import CourseDirectory
+    from sqlalchemy.engine import make_url
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.course.paths import ROOT
+
+    course = class_course.update_class_course(tmp_path / name / "course")
+    monkeypatch.chdir(course)  # (the config is code: it runs as nbgrader runs it, from the course)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    opened = make_url(CourseDirectory(config=config, root=str(course)).db_url).database
+    assert (course / opened).resolve() == (course / "gradebook.db").resolve()  # (the lesson's: relative to it)
+    pinned = (course / "nbgrader_config.py").read_text() != (ROOT / "nbgrader_config.py").read_text()
+    assert pinned == (name != "plain")
