@@ -1196,7 +1196,8 @@ def test_the_artifact_runner_makes_a_program_once_per_notebook(monkeypatch):
             artifact_runner.answer(request)
     # An input named twice, or no position, is refused before anything is made.
     refused = (([0, 0], "an input twice"), ([], "not an input position"), (-1, "not an input position"))
-    for argnums, why in (*refused, (True, "not an input position"), ([0, "1"], "not an input position")):
+    beyond = ((1, "an input the program does not take"), ([0, 10**6], "an input the program does not take"))
+    for argnums, why in (*refused, *beyond, (True, "not an input position"), ([0, "1"], "not an input position")):
         with pytest.raises(WireError, match=why):
             ask("grad", x, argnums=argnums)
     assert made == {}

@@ -166,6 +166,11 @@ def answer(request) -> dict:
         raise WireError("argnums that are not an input position or a list of them")
     if len(set(positions)) != len(positions):  # JAX's own answer would be a bare StopIteration
         raise WireError("argnums that name an input twice")
+    # A transform of inputs (not "value", "residuals") refuses one the program lacks before it is
+    # traced: JAX's TypeError would come back as the learner's program failing.
+    differentiates = operation in ("grad", "value_and_grad", "plan")
+    if differentiates and (not isinstance(request.get("avals"), list) or max(positions) >= len(request["avals"])):
+        raise WireError("argnums that name an input the program does not take")
     compiled, plan = _made(request, operation, argnums)
     if operation == "plan":
         return {"result": encode(plan)}
