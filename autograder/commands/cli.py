@@ -29,11 +29,11 @@ COMMANDS = {
 
 def main(argv=None) -> int:
     """The command named in argv (None: this process's command line, whose exit after a stop
-    is bounded: stopping.exit_bounded_once_stopped)."""
+    is bounded: stopping.as_the_process_command)."""
     if argv is None:
-        from autograder.run.stopping import exit_bounded_once_stopped
+        from autograder.run.stopping import as_the_process_command
 
-        return exit_bounded_once_stopped(_command(sys.argv[1:]))
+        return as_the_process_command(lambda: _command(sys.argv[1:]))
     return _command(list(argv))
 
 

@@ -86,8 +86,9 @@ from autograder.run.reference import (
 )
 from autograder.run.runners import DaskRunner, HereRunner
 from autograder.run.stopping import (
-    exit_bounded_once_stopped,
+    as_the_process_command,
     finished,
+    kept_until_exit,
     listening_for_stops,
     raise_if_stopped,
     stopped_by,
@@ -618,7 +619,7 @@ def main(argv=None) -> int:
         print("error: --tls-ca-file, --tls-cert and --tls-key go together", file=sys.stderr)
         return ExitCode.USAGE
     show_log()
-    with listening_for_stops(until_exit_once_stopped=True), threads_shown_on_request():
+    with listening_for_stops(), threads_shown_on_request():
         return _graded(args, rest)  # SIGTERM cleans up as Ctrl-C does
 
 
@@ -626,8 +627,8 @@ def main(argv=None) -> int:
 def threads_shown_on_request():
     """`kill -USR1 PID` on a run that seems stuck prints where each of its threads is (Python's
     faulthandler, to stderr), and the run goes on. None where stderr has no file descriptor.
-    A stopped run keeps it until it exits: what it then waits for (a thread a library left
-    running) is where it would look stuck."""
+    A stopped run keeps it until its process exits (stopping.kept_until_exit): what it then waits
+    for (a thread a library left running) is where it would look stuck."""
     try:
         faulthandler.register(signal.SIGUSR1, all_threads=True)
         registered = True
@@ -636,7 +637,7 @@ def threads_shown_on_request():
     try:
         yield
     finally:
-        if registered and stopped_by() is None:
+        if registered and not kept_until_exit():
             faulthandler.unregister(signal.SIGUSR1)
 
 
@@ -710,4 +711,4 @@ def _graded(args, rest) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_bounded_once_stopped(main()))
+    sys.exit(as_the_process_command(main))

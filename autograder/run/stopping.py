@@ -15,7 +15,7 @@ that then says it stopped, is left out.
 Only the first stop is raised: a second Ctrl-C while the run cleans up (a second or two) would
 cut its cleanup short. A stop Python dropped does not count: the next one is raised again.
 
-A stopped command's process exits within EXIT_WITHIN_S of its return (`exit_bounded_once_stopped`):
+A stopped command's process exits within EXIT_WITHIN_S of its return (`as_the_process_command`):
 Python's exit waits for every thread that is no daemon, and a thread a library left running when
 the stop came (an event loop's executor still starting a kernel, waiting on its line up to a
 deadline of minutes) held the exit long after the run had cleaned up and said it stopped.
@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 #: The signals that stopped this run, in the order they came (empty: not stopped).
 _STOPPED_BY: list[signal.Signals] = []
@@ -48,6 +49,8 @@ class _State:
     holding = False
     #: A stop came while they were held.
     held = False
+    #: The process runs its own command (`as_the_process_command`), not one inside another program.
+    process_command = False
 
 
 def _stop(signum, frame) -> None:
@@ -85,14 +88,14 @@ def _handlers() -> list[logging.Handler]:
 
 
 @contextlib.contextmanager
-def listening_for_stops(until_exit_once_stopped: bool = False):
+def listening_for_stops():
     """Stop this process's run on SIGTERM, and on Ctrl-C unless it is ignored here (a run started
     with `nohup`, or in the background of a shell without job control, keeps ignoring it); as it
-    was again after the block. until_exit_once_stopped (a command about to exit): after a stop,
-    a later one is ignored until the process ends, so that it cannot turn the exit status the run
-    chose (130, 143) into a kill by the signal as Python exits. Ignored, not handled: Python's
-    finalization puts a signal handled by a Python function back to its default, and a Ctrl-C
-    then killed the process (exit -2, seen in CI); an ignored one stays ignored."""
+    was again after the block, unless `kept_until_exit()`: then a later stop is ignored until the
+    process ends, so that it cannot turn the exit status the run chose (130, 143) into a kill by
+    the signal as Python exits. Ignored, not handled: Python's finalization puts a signal handled
+    by a Python function back to its default, and a Ctrl-C then killed the process (exit -2, seen
+    in CI); an ignored one stays ignored."""
     saved = {signum: signal.getsignal(signum) for signum in STOPS}
     hook, left_out = sys.unraisablehook, LoggedStopLeftOut()
     _STOPPED_BY.clear()
@@ -107,7 +110,7 @@ def listening_for_stops(until_exit_once_stopped: bool = False):
     try:
         yield
     finally:
-        keep = until_exit_once_stopped and bool(_STOPPED_BY)
+        keep = kept_until_exit()
         for signum, before in saved.items():
             signal.signal(signum, signal.SIG_IGN if keep and signal.getsignal(signum) is _stop else before)
         if keep:
@@ -157,16 +160,29 @@ def stops_held():
         raise KeyboardInterrupt
 
 
-def exit_bounded_once_stopped(code: int) -> int:
-    """For a process's own command, as it returns `code` to exit with (its cleanup done): when
-    its run was stopped, the process ends within EXIT_WITHIN_S from now even where Python's exit
-    waits for threads that are no daemon (it joins an executor's threads first, then the rest);
-    it then says which it left and ends with `code`. Returns `code`.
-    Not for a command run inside another program (a test's process): that one's exit is its own."""
-    if stopped_by() is None:
-        return code
-    threading.Thread(target=_end_a_held_exit, args=(code,), name="bounded exit", daemon=True).start()
+def as_the_process_command(command: Callable[[], int]) -> int:
+    """Run `command`, this process's own (the `autograder` console script, `python -m
+    autograder.run.grade`), and return its exit code. Once its run was stopped, what the run set
+    up for a stop stays until the process ends (`kept_until_exit`), and the process ends within
+    EXIT_WITHIN_S of the command's return even where Python's exit waits for threads that are no
+    daemon (it joins an executor's threads first, then the rest); it then says which it left and
+    ends with the code. A command called inside another program (a test's, `main([...])`) is not
+    run through here: its process, and its exit, stay the caller's."""
+    _State.process_command = True
+    code = command()
+    if stopped_by() is not None:
+        _exit_bounded(code)
     return code
+
+
+def kept_until_exit() -> bool:
+    """Whether what a run set up for a stop (later stops ignored, `kill -USR1` heard) stays until
+    the process ends: the run was stopped, and it is the process's own command."""
+    return _State.process_command and bool(_STOPPED_BY)
+
+
+def _exit_bounded(code: int) -> None:
+    threading.Thread(target=_end_a_held_exit, args=(code,), name="bounded exit", daemon=True).start()
 
 
 def _end_a_held_exit(code: int) -> None:

@@ -126,25 +126,79 @@ def test_after_the_run_the_process_is_as_it_was():
     assert sys.unraisablehook is hook and [list(h.filters) for h in stopping._handlers()] == filters
 
 
-def test_a_command_that_was_stopped_ignores_a_later_stop_until_it_exits():
+@pytest.fixture
+def process_command(monkeypatch):
+    """This process runs its command as its own (as_the_process_command), for one test."""
+    monkeypatch.setattr(stopping._State, "process_command", True)
+
+
+@pytest.fixture
+def handlers_put_back():
+    saved = {signum: signal.getsignal(signum) for signum in stopping.STOPS}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for signum, before in saved.items():
+            signal.signal(signum, before)
+
+
+def test_a_command_that_was_stopped_ignores_a_later_stop_until_it_exits(process_command, handlers_put_back):
     """After a stop, a command's exit status is the run's (130): a later Ctrl-C, once the block has
     ended and before the process exits, is ignored (raised, it would make Python exit by the
     signal; handled by a Python function, Python's finalization would put it back to its default
     first). A run that was not stopped leaves the handlers as they were."""
-    saved, saved_term = signal.signal(signal.SIGINT, signal.default_int_handler), signal.getsignal(signal.SIGTERM)
+    with stopping.listening_for_stops():
+        pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt), stopping.listening_for_stops():
+        signal.raise_signal(signal.SIGINT)
+    assert stopping.kept_until_exit()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    signal.raise_signal(signal.SIGINT)  # as the process exits: nothing happens
+    assert stopping.stopped_by() is signal.SIGINT
+
+
+def _stopped_run(args, rest) -> int:
+    """grade.main's run, stopped by SIGTERM as it grades (as a scheduler's kill would stop it)."""
     try:
-        with stopping.listening_for_stops(until_exit_once_stopped=True):
-            pass
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        with pytest.raises(KeyboardInterrupt), stopping.listening_for_stops(until_exit_once_stopped=True):
-            signal.raise_signal(signal.SIGINT)
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
-        signal.raise_signal(signal.SIGINT)  # as the process exits: nothing happens
-        assert stopping.stopped_by() is signal.SIGINT
-    finally:
-        signal.signal(signal.SIGINT, saved)
-        signal.signal(signal.SIGTERM, saved_term)
+        signal.raise_signal(signal.SIGTERM)
+    except KeyboardInterrupt:
+        return 143
+    return 0
+
+
+def test_a_command_inside_another_program_leaves_its_process_as_it_was_after_a_stop(
+    handlers_put_back, monkeypatch, tmp_path
+):
+    """`grade.main([...])` called by another program (not the process's own command): after its
+    run was stopped, the caller's handlers are back and nothing of the run's stays."""
+    import faulthandler
+
+    from autograder.course.paths import ROOT
+    from autograder.run import grade
+
+    monkeypatch.setattr(grade, "_graded", _stopped_run)
+    saved = {signum: signal.getsignal(signum) for signum in stopping.STOPS}
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out"), "--bundle", str(ROOT)]) == 143
+    assert stopping.stopped_by() is signal.SIGTERM and not stopping.kept_until_exit()
+    assert {signum: signal.getsignal(signum) for signum in stopping.STOPS} == saved
+    assert faulthandler.unregister(signal.SIGUSR1) is False  # (True: it was still registered)
+
+
+def test_a_stopped_process_command_keeps_what_it_set_up_until_it_exits(
+    process_command, handlers_put_back, monkeypatch, tmp_path
+):
+    import faulthandler
+
+    from autograder.course.paths import ROOT
+    from autograder.run import grade
+
+    monkeypatch.setattr(grade, "_graded", _stopped_run)
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out"), "--bundle", str(ROOT)]) == 143
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    assert faulthandler.unregister(signal.SIGUSR1) is True
 
 
 def test_an_ignored_ctrl_c_stays_ignored():
@@ -167,23 +221,27 @@ def test_a_stop_held_back_comes_after_the_block(listening):
 
 
 #: A command's process: stopped by SIGTERM (or not), a thread that is no daemon left sleeping,
-#: and the exit code returned through exit_bounded_once_stopped, as grade's __main__ does.
+#: run as the process's own command (as_the_process_command), as grade's __main__ runs main.
 HELD_EXIT = """
 import signal, sys, threading, time
 from autograder.run import stopping
 stopping.EXIT_WITHIN_S = 1.0
-with stopping.listening_for_stops(until_exit_once_stopped=True):
-    if sys.argv[1] == "stopped":
-        try:
-            signal.raise_signal(signal.SIGTERM)
-        except KeyboardInterrupt:
-            pass
-if sys.argv[3] == "thread":
-    threading.Thread(target=time.sleep, args=(float(sys.argv[2]),), name="left-running").start()
-else:  # an executor's thread (an event loop's, nbclient's): Python joins these first, then the rest
-    import concurrent.futures
-    concurrent.futures.ThreadPoolExecutor(thread_name_prefix="left-running").submit(time.sleep, float(sys.argv[2]))
-sys.exit(stopping.exit_bounded_once_stopped(143 if sys.argv[1] == "stopped" else 0))
+
+def command():
+    with stopping.listening_for_stops():
+        if sys.argv[1] == "stopped":
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            except KeyboardInterrupt:
+                pass
+    if sys.argv[3] == "thread":
+        threading.Thread(target=time.sleep, args=(float(sys.argv[2]),), name="left-running").start()
+    else:  # an executor's thread (an event loop's, nbclient's): Python joins these first, then the rest
+        import concurrent.futures
+        concurrent.futures.ThreadPoolExecutor(thread_name_prefix="left-running").submit(time.sleep, float(sys.argv[2]))
+    return 143 if sys.argv[1] == "stopped" else 0
+
+sys.exit(stopping.as_the_process_command(command))
 """
 
 
