@@ -35,6 +35,7 @@ import hashlib
 import importlib.util
 import io
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -323,6 +324,52 @@ class TrustedModules:
 # ---------------------------------------------------------------------------------------
 # The learner's work, as the judge sees it.
 # ---------------------------------------------------------------------------------------
+class _ThisThreadsPrints:
+    """sys.stdout while a judge runs a test cell: what the judging thread prints goes to its cell's
+    capture, any other thread's to the stream it stands in for. contextlib.redirect_stdout swaps
+    the whole process's stdout: a judge still checking when its run was stopped took the prints of
+    the program that had called the grader, until the check ended."""
+
+    def __init__(self, replaced):
+        self.replaced = replaced
+
+    def _stream(self):
+        return getattr(_CAPTURE, "into", None) or self.replaced
+
+    def write(self, text):
+        return self._stream().write(text)
+
+    def flush(self):
+        return self._stream().flush()
+
+    def __getattr__(self, name):  # encoding, fileno, isatty: the stream's it stands in for
+        return getattr(self.replaced, name)
+
+
+_CAPTURE = threading.local()
+_CAPTURING = {"threads": 0}
+_CAPTURING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _prints_captured(into: io.StringIO):
+    """This thread's prints into `into` while the block runs; the process's stdout as it was once
+    no thread captures any more."""
+    with _CAPTURING_LOCK:
+        if not isinstance(sys.stdout, _ThisThreadsPrints):
+            sys.stdout = _ThisThreadsPrints(sys.stdout)
+        _CAPTURING["threads"] += 1
+    _CAPTURE.into = into
+    try:
+        yield
+    finally:
+        _CAPTURE.into = None
+        with _CAPTURING_LOCK:
+            _CAPTURING["threads"] -= 1
+            if _CAPTURING["threads"] == 0 and isinstance(sys.stdout, _ThisThreadsPrints):
+                sys.stdout = sys.stdout.replaced
+
+
 #: The least time a request of the judge's is given once the notebook's slack is spent (Judge._deadline):
 #: far more than any request of the instructor's reference run takes.
 ITEM_FLOOR = 15.0
@@ -438,7 +485,7 @@ class Judge:
         self.cell_unanswered = False
         try:
             namespace.update(self.bind(learner_names(source)))
-            with self.modules.installed(), contextlib.redirect_stdout(printed):
+            with self.modules.installed(), _prints_captured(printed):
                 exec(compile(source, "<test cell>", "exec"), namespace)
         except JudgeUnavailable as stopped:
             error = f"the checks could not reach your kernel: {stopped}"
