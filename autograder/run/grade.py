@@ -88,6 +88,7 @@ from autograder.run.runners import DaskRunner, HereRunner
 from autograder.run.stopping import (
     as_the_process_command,
     finished,
+    is_the_process_command,
     kept_until_exit,
     listening_for_stops,
     raise_if_stopped,
@@ -626,14 +627,17 @@ def main(argv=None) -> int:
 @contextlib.contextmanager
 def threads_shown_on_request():
     """`kill -USR1 PID` on a run that seems stuck prints where each of its threads is (Python's
-    faulthandler, to stderr), and the run goes on. None where stderr has no file descriptor.
-    A stopped run keeps it until its process exits (stopping.kept_until_exit): what it then waits
-    for (a thread a library left running) is where it would look stuck."""
-    try:
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
-        registered = True
-    except (AttributeError, ValueError, OSError):  # a stderr that is no file (a test's capture)
-        registered = False
+    faulthandler, to stderr), and the run goes on. Only for the process's own command (a program
+    that calls main([...]) keeps its SIGUSR1 as it set it), and none where stderr has no file
+    descriptor. A stopped run keeps it until its process exits (stopping.kept_until_exit): what it
+    then waits for (a thread a library left running) is where it would look stuck."""
+    registered = False
+    if is_the_process_command():
+        try:
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+            registered = True
+        except (AttributeError, ValueError, OSError):  # a stderr that is no file (a test's capture)
+            pass
     try:
         yield
     finally:

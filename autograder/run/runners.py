@@ -231,13 +231,16 @@ class DaskRunner:
             if self.cluster is not None and stopping:  # (a stop another library took for a failure, too)
                 self._end_workers_now()
                 return False
-            try:
-                self._client().run(release_sandboxes)  # the sandbox each worker made for a next student
-            except Exception:  # a worker that is gone: its sandboxes end as their lines close (confine.grader_gone)
-                pass
-            self._client().close()
-            if self.cluster is not None:
-                self.cluster.close()
+            # A stop while the workers close comes once they have closed (stops_held): cut short, the
+            # close left live workers under a folder then removed, and Dask's exit closed them again.
+            with stops_held():
+                try:
+                    self._client().run(release_sandboxes)  # the sandbox each worker made for a next student
+                except Exception:  # a worker that is gone: its sandboxes end as their lines close (confine.grader_gone)
+                    pass
+                self._client().close()
+                if self.cluster is not None:
+                    self.cluster.close()
         finally:
             self._remove_folder()
         return False

@@ -168,17 +168,25 @@ def as_the_process_command(command: Callable[[], int]) -> int:
     daemon (it joins an executor's threads first, then the rest); it then says which it left and
     ends with the code. A command called inside another program (a test's, `main([...])`) is not
     run through here: its process, and its exit, stay the caller's."""
-    _State.process_command = True
-    code = command()
+    before, _State.process_command = _State.process_command, True
+    try:
+        code = command()
+    finally:
+        _State.process_command = before  # (a program that then calls main([...]) runs it as its own)
     if stopped_by() is not None:
         _exit_bounded(code)
     return code
 
 
+def is_the_process_command() -> bool:
+    """Whether the command running is this process's own (as_the_process_command)."""
+    return _State.process_command
+
+
 def kept_until_exit() -> bool:
     """Whether what a run set up for a stop (later stops ignored, `kill -USR1` heard) stays until
     the process ends: the run was stopped, and it is the process's own command."""
-    return _State.process_command and bool(_STOPPED_BY)
+    return is_the_process_command() and bool(_STOPPED_BY)
 
 
 def _exit_bounded(code: int) -> None:
@@ -190,14 +198,14 @@ def _end_a_held_exit(code: int) -> None:
     main = threading.main_thread()
     held = [t for t in threading.enumerate() if not t.daemon and t is not main]
     frames = sys._current_frames()
-    where = ", ".join(f"{t.name}{_where(frames.get(t.ident or -1))}" for t in held) or "no thread of Python's"
+    where = ", ".join(f"{t.name}{_where(frames.get(t.ident or -1))}" for t in held)
+    # No thread held: the exit's own handlers did (atexit's, a library's closing what it left open).
+    what = f"a thread left running ({where})" if held else "Python's exit handlers (no thread left running)"
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     with contextlib.suppress(OSError):
-        os.write(
-            2, f"the exit waited {EXIT_WITHIN_S:.0f} s for a thread left running ({where}): ended without it\n".encode()
-        )
+        os.write(2, f"the exit waited {EXIT_WITHIN_S:.0f} s for {what}: ended without it\n".encode())
     os._exit(code)
 
 

@@ -3,6 +3,7 @@ replaced by a script and Dask by a fake client that runs each task when its resu
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import types
@@ -370,3 +371,30 @@ def test_dask_runner_exit_closes_client(dask):
     dask.client.fail_run = True
     assert dask.__exit__(None, None, None) is False
     assert dask.client.ran == [runners.release_sandboxes] and dask.client.closed
+
+
+def test_a_stop_while_the_workers_close_comes_once_they_have_closed(dask, tmp_path):
+    """A Ctrl-C as a finished run closes its local cluster: the close runs to its end, and the stop
+    comes after it, before the cluster's folder is removed (cut short, the workers lived on under a
+    removed folder and Dask's exit closed them again)."""
+    from autograder.run import stopping
+
+    events = []
+
+    class Cluster:
+        workers: dict = {}
+
+        def close(self):
+            os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C comes, mid-close
+            events.append("closed")
+
+    dask.cluster, dask.folder = Cluster(), tmp_path / "cluster"
+    dask.folder.mkdir()
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stopping.listening_for_stops(), pytest.raises(KeyboardInterrupt):
+            dask.__exit__(None, None, None)
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert events == ["closed"] and dask.client.closed
+    assert not (tmp_path / "cluster").exists()

@@ -16,6 +16,14 @@ import pytest
 from autograder.run import stopping
 
 
+@pytest.fixture(autouse=True)
+def no_stop_left_behind():
+    """Each test's stops stay its own: a later test of this process (a runner's) finds none."""
+    yield
+    stopping._STOPPED_BY.clear()
+    stopping._State.dropped = stopping._State.finished = stopping._State.holding = stopping._State.held = False
+
+
 @pytest.fixture
 def listening():
     """listening_for_stops() as `autograder grade` enters it, from a terminal's foreground job."""
@@ -181,10 +189,25 @@ def test_a_command_inside_another_program_leaves_its_process_as_it_was_after_a_s
 
     monkeypatch.setattr(grade, "_graded", _stopped_run)
     saved = {signum: signal.getsignal(signum) for signum in stopping.STOPS}
+    faulthandler.register(signal.SIGUSR1, all_threads=False)  # the caller's own
     assert grade.main([str(tmp_path), "--out", str(tmp_path / "out"), "--bundle", str(ROOT)]) == 143
     assert stopping.stopped_by() is signal.SIGTERM and not stopping.kept_until_exit()
     assert {signum: signal.getsignal(signum) for signum in stopping.STOPS} == saved
-    assert faulthandler.unregister(signal.SIGUSR1) is False  # (True: it was still registered)
+    assert faulthandler.unregister(signal.SIGUSR1) is True  # the caller's, still there
+
+
+def test_a_program_whose_own_command_ran_calls_main_as_another_program_would(handlers_put_back, monkeypatch, tmp_path):
+    """The process's own command, once returned, leaves no mark: a program that ran the console
+    script's main() and then calls grade.main([...]) gets its handlers back after a stop."""
+    from autograder.course.paths import ROOT
+    from autograder.run import grade
+
+    assert stopping.as_the_process_command(lambda: 0) == 0
+    assert not stopping.is_the_process_command()
+    monkeypatch.setattr(grade, "_graded", _stopped_run)
+    saved = {signum: signal.getsignal(signum) for signum in stopping.STOPS}
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out"), "--bundle", str(ROOT)]) == 143
+    assert {signum: signal.getsignal(signum) for signum in stopping.STOPS} == saved
 
 
 def test_a_stopped_process_command_keeps_what_it_set_up_until_it_exits(
@@ -236,6 +259,9 @@ def command():
                 pass
     if sys.argv[3] == "thread":
         threading.Thread(target=time.sleep, args=(float(sys.argv[2]),), name="left-running").start()
+    elif sys.argv[3] == "atexit":  # a library's exit handler closing what it left open (Dask's clusters)
+        import atexit
+        atexit.register(time.sleep, float(sys.argv[2]))
     else:  # an executor's thread (an event loop's, nbclient's): Python joins these first, then the rest
         import concurrent.futures
         concurrent.futures.ThreadPoolExecutor(thread_name_prefix="left-running").submit(time.sleep, float(sys.argv[2]))
@@ -245,7 +271,7 @@ sys.exit(stopping.as_the_process_command(command))
 """
 
 
-@pytest.mark.parametrize("left", ["thread", "executor"])
+@pytest.mark.parametrize("left", ["thread", "executor", "atexit"])
 @pytest.mark.parametrize(
     ("how", "sleeps", "code", "ends_within"),
     [("stopped", 120, 143, 30), ("finished", 2, 0, 30)],
@@ -271,7 +297,12 @@ def test_a_stopped_commands_exit_waits_for_no_thread_left_running(how, sleeps, c
     took = time.monotonic() - began
     assert done.returncode == code, done.stderr
     if how == "stopped":
-        assert "the exit waited 1 s for a thread left running (left-running" in done.stderr
+        held = (
+            "Python's exit handlers (no thread left running)"
+            if left == "atexit"
+            else "a thread left running (left-running"
+        )
+        assert f"the exit waited 1 s for {held}" in done.stderr
         assert took < sleeps
     else:
         assert done.stderr == "" and took >= sleeps  # the thread was joined, as Python does
