@@ -12,14 +12,16 @@ Before rendering, each cell's source loses its hidden tests (whatever a learner'
 print) and what a learner wrote or displayed loses anything that would run in a browser
 (autograder/notebook/pages.py). Notebooks flagged in OUT/flags.csv keep their "Flagged for instructor
 review" note. Each student's pages are made on their own: one whose pages cannot be made is
-named (FAILED) and the others get theirs. Exit 0 when done, 1 when some student's pages could
-not be made, 2 on bad arguments.
+named (FAILED) and the others get theirs; a student's earlier pages in OUT/feedback/ stay until
+theirs are made again. Ctrl-C or SIGTERM stops it after the students done (130, 143), naming
+them. Exit 0 when done, 1 when some student's pages could not be made, 2 on bad arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from autograder.gradebook.class_gradebook import GradebookError, class_students,
 from autograder.gradebook.reports import flag_findings
 from autograder.gradebook.student_files import flag_note
 from autograder.notebook.pages import assignment_markdown, sanitize_notebook
+from autograder.run.stopping import listening_for_stops, stopped_by
 
 
 def prepare_for_pages(folder: Path, source_folder: Path | None = None) -> None:
@@ -76,13 +79,26 @@ def regenerate_feedback(out: Path, students: list[str] | None = None) -> Regener
             f"the class: {', '.join(known) or '(nobody yet)'}"
         )
     api, _ = open_api(course)
-    done = Regenerated()
-    for student in wanted:
-        try:
-            done.written[student] = _regenerate_one(api, out, course, student)
-        except Exception as error:  # this student's pages only: the class goes on
-            done.failed[student] = f"{type(error).__name__}: {str(error).strip()[:500]}"
+    done, student = Regenerated(), None
+    try:
+        for student in wanted:
+            try:
+                done.written[student] = _regenerate_one(api, out, course, student)
+            except Exception as error:  # this student's pages only: the class goes on
+                if stopped_by() is not None:  # nbgrader took the stop for a failure of its own
+                    raise KeyboardInterrupt from None
+                done.failed[student] = f"{type(error).__name__}: {str(error).strip()[:500]}"
+    except KeyboardInterrupt:
+        raise Stopped(student, done) from None
     return done
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while `student`'s pages were made (None: before any); `done`: the students before."""
+
+    def __init__(self, student: str | None, done: Regenerated):
+        super().__init__(student)
+        self.student, self.done = student, done
 
 
 def _regenerate_one(api, out: Path, course: Path, student: str) -> list[Path]:
@@ -90,10 +106,10 @@ def _regenerate_one(api, out: Path, course: Path, student: str) -> list[Path]:
     autograded = course / "autograded" / student / name
     feedback = course / "feedback" / student / name
     public = out / "feedback" / student
-    for folder in (feedback, public):
-        for old in folder.glob("*.html") if folder.exists() else []:
-            old.unlink()
+    earlier = sorted(public.glob("*.html")) if public.exists() else []
     if not autograded.exists() or not any(autograded.glob("*.ipynb")):
+        for page in earlier + sorted(feedback.glob("*.html") if feedback.exists() else []):
+            page.unlink()
         return []  # nothing was graded (the whole submission broke): no page to write
     prepare_for_pages(autograded, course / "source" / name)
     outcome = api.generate_feedback(name, student, force=True)
@@ -113,6 +129,10 @@ def _regenerate_one(api, out: Path, course: Path, student: str) -> list[Path]:
             page.write_text(html)
         (public / page.name).write_text(html)
         written.append(public / page.name)
+    # The student's earlier pages stay until theirs are made again (a failure or a stop keeps them).
+    for page in earlier:
+        if page not in written:
+            page.unlink()
     # nbgrader copies the autograded folder's other files (the shipped modules) along: not feedback.
     for extra in feedback.iterdir():
         if extra.suffix != ".html":
@@ -136,13 +156,26 @@ def main(argv=None) -> int:
         help="only this student (repeat for more); default: the whole class",
     )
     args = parser.parse_args(argv)
+    out = args.out.resolve()
+    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     try:
-        done = regenerate_feedback(args.out, args.student)
+        with listening_for_stops():
+            done = regenerate_feedback(args.out, args.student)
     except GraderError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
-    out = args.out.resolve()
-    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    except KeyboardInterrupt as stop:  # (Stopped: while a student's pages were made)
+        terminated = stopped_by() is signal.SIGTERM
+        said = f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'}: "
+        if isinstance(stop, Stopped) and stop.student is not None:
+            said += (
+                f"pages made again for {', '.join(stop.done.written) or 'nobody'}; {stop.student}'s pages in "
+                f"{where}/feedback/ are the earlier ones (its copy in the course may be gone); "
+            )
+        else:
+            said += "no page was made again; "
+        print(console_line(f"{said}run `autograder feedback --out {where}` again", 1000), file=sys.stderr)
+        return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
     for student, why in done.failed.items():
         print(console_line(f"FAILED  {student}: no feedback page: {why}", 1000), file=sys.stderr)
     for student, pages in done.written.items():
