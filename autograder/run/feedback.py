@@ -62,12 +62,15 @@ class Regenerated:
 
     written: dict[str, list[Path]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    #: The student whose pages were being made, while they were (what a stop cut short).
+    making: str | None = None
 
 
-def regenerate_feedback(out: Path, students: list[str] | None = None) -> Regenerated:
+def regenerate_feedback(out: Path, students: list[str] | None = None, into: Regenerated | None = None) -> Regenerated:
     """Feedback of `students` (default: every student with a submission) from the gradebook,
     each student on their own: one whose pages cannot be made is named and the others get
-    theirs. GradebookError on bad input (no gradebook, an unknown student)."""
+    theirs. GradebookError on bad input (no gradebook, an unknown student). A stop (Ctrl-C,
+    SIGTERM) is raised, nbgrader's taking it for a failure or not; `into` then says how far it got."""
     out = Path(out).resolve()
     course = require_gradebook(out)
     known = class_students(course)
@@ -79,26 +82,17 @@ def regenerate_feedback(out: Path, students: list[str] | None = None) -> Regener
             f"the class: {', '.join(known) or '(nobody yet)'}"
         )
     api, _ = open_api(course)
-    done, student = Regenerated(), None
-    try:
-        for student in wanted:
-            try:
-                done.written[student] = _regenerate_one(api, out, course, student)
-            except Exception as error:  # this student's pages only: the class goes on
-                if stopped_by() is not None:  # nbgrader took the stop for a failure of its own
-                    raise KeyboardInterrupt from None
-                done.failed[student] = f"{type(error).__name__}: {str(error).strip()[:500]}"
-    except KeyboardInterrupt:
-        raise Stopped(student, done) from None
+    done = Regenerated() if into is None else into
+    for student in wanted:
+        done.making = student
+        try:
+            done.written[student] = _regenerate_one(api, out, course, student)
+        except Exception as error:  # this student's pages only: the class goes on
+            if stopped_by() is not None:  # nbgrader took the stop for a failure of its own
+                raise KeyboardInterrupt from None
+            done.failed[student] = f"{type(error).__name__}: {str(error).strip()[:500]}"
+        done.making = None
     return done
-
-
-class Stopped(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM while `student`'s pages were made (None: before any); `done`: the students before."""
-
-    def __init__(self, student: str | None, done: Regenerated):
-        super().__init__(student)
-        self.student, self.done = student, done
 
 
 def _regenerate_one(api, out: Path, course: Path, student: str) -> list[Path]:
@@ -158,18 +152,19 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     out = args.out.resolve()
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    done = Regenerated()
     try:
         with listening_for_stops():
-            done = regenerate_feedback(args.out, args.student)
+            regenerate_feedback(args.out, args.student, into=done)
     except GraderError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt as stop:  # (Stopped: while a student's pages were made)
+    except KeyboardInterrupt:
         terminated = stopped_by() is signal.SIGTERM
         said = f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'}: "
-        if isinstance(stop, Stopped) and stop.student is not None:
+        if done.making is not None:
             said += (
-                f"pages made again for {', '.join(stop.done.written) or 'nobody'}; {stop.student}'s pages in "
+                f"pages made again for {', '.join(done.written) or 'nobody'}; {done.making}'s pages in "
                 f"{where}/feedback/ are the earlier ones (its copy in the course may be gone); "
             )
         else:
