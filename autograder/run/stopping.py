@@ -172,7 +172,7 @@ def as_the_process_command(command: Callable[[], int]) -> int:
     try:
         code = command()
     finally:
-        _State.process_command = before  # (a program that then calls main([...]) runs it as its own)
+        _State.process_command = before  # (a main([...]) the program calls afterwards is not its command)
     if stopped_by() is not None:
         _exit_bounded(code)
     return code
