@@ -76,7 +76,8 @@ class HereRunner:
         return self
 
     def __exit__(self, *exc):
-        release_sandboxes()
+        with stops_held():  # a stop as the sandboxes end comes once they have ended (cut short, files stayed)
+            release_sandboxes()
         return False
 
     def start_reference(self, source: CourseSource) -> None:

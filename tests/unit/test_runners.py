@@ -398,3 +398,24 @@ def test_a_stop_while_the_workers_close_comes_once_they_have_closed(dask, tmp_pa
         signal.signal(signal.SIGINT, saved)
     assert events == ["closed"] and dask.client.closed
     assert not (tmp_path / "cluster").exists()
+
+
+def test_a_stop_while_the_sandboxes_end_comes_once_they_have_ended(monkeypatch):
+    """A Ctrl-C as a finished --jobs 1 run ends its sandboxes: they end, then the stop comes
+    (cut short, a sandbox's compile-cache files stayed in TMPDIR)."""
+    from autograder.run import stopping
+
+    events = []
+
+    def release_sandboxes():
+        os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C comes, mid-release
+        events.append("released")
+
+    monkeypatch.setattr(runners, "release_sandboxes", release_sandboxes)
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stopping.listening_for_stops(), pytest.raises(KeyboardInterrupt):
+            HereRunner(GradingOptions()).__exit__(None, None, None)
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert events == ["released"]
