@@ -13,6 +13,7 @@ more than one thread are refused (a worker grades one student at a time).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import shutil
@@ -232,9 +233,11 @@ class DaskRunner:
             if self.cluster is not None and stopping:  # (a stop another library took for a failure, too)
                 self._end_workers_now()
                 return False
-            # A stop while the workers close comes once they have closed (stops_held): cut short, the
-            # close left live workers under a folder then removed, and Dask's exit closed them again.
-            with stops_held():
+            # A stop while the run's own workers close comes once they have closed (stops_held): cut
+            # short, the close left live workers under a folder then removed, and Dask's exit closed
+            # them again. An instructor's cluster's workers (no cluster here) may not answer: a stop
+            # still cuts that wait short.
+            with stops_held() if self.cluster is not None else contextlib.nullcontext():
                 try:
                     self._client().run(release_sandboxes)  # the sandbox each worker made for a next student
                 except Exception:  # a worker that is gone: its sandboxes end as their lines close (confine.grader_gone)

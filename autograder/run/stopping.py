@@ -174,7 +174,7 @@ def as_the_process_command(command: Callable[[], int]) -> int:
     finally:
         _State.process_command = before  # (a main([...]) the program calls afterwards is not its command)
     if stopped_by() is not None:
-        _exit_bounded(code)
+        threading.Thread(target=_end_a_held_exit, args=(code,), name="bounded exit", daemon=True).start()
     return code
 
 
@@ -187,10 +187,6 @@ def kept_until_exit() -> bool:
     """Whether what a run set up for a stop (later stops ignored, `kill -USR1` heard) stays until
     the process ends: the run was stopped, and it is the process's own command."""
     return is_the_process_command() and bool(_STOPPED_BY)
-
-
-def _exit_bounded(code: int) -> None:
-    threading.Thread(target=_end_a_held_exit, args=(code,), name="bounded exit", daemon=True).start()
 
 
 def _end_a_held_exit(code: int) -> None:

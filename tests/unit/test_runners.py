@@ -419,3 +419,22 @@ def test_a_stop_while_the_sandboxes_end_comes_once_they_have_ended(monkeypatch):
     finally:
         signal.signal(signal.SIGINT, saved)
     assert events == ["released"]
+
+
+def test_a_stop_while_an_instructors_cluster_is_left_is_not_held(dask):
+    """With an instructor's scheduler (no cluster of the run's own), whose workers may not answer,
+    a Ctrl-C while the run leaves them stops it there."""
+    from autograder.run import stopping
+
+    def run(fn):
+        os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C comes, while a worker is asked
+        dask.client.ran.append(fn)
+
+    dask.client.run = run
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stopping.listening_for_stops(), pytest.raises(KeyboardInterrupt):
+            dask.__exit__(None, None, None)
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert dask.client.ran == [] and not dask.client.closed
