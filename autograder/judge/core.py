@@ -342,8 +342,8 @@ class _ThisThreadsPrints:
     def flush(self):
         return self._stream().flush()
 
-    def __getattr__(self, name):  # encoding, fileno, isatty: the stream's it stands in for
-        return getattr(self.replaced, name)
+    def __getattr__(self, name):  # writelines, fileno, buffer, encoding: the thread's stream's own
+        return getattr(self._stream(), name)
 
 
 _CAPTURE = threading.local()

@@ -49,3 +49,17 @@ def test_captures_in_two_threads_stay_apart():
     for thread in threads:
         thread.join(10)
     assert [out.getvalue() for out in outs] == ["cell 0\n", "cell 1\n"]
+
+
+def test_the_judging_thread_sees_its_capture_whole():
+    """Every way of writing reaches the capture (writelines too), and what a capture lacks (a file
+    descriptor) is lacking, as under contextlib.redirect_stdout: nothing of the cell's goes out raw."""
+    import pytest
+
+    captured = io.StringIO()
+    with _prints_captured(captured):
+        sys.stdout.writelines(["one\n", "two\n"])
+        with pytest.raises(io.UnsupportedOperation):
+            sys.stdout.fileno()
+        assert not hasattr(sys.stdout, "buffer")
+    assert captured.getvalue() == "one\ntwo\n"
